@@ -1,0 +1,74 @@
+"""Per-test records: what the plugin measures for one test, and how it is written to JSON/CSV."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+#: Columns of gpu_util.csv, in order. Every TestRecord field that is a scalar.
+CSV_COLUMNS = (
+    "test",
+    "outcome",
+    "wall_ms",
+    "gpu_busy_ms",
+    "busy_pct",
+    "mm_conv_pct",
+    "attention_pct",
+    "communication_pct",
+    "memcpy_pct",
+    "kernel_count",
+    "top_kernel",
+    "devices",
+    "worker",
+)
+
+
+@dataclass(frozen=True)
+class TestRecord:
+    """What --gpu-util measured for one test (GPU fields are None when nothing was measured)."""
+
+    __test__ = False  # not a pytest test class
+
+    test: str
+    outcome: str
+    wall_ms: float | None = None
+    gpu_busy_ms: float | None = None
+    busy_pct: float | None = None
+    mm_conv_pct: float | None = None
+    attention_pct: float | None = None
+    communication_pct: float | None = None
+    memcpy_pct: float | None = None
+    kernel_count: int | None = None
+    top_kernel: str | None = None
+    #: device ids that did GPU work, as they appear in the trace (``"0"``, ``"1"``)
+    devices: tuple[str, ...] = ()
+    #: xdist worker id ("gw0") or "" in a single-process run
+    worker: str = ""
+    #: busy microseconds per physical GPU (key: physical GPU id as a string)
+    gpu_busy_us_by_device: Mapping[str, float] = field(default_factory=dict)
+    #: window-relative category shares, e.g. {"gemm": 42.1}
+    categories: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    #: results of the kernel_bench fixture in this test: label -> TimingResult.to_dict()
+    kernel_bench: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: results of the gpu_trace fixture in this test: label -> summary dict
+    gpu_trace: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: why GPU fields are empty ("no CUDA device", "profiler already active", ...), else ""
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["devices"] = list(self.devices)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "TestRecord":
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in names}
+        if "devices" in kwargs:
+            kwargs["devices"] = tuple(str(d) for d in kwargs["devices"] or ())
+        return cls(**kwargs)
+
+    def csv_row(self) -> dict[str, Any]:
+        row = {name: getattr(self, name) for name in CSV_COLUMNS}
+        row["devices"] = " ".join(self.devices)
+        return row
