@@ -183,7 +183,7 @@ def _to_ns(path: str, index: int, ev: _Event, field: str, value: Any) -> int:
     except InvalidOperation:
         raise TraceError(path, f"{_describe(index, ev)}: '{field}' is not a number: {text_s[:40]}") from None
     if not micros.is_finite():
-        raise TraceError(path, f"{_describe(index, ev)}: '{field}' is {text_s}")
+        raise TraceError(path, f"{_describe(index, ev)}: '{field}' is not a finite number: {text_s}")
     return int((micros * 1000).to_integral_value())
 
 
