@@ -1,0 +1,521 @@
+"""GPU timing behind the ``kernel_bench`` fixture: CUDA events, the way Triton's do_bench times.
+
+Nothing here imports pytest, and torch is imported only inside the functions that time: without a
+CUDA device (or without torch) the same warm-up/repetition protocol runs on ``time.perf_counter``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
+
+Timer = Literal["cuda_event", "cuda_graph", "perf_counter"]
+
+#: Values of ``TimingResult.timer``.
+TIMERS: tuple[str, ...] = ("cuda_event", "cuda_graph", "perf_counter")
+
+#: Bytes zeroed before each timed run to evict the L2 cache (do_bench's 256 MB buffer).
+L2_FLUSH_BYTES = 256 * 1024 * 1024
+
+#: Runs timed together to estimate one run's duration before planning warm-up and repetitions.
+ESTIMATE_RUNS = 5
+
+#: Floor for the per-run estimate, so a near-zero estimate plans at most ``rep_ms * 1000`` reps.
+MIN_ESTIMATE_MS = 1e-3
+
+#: Warm-up calls on a side stream before capturing a CUDA graph (the PyTorch CUDA-graph recipe).
+GRAPH_WARMUP_CALLS = 3
+
+NOTE_NO_CUDA = "no CUDA device: timed with time.perf_counter on the CPU"
+NOTE_NO_TORCH = "torch is not importable: timed with time.perf_counter on the CPU"
+
+
+@dataclass(frozen=True)
+class TimingStats:
+    """Summary statistics of per-run times in milliseconds."""
+
+    median: float
+    mean: float
+    std: float
+    min: float
+    max: float
+    p20: float
+    p80: float
+    reps: int
+
+
+@dataclass(frozen=True)
+class TimingResult:
+    """One timed callable: statistics over its per-run times in milliseconds, and derived rates."""
+
+    label: str
+    median: float
+    mean: float
+    std: float
+    min: float
+    max: float
+    p20: float
+    p80: float
+    reps: int
+    warmup_reps: int
+    timer: Timer
+    #: GPU name (``torch.cuda.get_device_name``) or ``"cpu"``
+    device: str
+    unit: str = "ms"
+    #: ``bytes / median``, in GB/s (1e9 bytes per second); None when bytes was not given
+    gbps: float | None = None
+    #: ``flops / median``, in TFLOP/s (1e12 per second); None when flops was not given
+    tflops: float | None = None
+    bytes: int | None = None
+    flops: int | None = None
+    #: why the timing differs from a CUDA-event timing (CPU fallback), else ""
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.timer not in TIMERS:
+            raise ValueError(f"timer must be one of {', '.join(TIMERS)}, got {self.timer!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict of JSON-safe values (str, int, float, None), one key per field."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TimingResult:
+        """Inverse of ``to_dict``; ignores unknown keys, raises ValueError naming missing ones."""
+        fields = dataclasses.fields(cls)
+        names = {f.name for f in fields}
+        required = [
+            f.name
+            for f in fields
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        ]
+        missing = [name for name in required if name not in data]
+        if missing:
+            raise ValueError(f"TimingResult.from_dict: missing key(s) {', '.join(missing)}")
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+@dataclass(frozen=True)
+class FwdBwdResult:
+    """Forward and backward timings of one ``bench_fwd_bwd`` call."""
+
+    forward: TimingResult
+    backward: TimingResult
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"forward": ..., "backward": ...}`` of ``TimingResult.to_dict()``."""
+        return {"forward": self.forward.to_dict(), "backward": self.backward.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FwdBwdResult:
+        """Inverse of ``to_dict``."""
+        return cls(
+            forward=TimingResult.from_dict(data["forward"]),
+            backward=TimingResult.from_dict(data["backward"]),
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure helpers
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """Quantile of already sorted values by linear interpolation (``torch.quantile``'s default)."""
+    if not sorted_values:
+        raise ValueError("quantile of an empty sequence")
+    if not 0.0 <= q <= 1.0:
+        raise ValueError(f"q must be in [0, 1], got {q!r}")
+    position = q * (len(sorted_values) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    fraction = position - low
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
+
+
+def summarize(times_ms: Sequence[float]) -> TimingStats:
+    """Statistics of per-run times.
+
+    ``median``, ``p20`` and ``p80`` interpolate linearly between neighbours (``torch.quantile``;
+    for an even count the median is the mean of the two middle values, unlike ``torch.median``);
+    ``std`` is the sample standard deviation (n - 1, as ``torch.std``), 0.0 for a single time.
+    """
+    values = [float(t) for t in times_ms]
+    if not values:
+        raise ValueError("summarize needs at least one time")
+    bad = [t for t in values if not math.isfinite(t) or t < 0.0]
+    if bad:
+        raise ValueError(f"times must be finite and >= 0, got {bad[0]!r}")
+    ordered = sorted(values)
+    count = len(ordered)
+    mean = math.fsum(ordered) / count
+    if count > 1:
+        std = math.sqrt(math.fsum((t - mean) ** 2 for t in ordered) / (count - 1))
+    else:
+        std = 0.0
+    return TimingStats(
+        median=quantile(ordered, 0.5),
+        mean=mean,
+        std=std,
+        min=ordered[0],
+        max=ordered[-1],
+        p20=quantile(ordered, 0.2),
+        p80=quantile(ordered, 0.8),
+        reps=count,
+    )
+
+
+def plan_reps(estimate_ms: float, warmup_ms: float, rep_ms: float) -> tuple[int, int]:
+    """``(n_warmup, n_repeat)`` filling the time budgets, at least one each (do_bench's rule)."""
+    estimate = max(float(estimate_ms), MIN_ESTIMATE_MS)
+    return max(1, int(warmup_ms / estimate)), max(1, int(rep_ms / estimate))
+
+
+def throughput(
+    median_ms: float, bytes: int | None, flops: int | None
+) -> tuple[float | None, float | None]:
+    """``(GB/s, TFLOP/s)`` at the median time; None where the count is None or the time is 0."""
+    if median_ms <= 0.0:
+        return None, None
+    seconds = median_ms / 1e3
+    gbps = None if bytes is None else bytes / seconds / 1e9
+    tflops = None if flops is None else flops / seconds / 1e12
+    return gbps, tflops
+
+
+def _check_budget_ms(name: str, value: object) -> float:
+    """A positive, finite number of milliseconds, else TypeError/ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number of milliseconds, got {type(value).__name__}")
+    result = float(value)
+    if not math.isfinite(result) or result <= 0.0:
+        raise ValueError(f"{name} must be a finite number of milliseconds > 0, got {value!r}")
+    return result
+
+
+def _check_count(name: str, value: object, minimum: int) -> int:
+    """An int >= ``minimum``, else TypeError/ValueError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _check_optional_count(name: str, value: object) -> int | None:
+    """None or a non-negative int, else TypeError/ValueError naming ``name``."""
+    return None if value is None else _check_count(name, value, 0)
+
+
+def _check_callable(name: str, value: object) -> None:
+    """TypeError naming ``name`` unless ``value`` is callable."""
+    if not callable(value):
+        raise TypeError(f"{name} must be callable, got {type(value).__name__}")
+
+
+def _check_label(value: object) -> str:
+    """The label, which must be a str."""
+    if not isinstance(value, str):
+        raise TypeError(f"label must be a str, got {type(value).__name__}")
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Clocks: one protocol, run on CUDA events or on time.perf_counter
+
+
+class _Event(Protocol):
+    def record(self) -> None: ...
+
+    def elapsed_time(self, end: Any) -> float: ...
+
+
+class _Clock(Protocol):
+    @property
+    def timer(self) -> Timer: ...
+
+    @property
+    def device(self) -> str: ...
+
+    def event(self) -> _Event: ...
+
+    def synchronize(self) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+class _PerfCounterEvent:
+    """A CPU stand-in for ``torch.cuda.Event``: ``record`` reads ``time.perf_counter``."""
+
+    __slots__ = ("_t",)
+
+    def __init__(self) -> None:
+        self._t = 0.0
+
+    def record(self) -> None:
+        self._t = time.perf_counter()
+
+    def elapsed_time(self, end: _PerfCounterEvent) -> float:
+        return (end._t - self._t) * 1e3
+
+
+@dataclass(frozen=True)
+class _CpuClock:
+    """Host wall clock; synchronize and flush do nothing."""
+
+    timer: Timer = "perf_counter"
+    device: str = "cpu"
+
+    def event(self) -> _Event:
+        return _PerfCounterEvent()
+
+    def synchronize(self) -> None:
+        return None
+
+    def flush(self) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class _CudaClock:
+    """CUDA events on the current stream of the current device; flush zeroes a 256 MB buffer."""
+
+    torch: Any
+    device: str
+    l2_buffer: Any
+    timer: Timer = "cuda_event"
+
+    def event(self) -> _Event:
+        return self.torch.cuda.Event(enable_timing=True)
+
+    def synchronize(self) -> None:
+        self.torch.cuda.synchronize()
+
+    def flush(self) -> None:
+        if self.l2_buffer is not None:
+            self.l2_buffer.zero_()
+
+
+def _cuda_torch() -> tuple[Any, str]:
+    """``(torch, "")`` when a CUDA device can time, else ``(None, why)`` for the fallback note."""
+    try:
+        import torch
+    except ImportError:
+        return None, NOTE_NO_TORCH
+    if not torch.cuda.is_available():
+        return None, NOTE_NO_CUDA
+    return torch, ""
+
+
+def _cuda_clock(torch: Any, flush_l2: bool) -> _CudaClock:
+    """A CUDA clock on the current device, with the L2 flush buffer when asked."""
+    index = torch.cuda.current_device()
+    buffer = None
+    if flush_l2:
+        buffer = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device=f"cuda:{index}")
+    return _CudaClock(torch=torch, device=torch.cuda.get_device_name(index), l2_buffer=buffer)
+
+
+def _run_protocol(
+    target: Callable[[], Any], clock: _Clock, warmup_ms: float, rep_ms: float, flush: bool
+) -> tuple[list[float], int]:
+    """Time ``target`` as do_bench does; return the per-rep times (ms) and the warm-up count."""
+    target()
+    clock.synchronize()
+
+    start, end = clock.event(), clock.event()
+    start.record()
+    for _ in range(ESTIMATE_RUNS):
+        if flush:
+            clock.flush()
+        target()
+    end.record()
+    clock.synchronize()
+    n_warmup, n_repeat = plan_reps(start.elapsed_time(end) / ESTIMATE_RUNS, warmup_ms, rep_ms)
+
+    for _ in range(n_warmup):
+        target()
+
+    starts = [clock.event() for _ in range(n_repeat)]
+    ends = [clock.event() for _ in range(n_repeat)]
+    for begin, finish in zip(starts, ends):
+        if flush:
+            clock.flush()
+        begin.record()
+        target()
+        finish.record()
+    clock.synchronize()
+    return [begin.elapsed_time(finish) for begin, finish in zip(starts, ends)], n_warmup
+
+
+def _capture_graph(torch: Any, call: Callable[[], Any], what: str) -> Any:
+    """Warm ``call`` up on a side stream, then capture one call into a ``torch.cuda.CUDAGraph``."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(GRAPH_WARMUP_CALLS):
+            call()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.graph(graph):
+            call()
+        torch.cuda.synchronize()
+    except RuntimeError as exc:
+        _reset_after_failed_capture(torch)
+        raise RuntimeError(
+            f"cuda_graph=True: could not capture {what} into a CUDA graph (host syncs such as "
+            f".item() cannot be captured): {exc}"
+        ) from exc
+    return graph
+
+
+def _reset_after_failed_capture(torch: Any) -> None:
+    """Capture a tiny graph so torch's CUDA RNG leaves the capture state a failed capture left."""
+    # torch (seen on 2.11) leaves the generator "capturing" when capture_end fails, and every
+    # later random op raises "Offset increment outside graph capture"; a good capture resets it.
+    try:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            torch.empty(1, device="cuda").zero_()
+        torch.cuda.synchronize()
+    except RuntimeError:
+        pass
+
+
+def _result(
+    label: str,
+    times_ms: Sequence[float],
+    warmup_reps: int,
+    clock: _Clock,
+    timer: Timer,
+    note: str,
+    bytes: int | None = None,
+    flops: int | None = None,
+) -> TimingResult:
+    """Build a TimingResult from raw per-rep times."""
+    stats = summarize(times_ms)
+    gbps, tflops = throughput(stats.median, bytes, flops)
+    return TimingResult(
+        label=label,
+        median=stats.median,
+        mean=stats.mean,
+        std=stats.std,
+        min=stats.min,
+        max=stats.max,
+        p20=stats.p20,
+        p80=stats.p80,
+        reps=stats.reps,
+        warmup_reps=warmup_reps,
+        timer=timer,
+        device=clock.device,
+        gbps=gbps,
+        tflops=tflops,
+        bytes=bytes,
+        flops=flops,
+        note=note,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Public timers
+
+
+def bench(
+    fn: Callable[..., Any],
+    *args: Any,
+    warmup_ms: float = 25,
+    rep_ms: float = 100,
+    flush_l2: bool = True,
+    cuda_graph: bool = False,
+    bytes: int | None = None,
+    flops: int | None = None,
+    label: str = "",
+    **kwargs: Any,
+) -> TimingResult:
+    """Time ``fn(*args, **kwargs)`` the way ``triton.testing.do_bench`` does.
+
+    One call and a synchronize; 5 runs between two CUDA events estimate a run (flush included);
+    ``max(1, int(warmup_ms / estimate))`` warm-up calls; then ``max(1, int(rep_ms / estimate))``
+    reps, each with its own event pair, preceded by zeroing a 256 MB buffer when ``flush_l2``.
+    Events are recorded on the current stream of the current device. ``cuda_graph=True`` warms up
+    on a side stream, captures one call into a CUDA graph and times ``graph.replay()`` (the L2
+    flush stays outside the graph). ``bytes``/``flops`` give ``gbps``/``tflops`` at the median.
+    Without CUDA (or torch) the same protocol runs on ``time.perf_counter``
+    (``timer="perf_counter"``, ``device="cpu"``, ``note`` says why; flush and graph do not apply).
+    Keyword arguments named like a parameter of ``bench`` cannot reach ``fn``: wrap it in a lambda.
+    """
+    _check_callable("fn", fn)
+    warmup = _check_budget_ms("warmup_ms", warmup_ms)
+    rep = _check_budget_ms("rep_ms", rep_ms)
+    n_bytes = _check_optional_count("bytes", bytes)
+    n_flops = _check_optional_count("flops", flops)
+    name = _check_label(label)
+
+    def call() -> Any:
+        return fn(*args, **kwargs)
+
+    torch, why = _cuda_torch()
+    if torch is None:
+        clock: _Clock = _CpuClock()
+        note = f"{why} (cuda_graph=True not applied)" if cuda_graph else why
+        times, n_warmup = _run_protocol(call, clock, warmup, rep, flush=False)
+        return _result(name, times, n_warmup, clock, "perf_counter", note, n_bytes, n_flops)
+
+    cuda = _cuda_clock(torch, bool(flush_l2))
+    if cuda_graph:
+        graph = _capture_graph(torch, call, name or getattr(fn, "__name__", "fn"))
+        times, n_warmup = _run_protocol(graph.replay, cuda, warmup, rep, flush=bool(flush_l2))
+        return _result(name, times, n_warmup, cuda, "cuda_graph", "", n_bytes, n_flops)
+    times, n_warmup = _run_protocol(call, cuda, warmup, rep, flush=bool(flush_l2))
+    return _result(name, times, n_warmup, cuda, "cuda_event", "", n_bytes, n_flops)
+
+
+def bench_fwd_bwd(
+    forward: Callable[..., Any],
+    backward: Callable[[Any], Any],
+    *args: Any,
+    warmup: int = 10,
+    runs: int = 50,
+    label: str = "",
+) -> FwdBwdResult:
+    """Time ``out = forward(*args)`` and ``backward(out)`` separately, as PyTorch's fastrnns bench.
+
+    ``warmup`` untimed iterations (default 10), then ``runs`` timed ones (default 50; fastrnns
+    uses 10 and 100): each records an event pair around forward, another around backward, then
+    synchronizes. No L2 flush. Labels are ``"<label>/forward"`` and ``"<label>/backward"``
+    (``"forward"``/``"backward"`` without a label). Without CUDA, times on ``time.perf_counter``.
+    """
+    _check_callable("forward", forward)
+    _check_callable("backward", backward)
+    n_warmup = _check_count("warmup", warmup, 0)
+    n_runs = _check_count("runs", runs, 1)
+    name = _check_label(label)
+
+    torch, why = _cuda_torch()
+    clock: _Clock = _CpuClock() if torch is None else _cuda_clock(torch, flush_l2=False)
+
+    def iteration() -> tuple[float, float]:
+        fwd_start, fwd_end, bwd_start, bwd_end = (clock.event() for _ in range(4))
+        fwd_start.record()
+        out = forward(*args)
+        fwd_end.record()
+        bwd_start.record()
+        backward(out)
+        bwd_end.record()
+        clock.synchronize()
+        return fwd_start.elapsed_time(fwd_end), bwd_start.elapsed_time(bwd_end)
+
+    for _ in range(n_warmup):
+        iteration()
+    timed = [iteration() for _ in range(n_runs)]
+
+    prefix = f"{name}/" if name else ""
+    fwd_times = [f for f, _ in timed]
+    bwd_times = [b for _, b in timed]
+    return FwdBwdResult(
+        forward=_result(f"{prefix}forward", fwd_times, n_warmup, clock, clock.timer, why),
+        backward=_result(f"{prefix}backward", bwd_times, n_warmup, clock, clock.timer, why),
+    )
