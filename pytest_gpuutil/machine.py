@@ -1,0 +1,75 @@
+"""Machine information for gpu_util.json and baselines: GPU model and count, driver, versions, host."""
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import subprocess
+import sys
+from typing import Any, Optional
+
+
+def _run(cmd: list[str], cwd: Optional[str] = None) -> Optional[str]:
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=10, cwd=cwd)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return res.stdout.strip() if res.returncode == 0 else None
+
+
+def nvidia_smi_gpus() -> list[dict[str, str]]:
+    """GPUs as nvidia-smi lists them (index, name, uuid, driver), without initialising CUDA."""
+    out = _run(["nvidia-smi", "--query-gpu=index,name,uuid,driver_version", "--format=csv,noheader"])
+    gpus = []
+    for line in (out or "").splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) == 4:
+            gpus.append(dict(zip(("index", "name", "uuid", "driver"), parts)))
+    return gpus
+
+
+def visible_gpu_ids(environ: Optional[dict[str, str]] = None, physical_count: Optional[int] = None) -> list[str]:
+    """Physical GPU ids this process may use: CUDA_VISIBLE_DEVICES if set, else 0..count-1."""
+    env = os.environ if environ is None else environ
+    listed = env.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        return [d.strip() for d in listed.split(",") if d.strip() and d.strip() != "-1"]
+    count = len(nvidia_smi_gpus()) if physical_count is None else physical_count
+    return [str(i) for i in range(count)]
+
+
+def git_commit(cwd: Optional[str] = None) -> Optional[str]:
+    return _run(["git", "rev-parse", "HEAD"], cwd=cwd)
+
+
+def machine_info(cwd: Optional[str] = None, torch_module: Any = None) -> dict[str, Any]:
+    """What ran the tests. ``torch_module`` is passed in when the caller has imported torch."""
+    gpus = nvidia_smi_gpus()
+    visible = visible_gpu_ids(physical_count=len(gpus))
+    by_index = {g["index"]: g for g in gpus}
+    by_uuid = {g["uuid"]: g for g in gpus}
+    visible_gpus = [by_index.get(v) or by_uuid.get(v) for v in visible]
+    visible_gpus = [g for g in visible_gpus if g]
+    names = sorted({g["name"] for g in visible_gpus})
+    info: dict[str, Any] = {
+        "gpu_model": names[0] if len(names) == 1 else (" + ".join(names) or None),
+        "gpu_count": len(visible_gpus),
+        "gpus": [{"index": g["index"], "name": g["name"]} for g in visible_gpus],
+        "driver": visible_gpus[0]["driver"] if visible_gpus else None,
+        "cuda": None,
+        "torch": None,
+        "host": socket.gethostname(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "git_commit": git_commit(cwd),
+    }
+    if torch_module is not None:
+        info["torch"] = str(torch_module.__version__)
+        info["cuda"] = torch_module.version.cuda
+        if not visible_gpus and torch_module.cuda.is_available():
+            count = torch_module.cuda.device_count()
+            info["gpu_count"] = count
+            info["gpu_model"] = torch_module.cuda.get_device_name(0) if count else None
+    info["cuda_available"] = bool(info["gpu_count"])
+    info["argv"] = " ".join(sys.argv[1:])[:500]
+    return info

@@ -1,0 +1,288 @@
+"""The one object that holds a pytest run's GPU-utilization state (created in pytest_configure).
+
+On an xdist worker it profiles tests and packs each test's results into a JSON-able payload that
+travels on the test's teardown report; on the controller (or a plain run) it receives payloads,
+writes metric-table rows as they arrive, and at the end writes gpu_util.csv/json, compares with a
+baseline, saves one, and prints the summary. Nothing here imports torch until a test is profiled
+or a fixture is used.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from pathlib import Path
+from typing import Any, Optional
+
+from .baseline import BaselineError, RunDoc, autosave_name, load_run_doc, machine_id, resolve_baseline, save_baseline
+from .classify import ATTENTION, COMMUNICATION, MEMCPY, KernelClassifier, parse_rules
+from .file_output import run_document, write_run_files
+from .fixtures import TestResults
+from .machine import machine_info, visible_gpu_ids
+from .metric_tables import MetricRow, MetricTableError, MetricTableRegistry
+from .options import COMPARE_LATEST, Settings
+from .profiling import RegionProfile
+from .records import TestRecord
+from .regression import DEFAULT_FAIL_EXPRS, Comparison, compare_records, parse_fail_exprs
+from .thresholds import Thresholds, parse_ini
+
+NO_CUDA_NOTE = "no CUDA device"
+
+
+class SetupError(Exception):
+    """A bad option, ini value or baseline; the plugin turns it into pytest.UsageError."""
+
+
+def outcome_of(phases: dict[str, Any]) -> str:
+    """One word for a test from its setup/call/teardown reports."""
+    setup, call, teardown = phases.get("setup"), phases.get("call"), phases.get("teardown")
+    if setup is not None and setup.failed:
+        return "error"
+    if setup is not None and setup.skipped:
+        return "skipped"
+    if call is not None:
+        if hasattr(call, "wasxfail"):
+            return "xfailed" if call.skipped else "xpassed"
+        if call.failed:
+            return "failed"
+        if call.skipped:
+            return "skipped"
+    if teardown is not None and teardown.failed:
+        return "error"
+    return "passed"
+
+
+class GpuUtilSession:
+    """State of one pytest run for pytest-gpuutil."""
+
+    def __init__(self, settings: Settings, invocation_dir: Path, worker_id: str = "", worker_gpus: Optional[list] = None):
+        self.settings = settings
+        self.worker_id = worker_id
+        self.is_worker = bool(worker_id)
+        directory = Path(settings.output_dir)
+        self.output_dir = directory if directory.is_absolute() else invocation_dir / directory
+        self.invocation_dir = invocation_dir
+        try:
+            self.classifier = KernelClassifier(parse_rules("\n".join(settings.kernel_rules), "gpu_util_kernel_rules"))
+            self.default_thresholds: Optional[Thresholds] = (
+                parse_ini(settings.thresholds, "gpu_util_thresholds") if settings.thresholds else None
+            )
+            self.fail_exprs = parse_fail_exprs(settings.fail or DEFAULT_FAIL_EXPRS)
+            self.registry = MetricTableRegistry(self.output_dir, enabled=settings.tables)
+        except (ValueError, MetricTableError) as exc:
+            raise SetupError(str(exc)) from None
+        self.records: list[TestRecord] = []
+        self.metric_rows_written = 0
+        self.thresholds_not_checked: list[str] = []
+        self.threshold_failures: list[str] = []
+        self.machine: Optional[dict[str, Any]] = None
+        self.baseline: Optional[RunDoc] = None
+        self.baseline_messages: list[str] = []
+        self.comparison: Optional[Comparison] = None
+        self.gate_failed = False
+        self.usage_errors: list[str] = []
+        self.written: list[Path] = []
+        self._cuda: Optional[bool] = None
+        self._torch: Any = None
+        #: physical GPU ids visible to this process (CUDA_VISIBLE_DEVICES order)
+        self.physical_gpus: Optional[list[str]] = worker_gpus
+
+    # -- environment -------------------------------------------------------------------------
+    def torch(self) -> Any:
+        if self._torch is None:
+            import torch
+
+            self._torch = torch
+        return self._torch
+
+    def cuda(self) -> bool:
+        """Whether CUDA is usable here (imports torch the first time)."""
+        if self._cuda is None:
+            self._cuda = bool(self.torch().cuda.is_available())
+        return self._cuda
+
+    def profiles_tests(self) -> bool:
+        return self.settings.enabled and (self.cuda() or self.settings.cpu_activity)
+
+    def physical_id(self, device: str) -> str:
+        if self.physical_gpus is None:
+            self.physical_gpus = visible_gpu_ids()
+        if device.isdigit() and int(device) < len(self.physical_gpus):
+            return self.physical_gpus[int(device)]
+        return device
+
+    def machine_info(self) -> dict[str, Any]:
+        if self.machine is None:
+            self.machine = machine_info(cwd=str(self.invocation_dir), torch_module=self._torch)
+        return self.machine
+
+    # -- session start (controller) ------------------------------------------------------------
+    def start(self) -> None:
+        """Purge old metric tables and load the baseline to compare with, before any test runs."""
+        self.registry.purge()
+        spec = self.settings.compare
+        if spec is None:
+            return
+        info = self.machine_info()
+        try:
+            path = resolve_baseline(None if spec == COMPARE_LATEST else spec, self.output_dir, info)
+        except BaselineError as exc:
+            raise SetupError(f"--gpu-util-compare: {exc}") from None
+        if path is None:
+            self.baseline_messages.append(
+                f"no baseline yet for machine {machine_id(info)} under {self.output_dir / 'baselines'}"
+            )
+            return
+        try:
+            doc = load_run_doc(path)
+        except BaselineError as exc:
+            raise SetupError(f"--gpu-util-compare: corrupt baseline {exc}") from None
+        if doc.machine_id != machine_id(info) and not self.settings.compare_any_machine:
+            self.baseline_messages.append(
+                f"baseline {path} is from machine {doc.machine_id}, this is {machine_id(info)}: not compared "
+                "(--gpu-util-compare-any-machine compares anyway)"
+            )
+            return
+        self.baseline = doc
+
+    # -- per test (worker or plain run) --------------------------------------------------------
+    def make_record(self, nodeid: str, outcome: str, profile: Optional[RegionProfile], results: TestResults) -> TestRecord:
+        common = dict(
+            test=nodeid,
+            outcome=outcome,
+            worker=self.worker_id,
+            kernel_bench=dict(results.kernel_bench),
+            gpu_trace=dict(results.gpu_trace),
+        )
+        if profile is None:
+            note = NO_CUDA_NOTE if self.settings.enabled and self._cuda is False else ""
+            return TestRecord(**common, note=note)
+        summary = profile.summary
+        if summary is None or not self.cuda():
+            return TestRecord(**common, wall_ms=profile.wall_ms, note=profile.note or NO_CUDA_NOTE)
+        return TestRecord(
+            **common,
+            wall_ms=profile.wall_ms,
+            gpu_busy_ms=summary.busy_us / 1000,
+            busy_pct=summary.busy_pct,
+            mm_conv_pct=summary.mm_conv_pct,
+            attention_pct=summary.category_pct_of_window(ATTENTION),
+            communication_pct=summary.category_pct_of_window(COMMUNICATION),
+            memcpy_pct=summary.category_pct_of_window(MEMCPY),
+            kernel_count=summary.kernel_count,
+            top_kernel=summary.top_kernels[0].name if summary.top_kernels else None,
+            devices=tuple(d.device for d in summary.devices),
+            gpu_busy_us_by_device={self.physical_id(d.device): d.busy_us for d in summary.devices},
+            categories={
+                c.name: {"time_us": c.time_us, "share_of_busy": c.share_of_busy, "pct_of_window": c.pct_of_window,
+                         "count": c.count}
+                for c in summary.categories
+            },
+        )
+
+    @staticmethod
+    def payload(record: TestRecord, results: TestResults, thresholds: str) -> dict[str, Any]:
+        """What travels on the teardown report (JSON-able, so xdist can carry it)."""
+        return {
+            "record": record.to_dict(),
+            "metric_rows": [r.to_dict() for r in results.metric_rows],
+            "tables": {name: list(cols) for name, cols in results.tables.items()},
+            "thresholds": thresholds,
+        }
+
+    # -- receiving (controller or plain run) ---------------------------------------------------
+    def receive(self, payload: dict[str, Any]) -> None:
+        """Take one test's payload: keep its record, write its metric rows now."""
+        record = TestRecord.from_dict(payload["record"])
+        self.records.append(record)
+        for name, columns in payload.get("tables", {}).items():
+            try:
+                self.registry.register(name, columns)
+            except MetricTableError as exc:
+                self.usage_errors.append(f"{record.test}: {exc}")
+        rows = [MetricRow.from_dict(r) for r in payload.get("metric_rows", ())]
+        if rows:
+            self.registry.write_rows(rows)
+            self.metric_rows_written += len(rows)
+        state = payload.get("thresholds", "")
+        if state == "not_checked":
+            self.thresholds_not_checked.append(record.test)
+        elif state == "failed":
+            self.threshold_failures.append(record.test)
+
+    # -- the end (controller or plain run) ----------------------------------------------------
+    def has_output(self) -> bool:
+        return self.settings.enabled or any(r.kernel_bench or r.gpu_trace for r in self.records)
+
+    def compare(self) -> None:
+        """Compare with the baseline; sets gate_failed on a regression (or strict with none)."""
+        if self.settings.compare is None:
+            return
+        if self.baseline is None:
+            if self.settings.compare_strict:
+                self.gate_failed = True
+            return
+        self.comparison = compare_records(self.baseline.records, self.records, self.fail_exprs)
+        self.gate_failed = self.comparison.failed
+
+    def check_tables(self) -> None:
+        try:
+            self.registry.validate_enabled()
+        except MetricTableError as exc:
+            self.usage_errors.append(f"--gpu-util-tables: {exc}")
+
+    def finish(self) -> None:
+        """Write gpu_util.csv/json and save a baseline if asked (after comparing)."""
+        if not self.has_output():
+            return
+        records = sorted(self.records, key=lambda r: r.test)
+        created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+        doc = run_document(records, self.machine_info(), created, gpus=self.gpu_table(), totals=self.totals())
+        self.written.extend(write_run_files(self.output_dir, records, doc))
+        for name in filter(None, (self.settings.save, autosave_name(self.machine_info()) if self.settings.autosave else None)):
+            self.written.append(save_baseline(doc, self.output_dir, name))
+
+    # -- aggregates ------------------------------------------------------------------------------
+    def no_cuda(self) -> bool:
+        """True when tests ran but none could be measured for lack of CUDA (here or on workers)."""
+        return not self.measured() and any(r.note == NO_CUDA_NOTE for r in self.records)
+
+    def measured(self) -> list[TestRecord]:
+        return [r for r in self.records if r.gpu_busy_ms is not None]
+
+    def totals(self) -> dict[str, Any]:
+        measured = self.measured()
+        gpu_ms = sum(r.gpu_busy_ms or 0.0 for r in measured)
+        capacity_ms = sum((r.wall_ms or 0.0) * max(1, len(r.devices)) for r in measured)
+        return {
+            "tests": len(self.records),
+            "profiled": len(measured),
+            "with_gpu_work": sum(1 for r in measured if r.kernel_count or r.gpu_busy_ms),
+            "gpu_busy_ms": gpu_ms,
+            "profiled_wall_ms": sum(r.wall_ms or 0.0 for r in measured),
+            "busy_pct": 100.0 * gpu_ms / capacity_ms if capacity_ms > 0 else 0.0,
+        }
+
+    def gpu_table(self) -> list[dict[str, Any]]:
+        """Busy time per physical GPU and which workers used it."""
+        per_gpu: dict[str, dict[str, Any]] = {}
+        for record in self.records:
+            for gpu, busy_us in record.gpu_busy_us_by_device.items():
+                entry = per_gpu.setdefault(gpu, {"gpu": gpu, "busy_ms": 0.0, "tests": 0, "workers": set()})
+                entry["busy_ms"] += busy_us / 1000
+                entry["tests"] += 1
+                entry["workers"].add(record.worker or "main")
+        return [
+            {**e, "workers": sorted(e["workers"])}
+            for _, e in sorted(per_gpu.items(), key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0, kv[0]))
+        ]
+
+
+def worker_gpu_assignment(worker_id: str, gpus: list[str]) -> Optional[str]:
+    """The GPU for xdist worker ``gwN``: ``gpus[N mod len(gpus)]``."""
+    if not gpus or not worker_id.startswith("gw") or not worker_id[2:].isdigit():
+        return None
+    return gpus[int(worker_id[2:]) % len(gpus)]
+
+
+def env_flag(name: str) -> bool:
+    return os.environ.get(name, "").lower() in ("1", "true", "yes")
