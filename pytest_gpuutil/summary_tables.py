@@ -40,7 +40,8 @@ def tabulate_line(label: str, summary: TraceSummary) -> str:
 def summary_table(summary: TraceSummary) -> str:
     rows = [
         ("window", f"{summary.window_us:,.3f} µs ({summary.window_source})"),
-        ("devices with GPU work", ", ".join(d.device for d in summary.devices) or "none"),
+        ("devices with GPU work", f"{len(summary.devices)} (ids: {', '.join(d.device for d in summary.devices)})"
+         if summary.devices else "none"),
         ("GPU busy", f"{summary.busy_us:,.3f} µs"),
         ("GPU busy %", f"{summary.busy_pct:.2f}"),
         ("mm/conv %", f"{summary.mm_conv_pct:.2f}"),
