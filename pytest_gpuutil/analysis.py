@@ -11,12 +11,13 @@ Definitions (the README repeats them):
 """
 from __future__ import annotations
 
-from collections import defaultdict
+import operator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Optional, Sequence
+
+import numpy as np
 
 from .classify import COMMUNICATION, MM_CONV_CATEGORIES, OTHER, KernelClassifier, category_order
-from .intervals import gaps, merged, union_length
 from .trace_model import Trace, Window
 
 KERNEL_KIND = "kernel"
@@ -152,13 +153,38 @@ def choose_window(trace: Trace, window: Optional[Window] = None) -> Window:
         return window
     if trace.profiler_span is not None:
         return Window(trace.profiler_span[0], trace.profiler_span[1], "profiler")
-    if trace.events:
-        return Window(min(e.start_ns for e in trace.events), max(e.end_ns for e in trace.events), "gpu_span")
+    cols = trace.columns
+    if len(cols):
+        return Window(min(cols.starts_ns), max(map(operator.add, cols.starts_ns, cols.durs_ns)), "gpu_span")
     return Window(0, 0, "none")
 
 
 def _pct(part: float, whole: float) -> float:
     return 100.0 * part / whole if whole > 0 else 0.0
+
+
+def _codes(values: Sequence[str]) -> tuple[list[int], list[str]]:
+    """Small integer codes for the values, and the distinct values in first-seen order."""
+    index: dict[str, int] = {}
+    setdefault = index.setdefault
+    codes = [setdefault(v, len(index)) for v in values]
+    return codes, list(index)
+
+
+def _blocks(starts: "np.ndarray", ends: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+    """Union of intervals sorted by start, as arrays of disjoint block starts and ends."""
+    if starts.size == 0:
+        return starts, ends
+    reach = np.maximum.accumulate(ends)
+    first = np.flatnonzero(starts[1:] > reach[:-1]) + 1
+    first = np.concatenate(([0], first))
+    last = np.concatenate((first[1:] - 1, [starts.size - 1]))
+    return starts[first], reach[last]
+
+
+def _union_ns(starts: "np.ndarray", ends: "np.ndarray") -> int:
+    block_starts, block_ends = _blocks(starts, ends)
+    return int((block_ends - block_starts).sum())
 
 
 def analyze(
@@ -172,88 +198,98 @@ def analyze(
     classifier = classifier or KernelClassifier()
     win = choose_window(trace, window)
     ws, we = win.start_ns, win.end_ns
+    cols = trace.columns
 
-    # (start, end, category, stream, name, kind) per device, clipped to the window, sorted by start.
-    by_device: dict[str, list[tuple[int, int, str, str, str, str]]] = defaultdict(list)
-    classify = classifier.classify
-    for ev in trace.events:
-        start, end = ev.start_ns, ev.start_ns + ev.dur_ns
-        if start > we or end < ws or (end == ws and ev.dur_ns > 0):
-            continue
-        by_device[ev.device].append(
-            (max(start, ws), min(end, we), classify(ev.name, ev.kind), ev.stream, ev.name, ev.kind)
-        )
-    for rows in by_device.values():
-        rows.sort(key=_start_key)
+    starts = np.asarray(cols.starts_ns, dtype=np.int64)
+    durs = np.asarray(cols.durs_ns, dtype=np.int64)
+    ends = starts + durs
+    keep = ~((starts > we) | (ends < ws) | ((ends == ws) & (durs > 0)))
+    keep_idx = np.flatnonzero(keep)
+    starts = np.maximum(starts[keep_idx], ws)
+    ends = np.minimum(ends[keep_idx], we)
 
-    denominator = win.duration_ns * len(by_device)
-    busy_ns = 0
-    mm_conv_ns = 0
-    devices = []
-    cat_ns: dict[str, int] = defaultdict(int)
-    cat_count: dict[str, int] = defaultdict(int)
-    stream_rows: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
-    kernels: dict[str, list] = {}
+    # One classification per distinct (kind, name); memcpy/memset go by kind.
+    keys = [n if k == KERNEL_KIND else f"{k}\x00{n}" for n, k in zip(cols.names, cols.kinds)]
+    key_codes_all, distinct_keys = _codes(keys)
+    kinds_of_key = dict(zip(keys, cols.kinds))
+    key_names = [k.split("\x00", 1)[-1] for k in distinct_keys]
+    key_cats = [classifier.classify(name, kinds_of_key[key]) for key, name in zip(distinct_keys, key_names)]
+    cat_codes_of_key, categories_seen = _codes(key_cats)
+    key_codes = np.asarray(key_codes_all, dtype=np.int64)[keep_idx]
+    cat_of_key = np.asarray(cat_codes_of_key, dtype=np.int64)
+    cats = cat_of_key[key_codes] if key_codes.size else key_codes
+    is_kernel_key = np.asarray([kinds_of_key[k] == KERNEL_KIND for k in distinct_keys], dtype=bool)
+    dev_codes_all, device_names = _codes(cols.devices)
+    str_codes_all, stream_names = _codes(cols.streams)
+    devs = np.asarray(dev_codes_all, dtype=np.int64)[keep_idx]
+    strs = np.asarray(str_codes_all, dtype=np.int64)[keep_idx]
+
+    mm_codes = [i for i, c in enumerate(categories_seen) if c in MM_CONV_CATEGORIES]
+    comm_code = categories_seen.index(COMMUNICATION) if COMMUNICATION in categories_seen else -1
+    present_devices = sorted(set(devs.tolist()), key=lambda d: _device_key(device_names[d]))
+    denominator = win.duration_ns * len(present_devices)
+
+    busy_ns = mm_conv_ns = comm_ns = compute_ns = overlap_ns = 0
+    cat_ns = [0] * len(categories_seen)
+    device_stats = []
+    stream_stats = []
     idle: list[IdleGap] = []
-    comm_ns = compute_ns = overlap_ns = 0
-    has_comm = False
-
-    for device in sorted(by_device, key=_device_key):
-        rows = by_device[device]
-        union = list(merged(((r[0], r[1]) for r in rows), presorted=True))
-        dev_busy = sum(e - s for s, e in union)
+    for d in present_devices:
+        on_dev = np.flatnonzero(devs == d)
+        order = on_dev[np.argsort(starts[on_dev], kind="stable")]
+        s, e, c, st = starts[order], ends[order], cats[order], strs[order]
+        block_starts, block_ends = _blocks(s, e)
+        dev_busy = int((block_ends - block_starts).sum())
         busy_ns += dev_busy
-        devices.append(DeviceStat(device, dev_busy / 1000, _pct(dev_busy, win.duration_ns), len(rows)))
-        idle.extend(IdleGap(device, (s - ws) / 1000, (e - s) / 1000) for s, e in gaps(union, ws, we))
-
-        per_cat: dict[str, list[tuple[int, int]]] = defaultdict(list)
-        for start, end, category, stream, name, kind in rows:
-            per_cat[category].append((start, end))
-            stream_rows[(device, stream)].append((start, end))
-            entry = kernels.get(name)
-            if entry is None:
-                kernels[name] = [category, 1, end - start]
-            else:
-                entry[1] += 1
-                entry[2] += end - start
-        for category, spans in per_cat.items():
-            cat_ns[category] += union_length(spans, presorted=True)
-            cat_count[category] += len(spans)
-        mm_conv_ns += union_length(
-            ((r[0], r[1]) for r in rows if r[2] in MM_CONV_CATEGORIES), presorted=True
-        )
-        if COMMUNICATION in per_cat:
-            has_comm = True
-            dev_comm = union_length(per_cat[COMMUNICATION], presorted=True)
-            dev_compute = union_length(((r[0], r[1]) for r in rows if r[2] != COMMUNICATION), presorted=True)
+        name = device_names[d]
+        device_stats.append(DeviceStat(name, dev_busy / 1000, _pct(dev_busy, win.duration_ns), int(order.size)))
+        gap_starts = np.concatenate(([ws], block_ends))
+        gap_lengths = np.concatenate((block_starts, [we])) - gap_starts
+        for i in np.argsort(-gap_lengths, kind="stable")[:gap_count].tolist():
+            if gap_lengths[i] > 0:
+                idle.append(IdleGap(name, (int(gap_starts[i]) - ws) / 1000, int(gap_lengths[i]) / 1000))
+        for code in np.unique(c).tolist():
+            m = c == code
+            cat_ns[code] += _union_ns(s[m], e[m])
+        if mm_codes:
+            m = np.isin(c, mm_codes)
+            mm_conv_ns += _union_ns(s[m], e[m])
+        if comm_code >= 0 and (c == comm_code).any():
+            m = c == comm_code
+            dev_comm = _union_ns(s[m], e[m])
+            dev_compute = _union_ns(s[~m], e[~m])
             comm_ns += dev_comm
             compute_ns += dev_compute
             overlap_ns += dev_comm + dev_compute - dev_busy
+        for code in sorted(np.unique(st).tolist(), key=lambda x: stream_names[x]):
+            m = st == code
+            stream_stats.append(StreamStat(name, stream_names[code], _union_ns(s[m], e[m]) / 1000, int(m.sum())))
 
+    cat_count = np.bincount(cats, minlength=len(categories_seen)) if cats.size else np.zeros(len(categories_seen), int)
     categories = tuple(
         CategoryStat(
             name,
-            cat_ns[name] / 1000,
-            _pct(cat_ns[name], busy_ns),
-            _pct(cat_ns[name], denominator),
-            cat_count[name],
+            cat_ns[i] / 1000,
+            _pct(cat_ns[i], busy_ns),
+            _pct(cat_ns[i], denominator),
+            int(cat_count[i]),
         )
-        for name in category_order(cat_ns)
+        for name in category_order(n for i, n in enumerate(categories_seen) if cat_count[i])
+        for i in (categories_seen.index(name),)
     )
+    counts = np.bincount(key_codes, minlength=len(distinct_keys)) if key_codes.size else np.zeros(0, int)
+    totals = np.bincount(key_codes, weights=(ends - starts), minlength=len(distinct_keys)) if key_codes.size else counts
     kernel_stats = sorted(
         (
-            KernelStat(name, cat, count, total / 1000, total / 1000 / count, _pct(total, denominator))
-            for name, (cat, count, total) in kernels.items()
+            KernelStat(key_names[i], key_cats[i], int(counts[i]), float(totals[i]) / 1000,
+                       float(totals[i]) / 1000 / int(counts[i]), _pct(float(totals[i]), denominator))
+            for i in np.flatnonzero(counts).tolist()
         ),
         key=lambda k: (-k.total_us, k.name),
     )
-    streams = tuple(
-        StreamStat(dev, stream, union_length(spans) / 1000, len(spans))
-        for (dev, stream), spans in sorted(stream_rows.items(), key=lambda kv: (_device_key(kv[0][0]), kv[0][1]))
-    )
     overlap = (
         Overlap(comm_ns / 1000, compute_ns / 1000, overlap_ns / 1000, _pct(overlap_ns, comm_ns))
-        if has_comm
+        if comm_code >= 0 and cat_count[comm_code]
         else None
     )
     return TraceSummary(
@@ -263,11 +299,11 @@ def analyze(
         busy_pct=_pct(busy_ns, denominator),
         mm_conv_us=mm_conv_ns / 1000,
         mm_conv_pct=_pct(mm_conv_ns, denominator),
-        kernel_count=sum(1 for rows in by_device.values() for r in rows if r[5] == KERNEL_KIND),
-        event_count=sum(len(rows) for rows in by_device.values()),
+        kernel_count=int(is_kernel_key[key_codes].sum()) if key_codes.size else 0,
+        event_count=int(keep_idx.size),
         categories=categories,
-        devices=tuple(devices),
-        streams=streams,
+        devices=tuple(device_stats),
+        streams=tuple(stream_stats),
         top_kernels=tuple(kernel_stats[:top]) if top > 0 else tuple(kernel_stats),
         idle_gaps=tuple(sorted(idle, key=lambda g: -g.dur_us)[:gap_count]),
         overlap=overlap,
@@ -275,14 +311,5 @@ def analyze(
     )
 
 
-def _start_key(row: Sequence[Any]) -> Any:
-    return row[0]
-
-
 def _device_key(device: str) -> tuple[int, Any]:
     return (0, int(device)) if device.lstrip("-").isdigit() else (1, device)
-
-
-def analyze_many(traces: Iterable[Trace], **kwargs: Any) -> list[TraceSummary]:
-    """analyze() each trace with the same options."""
-    return [analyze(t, **kwargs) for t in traces]

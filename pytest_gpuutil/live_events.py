@@ -6,17 +6,23 @@ nanoseconds (the export writes them as µs with three decimals, so both paths ag
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 from .trace_model import GPU_WORK_CATEGORIES, GpuEvent, Trace, Window
+
+
+_MEMCPY = re.compile(r"^Memcpy [A-Za-z]+ \(")
+_MEMSET = re.compile(r"^Memset \(")
 
 
 def trace_from_profiler(prof: Any, label: str = "<live profiler>") -> Trace:
     """Build a Trace from a stopped ``torch.profiler.profile`` (or its autograd ``profile``)."""
     results = _kineto_results(prof)
     events = []
+    kind_of = _activity_kind
     for ev in results.events():
-        kind = ev.activity_type()
+        kind = kind_of(ev)
         if kind in GPU_WORK_CATEGORIES:
             events.append(
                 GpuEvent(
@@ -28,7 +34,30 @@ def trace_from_profiler(prof: Any, label: str = "<live profiler>") -> Trace:
                     ev.duration_ns(),
                 )
             )
-    return Trace(path=label, events=tuple(events), profiler_span=None, base_time_ns=0)
+    return Trace.from_events(label, events)
+
+
+def _activity_kind(ev: Any) -> str:
+    """The event's trace category (``kernel``, ``gpu_memcpy``, ...), on any torch >= 2.3.
+
+    torch >= 2.12 exposes Kineto's activity type directly. Older releases do not: there a GPU
+    event (device type CUDA) is a user annotation if flagged so, a memcpy or memset by Kineto's
+    fixed names for those (``Memcpy HtoD (Pinned -> Device)``, ``Memset (Device)``), else a kernel.
+    """
+    activity_type = getattr(ev, "activity_type", None)
+    if activity_type is not None:
+        return activity_type()
+    if "CUDA" not in str(ev.device_type()):
+        return "cpu"
+    is_annotation = getattr(ev, "is_user_annotation", None)
+    if is_annotation is not None and is_annotation():
+        return "gpu_user_annotation"
+    name = ev.name()
+    if _MEMCPY.match(name):
+        return "gpu_memcpy"
+    if _MEMSET.match(name):
+        return "gpu_memset"
+    return "kernel"
 
 
 def _kineto_results(prof: Any) -> Any:

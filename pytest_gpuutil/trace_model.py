@@ -5,8 +5,9 @@ exactly (Kineto writes µs with three decimals) and interval arithmetic has no r
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
-from typing import NamedTuple, Optional
+from typing import Iterable, NamedTuple, Optional, Sequence
 
 #: Trace categories that are GPU work. ``gpu_user_annotation`` is not: it is a label.
 GPU_WORK_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
@@ -44,12 +45,46 @@ class Window:
 
 
 @dataclass(frozen=True)
+class GpuColumns:
+    """GPU events column by column (what the analysis reads; cheap to build from a big trace)."""
+
+    names: Sequence[str] = ()
+    kinds: Sequence[str] = ()
+    devices: Sequence[str] = ()
+    streams: Sequence[str] = ()
+    starts_ns: Sequence[int] = ()
+    durs_ns: Sequence[int] = ()
+
+    def __len__(self) -> int:
+        return len(self.starts_ns)
+
+    @classmethod
+    def from_events(cls, events: Iterable[GpuEvent]) -> "GpuColumns":
+        rows = list(events)
+        if not rows:
+            return cls()
+        names, kinds, devices, streams, starts, durs = (list(col) for col in zip(*rows))
+        return cls(names, kinds, devices, streams, starts, durs)
+
+
+@dataclass(frozen=True)
 class Trace:
     """GPU events of one trace plus what the window needs."""
 
     path: str
-    events: tuple[GpuEvent, ...]
+    columns: GpuColumns = GpuColumns()
     #: the profiler's own span (cat "Trace"), if the trace has one
     profiler_span: Optional[tuple[int, int]] = None
     #: the trace's ``baseTimeNanoseconds`` (0 when absent); event times are relative to it
     base_time_ns: int = 0
+
+    @classmethod
+    def from_events(cls, path: str, events: Iterable[GpuEvent], profiler_span: Optional[tuple[int, int]] = None,
+                    base_time_ns: int = 0) -> "Trace":
+        return cls(path, GpuColumns.from_events(events), profiler_span, base_time_ns)
+
+    @functools.cached_property
+    def events(self) -> tuple[GpuEvent, ...]:
+        """The events as tuples (built on first use)."""
+        c = self.columns
+        return tuple(map(GpuEvent, c.names, c.kinds, c.devices, c.streams, c.starts_ns, c.durs_ns))

@@ -1,9 +1,11 @@
 """Read Kineto / Chrome trace files (``.json`` or ``.json.gz``) into a :class:`Trace`.
 
-Fast path: msgspec decodes only the fields the analysis needs, with ``ts``/``dur`` kept as raw
-JSON text so fractional microseconds convert to integer nanoseconds exactly. If that typed decode
-fails (odd shapes, NaN literals), the standard library parses the file and the same checks run
-on plain dicts, so every problem is reported as one line naming the file and what is wrong.
+Fast path, for big traces: msgspec makes two cheap passes over the bytes, one that decodes only
+each event's ``cat`` and one that keeps each event as raw JSON text; only the GPU events (a small
+part of a trace recorded with CPU activity) are then decoded, all at once, with ``ts``/``dur``
+kept as text so fractional microseconds become integer nanoseconds exactly. Anything unusual
+(odd shapes, NaN literals, missing fields) goes to the standard library and event-by-event
+checks, so every problem is reported as one line naming the file and what is wrong.
 """
 from __future__ import annotations
 
@@ -11,15 +13,17 @@ import gzip
 import json
 import math
 import os
+import re
 import zlib
 from decimal import Decimal, InvalidOperation
-from typing import Any, Iterable, Optional, Union
+from typing import Any, Iterable, NamedTuple, Optional, Sequence, Union
 
 import msgspec
 
-from .trace_model import GPU_WORK_CATEGORIES, GpuEvent, Trace
+from .trace_model import GPU_WORK_CATEGORIES, GpuColumns, GpuEvent, Trace
 
 PROFILER_SPAN_CATEGORY = "Trace"
+_KEPT_CATEGORIES = GPU_WORK_CATEGORIES | {PROFILER_SPAN_CATEGORY}
 
 
 class TraceError(Exception):
@@ -31,14 +35,28 @@ class TraceError(Exception):
         self.problem = problem
 
 
-class _Args(msgspec.Struct):
+class _Cat(msgspec.Struct, gc=False):
+    cat: str = ""
+
+
+class _CatDoc(msgspec.Struct):
+    traceEvents: Union[list[_Cat], None] = None
+    baseTimeNanoseconds: Any = None
+
+
+class _RawDoc(msgspec.Struct):
+    traceEvents: list[msgspec.Raw] = []
+
+
+class _Args(msgspec.Struct, gc=False):
     device: Any = None
     stream: Any = None
 
 
-class _Event(msgspec.Struct):
-    ph: Any = ""
-    cat: Any = ""
+class _KeptEvent(msgspec.Struct, gc=False):
+    """A GPU event or the profiler span: the fields the analysis uses."""
+
+    cat: str = ""
     name: Any = ""
     pid: Any = None
     tid: Any = None
@@ -47,12 +65,24 @@ class _Event(msgspec.Struct):
     args: Union[_Args, None] = None
 
 
-class _TraceDoc(msgspec.Struct):
-    traceEvents: Union[list[_Event], None] = None
-    baseTimeNanoseconds: Any = None
+_CATS = msgspec.json.Decoder(Union[_CatDoc, list[_Cat]])
+_RAWS = msgspec.json.Decoder(Union[_RawDoc, list[msgspec.Raw]])
+_KEPT = msgspec.json.Decoder(list[_KeptEvent])
+_INT_LIST = msgspec.json.Decoder(list[int])
+_THREE_DECIMALS = re.compile(rb"(?:-?[0-9]+\.[0-9]{3},)*-?[0-9]+\.[0-9]{3}")
+_UNSIGNED_THREE_DECIMALS = re.compile(rb"(?:[0-9]+\.[0-9]{3},)*[0-9]+\.[0-9]{3}")
+_LEADING_ZEROS = re.compile(rb"(?<![0-9])0+(?=[0-9])")
 
 
-_DECODER = msgspec.json.Decoder(Union[_TraceDoc, list[_Event]])
+class _PlainEvent(NamedTuple):
+    """A kept event with its fields as Python values (``ts``/``dur`` raw text or numbers)."""
+
+    cat: Any = ""
+    name: Any = ""
+    device: Any = None
+    stream: Any = None
+    ts: Any = None
+    dur: Any = None
 
 
 def read_trace(path: Union[str, os.PathLike]) -> Trace:
@@ -60,14 +90,70 @@ def read_trace(path: Union[str, os.PathLike]) -> Trace:
     spath = os.fspath(path)
     data = _read_bytes(spath)
     try:
-        doc = _DECODER.decode(data)
+        cat_doc = _CATS.decode(data)  # also checks that the whole file is valid JSON
     except (msgspec.DecodeError, msgspec.ValidationError):
         return _read_with_stdlib(spath, data)
-    if isinstance(doc, list):
-        return trace_from_events(spath, doc, base_time_ns=0)
-    if doc.traceEvents is None:
+    if isinstance(cat_doc, list):
+        cats, base = cat_doc, 0
+    elif cat_doc.traceEvents is None:
         raise TraceError(spath, "JSON has no 'traceEvents' list: not a Chrome/Kineto trace")
-    return trace_from_events(spath, doc.traceEvents, base_time_ns=_base_time(spath, doc.baseTimeNanoseconds))
+    else:
+        cats, base = cat_doc.traceEvents, _base_time(spath, cat_doc.baseTimeNanoseconds)
+    raw_doc = _RAWS.decode(data)
+    raws = raw_doc if isinstance(raw_doc, list) else raw_doc.traceEvents
+    kept = [raw for c, raw in zip(cats, raws) if c.cat in _KEPT_CATEGORIES]
+    try:
+        events = _KEPT.decode(b"[" + b",".join(kept) + b"]")
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return _read_with_stdlib(spath, data)
+    del kept, raws, raw_doc
+    fast = _columns_at_once(spath, events, base)
+    if fast is not None:
+        return fast
+    indices = [i for i, c in enumerate(cats) if c.cat in _KEPT_CATEGORIES]
+    return trace_from_events(spath, zip(indices, map(_plain_from_kept, events)), base)
+
+
+def _plain_from_kept(ev: _KeptEvent) -> _PlainEvent:
+    args = ev.args
+    device = ev.pid if args is None or args.device is None else args.device
+    stream = ev.tid if args is None or args.stream is None else args.stream
+    return _PlainEvent(ev.cat, ev.name, device, stream, ev.ts or None, ev.dur or None)
+
+
+def _columns_at_once(path: str, events: Sequence[_KeptEvent], base_time_ns: int) -> Optional[Trace]:
+    """The common case in a few C calls: every GPU event's times written with 3 decimals.
+
+    The raw times are joined into one JSON array and become integer nanoseconds by dropping the
+    decimal point. Anything else returns None and the event-by-event path (with its precise
+    error messages) takes over.
+    """
+    gpu = [ev for ev in events if ev.cat != PROFILER_SPAN_CATEGORY]
+    span_at = next((n for n, ev in enumerate(events) if ev.cat == PROFILER_SPAN_CATEGORY), None)
+    columns = GpuColumns()
+    if gpu:
+        starts_text = b",".join([ev.ts for ev in gpu])
+        durs_text = b",".join([ev.dur for ev in gpu])
+        if not (_THREE_DECIMALS.fullmatch(starts_text) and _UNSIGNED_THREE_DECIMALS.fullmatch(durs_text)):
+            return None
+        columns = GpuColumns(
+            [ev.name if type(ev.name) is str else str(ev.name) for ev in gpu],
+            [ev.cat for ev in gpu],
+            [str(ev.pid if a is None or a.device is None else a.device) for ev in gpu for a in (ev.args,)],
+            [str(ev.tid if a is None or a.stream is None else a.stream) for ev in gpu for a in (ev.args,)],
+            _INT_LIST.decode(_as_ns_array(starts_text)),
+            _INT_LIST.decode(_as_ns_array(durs_text)),
+        )
+    span = None
+    if span_at is not None:
+        start, dur = _times(path, -1, _plain_from_kept(events[span_at]))
+        span = (start, start + dur)
+    return Trace(path, columns, span, base_time_ns)
+
+
+def _as_ns_array(joined_micros: bytes) -> bytes:
+    """``b"0.800,12.345"`` (µs, 3 decimals) to the JSON array ``b"[800,12345]"`` (ns)."""
+    return b"[" + _LEADING_ZEROS.sub(b"", joined_micros.replace(b".", b"")) + b"]"
 
 
 def _read_bytes(path: str) -> bytes:
@@ -87,7 +173,7 @@ def _read_bytes(path: str) -> bytes:
             raise TraceError(path, f"not a valid gzip stream ({exc})") from None
     elif path.endswith(".gz"):
         raise TraceError(path, "not a valid gzip stream (no gzip header)")
-    if not data.strip():
+    if not data or data.isspace():  # isspace stops at the first other byte; strip() would copy
         raise TraceError(path, "empty file")
     return data
 
@@ -109,22 +195,26 @@ def _read_with_stdlib(path: str, data: bytes) -> Trace:
         base = _base_time(path, doc.get("baseTimeNanoseconds"))
     else:
         raise TraceError(path, f"JSON top level is a {type(doc).__name__}, not a trace object")
-    return trace_from_events(path, (_event_from_dict(i, e, path) for i, e in enumerate(events)), base)
+    plain = [
+        (i, _plain_from_dict(e))
+        for i, e in enumerate(events)
+        if isinstance(e, dict) and isinstance(e.get("cat"), str) and e["cat"] in _KEPT_CATEGORIES
+    ]
+    return trace_from_events(path, plain, base)
 
 
-def _event_from_dict(index: int, raw: Any, path: str) -> _Event:
-    if not isinstance(raw, dict):
-        return _Event()  # not an event object: nothing the analysis uses
+def _plain_from_dict(raw: dict) -> _PlainEvent:
     args = raw.get("args")
-    return _Event(
-        ph=raw.get("ph", ""),
-        cat=raw.get("cat", ""),
-        name=raw.get("name", ""),
-        pid=raw.get("pid"),
-        tid=raw.get("tid"),
-        ts=raw.get("ts"),  # type: ignore[arg-type]  # a number here, raw text on the fast path
-        dur=raw.get("dur"),  # type: ignore[arg-type]
-        args=_Args(args.get("device"), args.get("stream")) if isinstance(args, dict) else None,
+    args = args if isinstance(args, dict) else {}
+    device = args.get("device")
+    stream = args.get("stream")
+    return _PlainEvent(
+        raw.get("cat"),
+        raw.get("name", ""),
+        raw.get("pid") if device is None else device,
+        raw.get("tid") if stream is None else stream,
+        raw.get("ts"),
+        raw.get("dur"),
     )
 
 
@@ -136,33 +226,38 @@ def _base_time(path: str, value: Any) -> int:
     return int(value)
 
 
-def trace_from_events(path: str, events: Iterable[_Event], base_time_ns: int) -> Trace:
+def trace_from_events(path: str, events: Iterable[tuple[int, _PlainEvent]], base_time_ns: int) -> Trace:
     """Keep the GPU-work events and the profiler span, checking the fields the analysis uses."""
     gpu: list[GpuEvent] = []
     span: Optional[tuple[int, int]] = None
-    for index, ev in enumerate(events):
-        cat = ev.cat
-        if cat in GPU_WORK_CATEGORIES:
-            start, dur = _times(path, index, ev)
-            args = ev.args
-            device = args.device if args is not None and args.device is not None else ev.pid
-            stream = args.stream if args is not None and args.stream is not None else ev.tid
-            gpu.append(GpuEvent(str(ev.name), cat, str(device), str(stream), start, dur))
-        elif cat == PROFILER_SPAN_CATEGORY and span is None:
-            start, dur = _times(path, index, ev)
-            span = (start, start + dur)
-    return Trace(path=path, events=tuple(gpu), profiler_span=span, base_time_ns=base_time_ns)
+    for index, ev in events:
+        if ev.cat == PROFILER_SPAN_CATEGORY:
+            if span is None:
+                start, dur = _times(path, index, ev)
+                span = (start, start + dur)
+            continue
+        start, dur = _times(path, index, ev)
+        gpu.append(GpuEvent(str(ev.name), ev.cat, str(ev.device), str(ev.stream), start, dur))
+    return Trace.from_events(path, gpu, span, base_time_ns)
 
 
-def _times(path: str, index: int, ev: _Event) -> tuple[int, int]:
-    start = _to_ns(path, index, ev, "ts", ev.ts)
-    dur = _to_ns(path, index, ev, "dur", ev.dur)
-    if dur < 0:
-        raise TraceError(path, f"{_describe(index, ev)}: negative dur {dur / 1000:g} µs")
-    return start, dur
+def _times(path: str, index: int, ev: _PlainEvent) -> tuple[int, int]:
+    ts, dur = ev.ts, ev.dur
+    if type(ts) is msgspec.Raw and type(dur) is msgspec.Raw:  # Kineto's "123.456": no Decimal
+        t, d = bytes(ts), bytes(dur)
+        if len(t) > 4 and len(d) > 4 and t[-4] == 46 and d[-4] == 46 and d[0] != 45:
+            try:
+                return int(t[:-4] + t[-3:]), int(d[:-4] + d[-3:])
+            except ValueError:
+                pass
+    start = _to_ns(path, index, ev, "ts", ts)
+    length = _to_ns(path, index, ev, "dur", dur)
+    if length < 0:
+        raise TraceError(path, f"{_describe(index, ev)}: negative dur {length / 1000:g} µs")
+    return start, length
 
 
-def _to_ns(path: str, index: int, ev: _Event, field: str, value: Any) -> int:
+def _to_ns(path: str, index: int, ev: _PlainEvent, field: str, value: Any) -> int:
     """Microseconds (raw JSON text or a number) to integer nanoseconds, exactly."""
     if isinstance(value, msgspec.Raw):
         text = bytes(value)
@@ -189,6 +284,11 @@ def _to_ns(path: str, index: int, ev: _Event, field: str, value: Any) -> int:
 
 def _plain_decimal_to_ns(text: bytes) -> Optional[int]:
     """``b"123.456"`` µs to 123456 ns without Decimal; None for any other form."""
+    if len(text) > 4 and text[-4] == 46:  # "...x.yyy", Kineto's own format
+        try:
+            return int(text[:-4] + text[-3:])
+        except ValueError:
+            return None
     whole, _, frac = text.partition(b".")
     if len(frac) > 3 or not whole.lstrip(b"-").isdigit() or (frac and not frac.isdigit()):
         return None
@@ -196,7 +296,7 @@ def _plain_decimal_to_ns(text: bytes) -> Optional[int]:
     return -ns if whole.startswith(b"-") else ns
 
 
-def _describe(index: int, ev: _Event) -> str:
+def _describe(index: int, ev: _PlainEvent) -> str:
     name = str(ev.name)
     if len(name) > 60:
         name = name[:57] + "..."

@@ -76,14 +76,14 @@ def test_window_is_profiler_span_when_present():
 
 def test_window_falls_back_to_gpu_span():
     trace = read_trace(DATA / "duty_cycle_25.json.gz")
-    s = analyze(Trace(trace.path, trace.events, profiler_span=None))
+    s = analyze(Trace(trace.path, trace.columns, profiler_span=None))
     assert s.window_source == "gpu_span"
     assert s.window_us == pytest.approx(20667.217, abs=2e-3)  # the published span
 
 
 def test_explicit_window_clips_work():
     ev = [GpuEvent("k", "kernel", "0", "7", 1_000, 4_000), GpuEvent("k", "kernel", "0", "7", 10_000, 1_000)]
-    s = analyze(Trace("t", tuple(ev)), window=Window(3_000, 10_500, "explicit"))
+    s = analyze(Trace.from_events("t", ev), window=Window(3_000, 10_500, "explicit"))
     assert s.busy_us == pytest.approx(2.0 + 0.5)
     assert s.window_us == 7.5
     assert s.busy_pct == pytest.approx(100 * 2.5 / 7.5)
@@ -168,7 +168,7 @@ def test_multi_device_denominator_counts_devices_with_work():
         GpuEvent("a", "kernel", "0", "7", 0, 500),
         GpuEvent("b", "kernel", "1", "7", 0, 1000),
     )
-    s = analyze(Trace("t", ev), window=Window(0, 1000, "explicit"))
+    s = analyze(Trace.from_events("t", ev), window=Window(0, 1000, "explicit"))
     assert s.busy_us == 1.5
     assert s.busy_pct == pytest.approx(75.0)
     assert {d.device: d.busy_pct for d in s.devices} == {"0": 50.0, "1": 100.0}
