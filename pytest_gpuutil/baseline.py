@@ -109,6 +109,19 @@ def autosave_name(
     return name
 
 
+def free_autosave_name(
+    root: PathLike, machine_info: Mapping[str, Any] | None, now: _dt.datetime | None = None
+) -> str:
+    """``autosave_name`` moved on by whole seconds while that baseline exists (two runs in a second)."""
+    moment = now if now is not None else _dt.datetime.now(_dt.timezone.utc)
+    directory = baseline_dir(root, machine_info)
+    name = autosave_name(machine_info, moment)
+    while (directory / f"{name}.json").exists():
+        moment += _dt.timedelta(seconds=1)
+        name = autosave_name(machine_info, moment)
+    return name
+
+
 def _check_name(name: str) -> str:
     """Return the baseline name without ``.json``; ValueError if it is not a plain file name."""
     stem = name[:-5] if name.endswith(".json") else name

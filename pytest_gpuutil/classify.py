@@ -85,9 +85,9 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     rule("triton_persistent_reduction", r"^triton_per_"),
     rule("triton_reduction", r"^triton_(?:red|spl)_"),
     rule("triton_pointwise", r"^triton_(?:poi|for)_"),
-    rule("normalization", r"(?i)layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm|softmax"),
+    rule("normalization", r"(?i)layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm|softmax|\bbn_(?:fw|bw)_"),
     rule("reduction", r"(?i)reduce_kernel|reduction|ReduceOp"),
-    rule("elementwise", r"(?i)elementwise|FillFunctor|copy_kernel"),
+    rule("elementwise", r"(?i)elementwise|elemwise|FillFunctor|copy_kernel"),
 )
 
 

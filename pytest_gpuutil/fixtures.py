@@ -186,6 +186,17 @@ class KernelBenchFixture:
             self._results.kernel_bench[timing.label] = timing.to_dict()
         return result
 
+    @staticmethod
+    def as_benchmark(benchmark: Any, result: TimingResult) -> None:
+        """Hand ``result``'s per-rep times to pytest-benchmark's ``benchmark`` fixture as its rounds.
+
+        Its table, ``--benchmark-save`` and ``--benchmark-compare-fail=median:5%`` then act on these
+        times (CUDA events on a GPU). See :func:`pytest_gpuutil.benchmark_interop.as_benchmark`.
+        """
+        from .benchmark_interop import as_benchmark
+
+        as_benchmark(benchmark, result)
+
 
 class BoundMetricTable:
     """A metric table as one test sees it: ``add_row`` fills the ``test`` column."""

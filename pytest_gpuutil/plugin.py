@@ -28,6 +28,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     try:
@@ -70,6 +76,21 @@ def _results(item: pytest.Item) -> TestResults:
         results = TestResults(item.nodeid)
         item.stash[RESULTS_KEY] = results
     return results
+
+
+def _hooked_record(item: pytest.Item, record: Any, when: str) -> Any:
+    """The record after the pytest_gpuutil_record hook (see hookspecs.py)."""
+    from .records import TestRecord
+
+    replaced = item.ihook.pytest_gpuutil_record(item=item, record=record, when=when)
+    if replaced is None:
+        return record
+    if not isinstance(replaced, TestRecord):
+        raise TypeError(
+            f"pytest_gpuutil_record for {item.nodeid} returned {type(replaced).__name__}; "
+            "return a TestRecord (dataclasses.replace(record, ...)) or None"
+        )
+    return replaced
 
 
 def _safe_name(nodeid: str) -> str:
@@ -186,7 +207,7 @@ class GpuUtilHooks:
             from .ci_reporters import junit_properties
             from .session import outcome_of
 
-            record = state.make_record(item.nodeid, outcome_of(phases), profile, results)
+            record = _hooked_record(item, state.make_record(item.nodeid, outcome_of(phases), profile, results), "teardown")
             report.gpu_util = state.payload(record, results, item.stash.get(THRESHOLD_KEY, ""))
             if state.settings.enabled:
                 report.user_properties.extend(junit_properties(record))
@@ -210,6 +231,7 @@ class GpuUtilHooks:
         if thresholds is None or thresholds.is_empty:
             return
         record = state.make_record(item.nodeid, outcome_of({"call": report}), item.stash.get(PROFILE_KEY, None), _results(item))
+        record = _hooked_record(item, record, "call")
         misses = check(thresholds, record)
         if misses is None:
             item.stash[THRESHOLD_KEY] = "not_checked"
@@ -240,8 +262,8 @@ class GpuUtilHooks:
         benchmark = getattr(item, "funcargs", {}).get("benchmark")
         profile = item.stash.get(PROFILE_KEY, None)
         extra = getattr(benchmark, "extra_info", None)
-        if extra is None or profile is None or profile.summary is None:
-            return
+        if extra is None or profile is None or profile.summary is None or not self.state.cuda():
+            return  # without CUDA (--gpu-util-cpu) the summary's zeros mean "not measured", not "idle"
         s = profile.summary
         extra["gpu_util"] = {
             "gpu_busy_ms": s.busy_us / 1000,
@@ -254,14 +276,16 @@ class GpuUtilHooks:
     # -- reporting -----------------------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
     def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict) -> None:
-        from .machine import nvidia_smi_gpus
+        import sys
 
-        gpus = nvidia_smi_gpus()
+        # the GPUs this run may use (CUDA_VISIBLE_DEVICES), as gpu_util.json and baselines describe them
+        info = self.state.machine_info()
+        torch = self.state.torch() if self.state.settings.enabled else sys.modules.get("torch")
         machine_info["gpu_util"] = {
-            "gpu_model": gpus[0]["name"] if gpus else None,
-            "gpu_count": len(gpus),
-            "driver": gpus[0]["driver"] if gpus else None,
-            "cuda": self.state.torch().version.cuda if self.state.settings.enabled else None,
+            "gpu_model": info.get("gpu_model"),
+            "gpu_count": info.get("gpu_count"),
+            "driver": info.get("driver"),
+            "cuda": getattr(getattr(torch, "version", None), "cuda", None),
         }
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

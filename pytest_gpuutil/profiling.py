@@ -7,10 +7,11 @@ ours stops first and the region is reported as not measured, instead of the two 
 """
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from .analysis import TraceSummary, analyze
 from .classify import KernelClassifier
@@ -30,6 +31,14 @@ class RegionProfile:
     summary: Optional[TraceSummary]
     window: Optional[Window]
     note: str = ""
+
+
+@contextlib.contextmanager
+def _quiet_profiler() -> Iterator[None]:
+    """Silence torch.profiler's "clears events at the end of each cycle" (we run one cycle)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*Profiler clears events at the end of each cycle")
+        yield
 
 
 def cuda_available() -> bool:
@@ -72,6 +81,13 @@ class RegionProfiler:
         from torch.profiler import ProfilerActivity, profile
 
         self._torch = torch
+        profiler_enabled = getattr(torch.autograd, "_profiler_enabled", None)
+        if profiler_enabled is not None and profiler_enabled():
+            # someone else's session is running (e.g. started in a fixture): starting ours would wreck it
+            self._note = "a torch.profiler session was already active"
+            self._t0_ns, self._p0 = time.time_ns(), time.perf_counter()
+            warnings.warn(GpuUtilWarning(f"pytest-gpuutil: {self._note}; not measured"), stacklevel=2)
+            return
         activities = []
         if self.cuda:
             activities.append(ProfilerActivity.CUDA)
@@ -82,7 +98,8 @@ class RegionProfiler:
         self.prof = profile(activities=activities)
         self._starting = True
         try:
-            self.prof.start()
+            with _quiet_profiler():
+                self.prof.start()
         finally:
             self._starting = False
         self._install_guard()
@@ -97,7 +114,8 @@ class RegionProfiler:
         self._remove_guard()
         if self._note:
             return RegionProfile(wall_ms, None, None, self._note)
-        self.prof.stop()
+        with _quiet_profiler():
+            self.prof.stop()
         window = Window(self._t0_ns, t1_ns, self.window_source)
         summary = analyze(trace_from_profiler(self.prof, label=self.window_source), self.classifier, window=window)
         if not self.keep:

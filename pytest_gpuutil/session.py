@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
-from .baseline import BaselineError, RunDoc, autosave_name, load_run_doc, machine_id, resolve_baseline, save_baseline
+from .baseline import BaselineError, RunDoc, free_autosave_name, load_run_doc, machine_id, resolve_baseline, save_baseline
 from .classify import ATTENTION, COMMUNICATION, MEMCPY, KernelClassifier, parse_rules
 from .file_output import run_document, write_run_files
 from .fixtures import TestResults
@@ -118,7 +118,10 @@ class GpuUtilSession:
     # -- session start (controller) ------------------------------------------------------------
     def start(self) -> None:
         """Purge old metric tables and load the baseline to compare with, before any test runs."""
-        self.registry.purge()
+        try:
+            self.registry.purge()
+        except OSError as exc:  # an undeletable old table must not crash every pytest run
+            self.usage_errors.append(f"could not delete old metric tables in {self.output_dir}: {exc}")
         spec = self.settings.compare
         if spec is None:
             return
@@ -201,8 +204,13 @@ class GpuUtilSession:
                 self.usage_errors.append(f"{record.test}: {exc}")
         rows = [MetricRow.from_dict(r) for r in payload.get("metric_rows", ())]
         if rows:
-            self.registry.write_rows(rows)
-            self.metric_rows_written += len(rows)
+            try:
+                self.registry.write_rows(rows)
+                self.metric_rows_written += len(rows)
+            except (OSError, MetricTableError) as exc:  # a table that cannot be written must not crash the run
+                message = f"could not write metric table rows to {self.output_dir}: {exc}"
+                if message not in self.usage_errors:
+                    self.usage_errors.append(message)
         state = payload.get("thresholds", "")
         if state == "not_checked":
             self.thresholds_not_checked.append(record.test)
@@ -238,13 +246,15 @@ class GpuUtilSession:
         created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
         doc = run_document(records, self.machine_info(), created, gpus=self.gpu_table(), totals=self.totals())
         self.written.extend(write_run_files(self.output_dir, records, doc))
-        for name in filter(None, (self.settings.save, autosave_name(self.machine_info()) if self.settings.autosave else None)):
+        for name in filter(None, (self.settings.save, free_autosave_name(self.output_dir, self.machine_info()) if self.settings.autosave else None)):
             self.written.append(save_baseline(doc, self.output_dir, name))
 
     # -- aggregates ------------------------------------------------------------------------------
     def no_cuda(self) -> bool:
         """True when tests ran but none could be measured for lack of CUDA (here or on workers)."""
-        return not self.measured() and any(r.note == NO_CUDA_NOTE for r in self.records)
+        return not self.measured() and bool(self.records) and (
+            self._cuda is False or any(r.note == NO_CUDA_NOTE for r in self.records)
+        )
 
     def measured(self) -> list[TestRecord]:
         return [r for r in self.records if r.gpu_busy_ms is not None]

@@ -58,8 +58,8 @@ def totals_line(state: "GpuUtilSession") -> str:
 
 
 def write_summary(state: "GpuUtilSession", tr: Any) -> None:
-    if not state.has_output() and not state.usage_errors:
-        return
+    if not state.has_output() and not state.usage_errors and state.settings.compare is None:
+        return  # with --gpu-util-compare the gate's outcome is always reported (it may set the exit status)
     tr.write_sep("-", SECTION)
     for error in state.usage_errors:
         tr.write_line(f"ERROR: {error}", red=True)
@@ -129,10 +129,10 @@ def _github_step_summary(state: "GpuUtilSession") -> None:
     from .ci_reporters import append_step_summary, step_summary_markdown, step_summary_path
 
     path = step_summary_path()
-    if path is None or not state.settings.enabled:
-        return
     regressions = state.comparison.regressions if state.comparison else ()
+    if path is None or not (state.settings.enabled or regressions):  # kernel_bench gates run without --gpu-util
+        return
     try:
-        append_step_summary(path, step_summary_markdown(state.records, regressions, totals_line(state), state.settings.top or 10))
+        append_step_summary(path, step_summary_markdown(state.records, regressions, totals_line(state), state.settings.top))  # 0 = all
     except OSError:
         pass

@@ -28,6 +28,9 @@ MIN_ESTIMATE_MS = 1e-3
 
 #: Warm-up calls on a side stream before capturing a CUDA graph (the PyTorch CUDA-graph recipe).
 GRAPH_WARMUP_CALLS = 3
+#: a graph replay should last about this long, so its own launch cost is amortised
+GRAPH_REPLAY_MS = 1.0
+GRAPH_MAX_CALLS = 1000
 
 NOTE_NO_CUDA = "no CUDA device: timed with time.perf_counter on the CPU"
 NOTE_NO_TORCH = "torch is not importable: timed with time.perf_counter on the CPU"
@@ -73,14 +76,18 @@ class TimingResult:
     flops: int | None = None
     #: why the timing differs from a CUDA-event timing (CPU fallback), else ""
     note: str = ""
+    #: the per-rep times (ms) in the order measured; kept in memory only (not in ``to_dict``)
+    times_ms: tuple[float, ...] = dataclasses.field(default=(), repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.timer not in TIMERS:
             raise ValueError(f"timer must be one of {', '.join(TIMERS)}, got {self.timer!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict of JSON-safe values (str, int, float, None), one key per field."""
-        return dataclasses.asdict(self)
+        """Plain dict of JSON-safe values (str, int, float, None), one key per field but ``times_ms``."""
+        data = dataclasses.asdict(self)
+        del data["times_ms"]
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TimingResult:
@@ -350,8 +357,24 @@ def _run_protocol(
     return [begin.elapsed_time(finish) for begin, finish in zip(starts, ends)], n_warmup
 
 
-def _capture_graph(torch: Any, call: Callable[[], Any], what: str) -> Any:
-    """Warm ``call`` up on a side stream, then capture one call into a ``torch.cuda.CUDAGraph``."""
+def graph_calls_per_replay(estimate_ms: float) -> int:
+    """Calls to unroll into one graph so a replay lasts about GRAPH_REPLAY_MS (at most GRAPH_MAX_CALLS)."""
+    return max(1, min(GRAPH_MAX_CALLS, int(GRAPH_REPLAY_MS / max(estimate_ms, MIN_ESTIMATE_MS))))
+
+
+def _replay_estimate_ms(replay: Callable[[], Any], clock: "_CudaClock") -> float:
+    replay()
+    start, end = clock.event(), clock.event()
+    start.record()
+    for _ in range(ESTIMATE_RUNS):
+        replay()
+    end.record()
+    clock.synchronize()
+    return start.elapsed_time(end) / ESTIMATE_RUNS
+
+
+def _capture_graph(torch: Any, call: Callable[[], Any], what: str, calls: int = 1) -> Any:
+    """Warm ``call`` up on a side stream, then capture ``calls`` calls into a ``torch.cuda.CUDAGraph``."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -361,7 +384,8 @@ def _capture_graph(torch: Any, call: Callable[[], Any], what: str) -> Any:
     graph = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.graph(graph):
-            call()
+            for _ in range(calls):
+                call()
         torch.cuda.synchronize()
     except RuntimeError as exc:
         _reset_after_failed_capture(torch)
@@ -416,6 +440,7 @@ def _result(
         bytes=bytes,
         flops=flops,
         note=note,
+        times_ms=tuple(float(t) for t in times_ms),
     )
 
 
@@ -466,9 +491,14 @@ def bench(
 
     cuda = _cuda_clock(torch, bool(flush_l2))
     if cuda_graph:
-        graph = _capture_graph(torch, call, name or getattr(fn, "__name__", "fn"))
+        what = name or getattr(fn, "__name__", "fn")
+        graph = _capture_graph(torch, call, what, calls=1)
+        calls = graph_calls_per_replay(_replay_estimate_ms(graph.replay, cuda))
+        if calls > 1:  # as do_bench_cudagraph: unroll calls so one replay's launch cost is amortised
+            graph = _capture_graph(torch, call, what, calls=calls)
         times, n_warmup = _run_protocol(graph.replay, cuda, warmup, rep, flush=bool(flush_l2))
-        return _result(name, times, n_warmup, cuda, "cuda_graph", "", n_bytes, n_flops)
+        note = f"{calls} calls per graph replay; times are per call" + ("; L2 flushed once per replay" if flush_l2 and calls > 1 else "")
+        return _result(name, [t / calls for t in times], n_warmup, cuda, "cuda_graph", note, n_bytes, n_flops)
     times, n_warmup = _run_protocol(call, cuda, warmup, rep, flush=bool(flush_l2))
     return _result(name, times, n_warmup, cuda, "cuda_event", "", n_bytes, n_flops)
 

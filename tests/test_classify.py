@@ -41,6 +41,9 @@ HOPPER_NAMES = [
     ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float, false>(int, float, float const*)", "normalization"),
     ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::func_wrapper_t<float>>>", "reduction"),
     ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, std::array<char*, 3ul> >", "elementwise"),
+    ("void cudnn::bn_fw_tr_1C11_kernel_NCHW<float, float, int, 512, true, 1, true>(cudnnTensorStruct)", "normalization"),
+    ("void cudnn::bn_bw_1C11_kernel_new<float, float, float2, 512, true, 1, true>(float, float)", "normalization"),
+    ("void elemWiseRNNcell<float, float, float, (cudnnRNNMode_t)2, (cudnnRNNBiasMode_t)2>(int, int)", "elementwise"),
     ("at::cuda::(anonymous namespace)::spin_kernel(long)", "other"),
     ("void convert_fp8_kernel(float const*, unsigned char*)", "other"),
 ]

@@ -280,6 +280,11 @@ def test_bench_cpu_throughput_from_counts() -> None:
 
 
 @cpu_only
+@pytest.mark.parametrize("estimate_ms, calls", [(0.002, 500), (0.0001, 1000), (0.5, 2), (1.0, 1), (50.0, 1)])
+def test_graph_calls_per_replay(estimate_ms: float, calls: int) -> None:
+    assert timing.graph_calls_per_replay(estimate_ms) == calls
+
+
 def test_bench_cpu_ignores_cuda_graph_and_says_so() -> None:
     result = bench(lambda: None, warmup_ms=1, rep_ms=1, cuda_graph=True)
     assert result.timer == "perf_counter"
@@ -389,10 +394,16 @@ def test_bench_cuda_graph_replays_captured_work() -> None:
     assert result.timer == "cuda_graph"
     assert _ordered(result)
     assert 0.0 < result.median < 5.0
-    # every call ran (graph warm-up, capture does not execute, then replays): x counts them
+    # every call ran (graph warm-ups, captures do not execute, then replays): x counts them.
+    # A one-call graph estimates the replay; then k calls are unrolled into the timed graph.
+    k = int(result.note.split(" calls per graph replay")[0])
+    assert 1 <= k <= timing.GRAPH_MAX_CALLS
     calls = int(x[0].item())
-    expected_min = timing.GRAPH_WARMUP_CALLS + 1 + timing.ESTIMATE_RUNS + result.warmup_reps
-    assert calls == expected_min + result.reps
+    one_call_graph = timing.GRAPH_WARMUP_CALLS + 1 + timing.ESTIMATE_RUNS
+    timed_graph = (timing.GRAPH_WARMUP_CALLS if k > 1 else 0) + k * (
+        1 + timing.ESTIMATE_RUNS + result.warmup_reps + result.reps
+    )
+    assert calls == one_call_graph + timed_graph
     assert bool((x == x[0]).all())
 
 
