@@ -1,11 +1,14 @@
 """Machine information for gpu_util.json and baselines: GPU model and count, driver, versions, host."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
+import re
 import socket
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any, Optional
 
 
@@ -38,6 +41,20 @@ def visible_gpu_ids(environ: Optional[dict[str, str]] = None, physical_count: Op
     return [str(i) for i in range(count)]
 
 
+def torch_versions_without_import() -> tuple[Optional[str], Optional[str]]:
+    """(torch version, CUDA version) read from torch/version.py without importing torch."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None, None
+    try:
+        text = (Path(list(spec.submodule_search_locations)[0]) / "version.py").read_text()
+    except OSError:
+        return None, None
+    version = re.search(r"^__version__\s*=\s*'([^']+)'", text, re.M)
+    cuda = re.search(r"^cuda\s*(?::[^=]*)?=\s*'([^']+)'", text, re.M)
+    return (version.group(1) if version else None), (cuda.group(1) if cuda else None)
+
+
 def git_commit(cwd: Optional[str] = None) -> Optional[str]:
     return _run(["git", "rev-parse", "HEAD"], cwd=cwd)
 
@@ -63,7 +80,9 @@ def machine_info(cwd: Optional[str] = None, torch_module: Any = None) -> dict[st
         "platform": platform.platform(),
         "git_commit": git_commit(cwd),
     }
-    if torch_module is not None:
+    if torch_module is None:
+        info["torch"], info["cuda"] = torch_versions_without_import()
+    else:
         info["torch"] = str(torch_module.__version__)
         info["cuda"] = torch_module.version.cuda
         if not visible_gpus and torch_module.cuda.is_available():

@@ -111,7 +111,8 @@ class GpuUtilSession:
         return device
 
     def machine_info(self) -> dict[str, Any]:
-        if self.machine is None:
+        if self.machine is None or (self._torch is not None and self.machine.get("torch") is None):
+            # (again once torch is loaded: a baseline lookup at session start reads it without torch)
             self.machine = machine_info(cwd=str(self.invocation_dir), torch_module=self._torch)
         return self.machine
 
