@@ -108,7 +108,9 @@ def without_gate(trace: Any) -> tuple[Any, Any]:
     gate = min(trace.events, key=lambda e: e.start_ns)
     rest = tuple(e for e in trace.events if e is not gate)
     window = Window(gate.start_ns + gate.dur_ns, max(e.start_ns + e.dur_ns for e in rest), "explicit")
-    return dataclasses.replace(trace, events=rest), window
+    from pytest_gpuutil import Trace
+
+    return Trace.from_events(trace.path, rest, trace.profiler_span, trace.base_time_ns), window
 
 
 def seed_benchmark_utilization(fn: Callable[[], Any], name: str, num_runs: int = 1) -> tuple[float, float]:

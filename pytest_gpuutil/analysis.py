@@ -165,10 +165,9 @@ def _pct(part: float, whole: float) -> float:
 
 def _codes(values: Sequence[str]) -> tuple[list[int], list[str]]:
     """Small integer codes for the values, and the distinct values in first-seen order."""
-    index: dict[str, int] = {}
-    setdefault = index.setdefault
-    codes = [setdefault(v, len(index)) for v in values]
-    return codes, list(index)
+    distinct = list(dict.fromkeys(values))
+    index = {v: i for i, v in enumerate(distinct)}
+    return list(map(index.__getitem__, values)), distinct
 
 
 def _blocks(starts: "np.ndarray", ends: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:

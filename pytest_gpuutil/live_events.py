@@ -7,10 +7,9 @@ nanoseconds (the export writes them as µs with three decimals, so both paths ag
 from __future__ import annotations
 
 import re
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
-from .trace_model import GPU_WORK_CATEGORIES, GpuEvent, Trace, Window
-
+from .trace_model import GPU_WORK_CATEGORIES, GpuColumns, Trace, Window
 
 _MEMCPY = re.compile(r"^Memcpy [A-Za-z]+ \(")
 _MEMSET = re.compile(r"^Memset \(")
@@ -18,46 +17,41 @@ _MEMSET = re.compile(r"^Memset \(")
 
 def trace_from_profiler(prof: Any, label: str = "<live profiler>") -> Trace:
     """Build a Trace from a stopped ``torch.profiler.profile`` (or its autograd ``profile``)."""
-    results = _kineto_results(prof)
-    events = []
-    kind_of = _activity_kind
-    for ev in results.events():
-        kind = kind_of(ev)
-        if kind in GPU_WORK_CATEGORIES:
-            events.append(
-                GpuEvent(
-                    ev.name(),
-                    kind,
-                    str(ev.device_index()),
-                    str(ev.device_resource_id()),
-                    ev.start_ns(),
-                    ev.duration_ns(),
-                )
-            )
-    return Trace.from_events(label, events)
+    events = _kineto_results(prof).events()
+    if not events:
+        return Trace(label)
+    if hasattr(events[0], "activity_type"):  # torch >= 2.12 says what each event is
+        gpu = [ev for ev in events if ev.activity_type() in GPU_WORK_CATEGORIES]
+        kinds = [ev.activity_type() for ev in gpu]
+    else:
+        gpu, kinds = _gpu_events_by_device_type(events)
+    columns = GpuColumns(
+        [ev.name() for ev in gpu],
+        kinds,
+        list(map(str, [ev.device_index() for ev in gpu])),
+        list(map(str, [ev.device_resource_id() for ev in gpu])),
+        [ev.start_ns() for ev in gpu],
+        [ev.duration_ns() for ev in gpu],
+    )
+    return Trace(label, columns)
 
 
-def _activity_kind(ev: Any) -> str:
-    """The event's trace category (``kernel``, ``gpu_memcpy``, ...), on any torch >= 2.3.
+def _gpu_events_by_device_type(events: Sequence[Any]) -> tuple[list[Any], list[str]]:
+    """GPU work and its kinds on torch < 2.12, whose events do not expose their activity type.
 
-    torch >= 2.12 exposes Kineto's activity type directly. Older releases do not: there a GPU
-    event (device type CUDA) is a user annotation if flagged so, a memcpy or memset by Kineto's
-    fixed names for those (``Memcpy HtoD (Pinned -> Device)``, ``Memset (Device)``), else a kernel.
+    There a GPU event (device type CUDA) is a user annotation if flagged so, a memcpy or memset
+    by Kineto's fixed names for those (``Memcpy HtoD (Pinned -> Device)``, ``Memset (Device)``),
+    else a kernel.
     """
-    activity_type = getattr(ev, "activity_type", None)
-    if activity_type is not None:
-        return activity_type()
-    if "CUDA" not in str(ev.device_type()):
-        return "cpu"
-    is_annotation = getattr(ev, "is_user_annotation", None)
-    if is_annotation is not None and is_annotation():
-        return "gpu_user_annotation"
-    name = ev.name()
-    if _MEMCPY.match(name):
-        return "gpu_memcpy"
-    if _MEMSET.match(name):
-        return "gpu_memset"
-    return "kernel"
+    cuda = type(events[0].device_type()).CUDA
+    on_gpu = [ev for ev in events if ev.device_type() == cuda]
+    if on_gpu and hasattr(on_gpu[0], "is_user_annotation"):
+        on_gpu = [ev for ev in on_gpu if not ev.is_user_annotation()]
+    kinds = []
+    for ev in on_gpu:
+        name = ev.name()
+        kinds.append("gpu_memcpy" if _MEMCPY.match(name) else "gpu_memset" if _MEMSET.match(name) else "kernel")
+    return on_gpu, kinds
 
 
 def _kineto_results(prof: Any) -> Any:

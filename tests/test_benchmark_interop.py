@@ -119,7 +119,8 @@ def test_as_benchmark_under_benchmark_disable_only_fills_extra_info(pytester):
     result = run(pytester, "--benchmark-disable", "--benchmark-json=out.json")
     assert result.ret == 0
     result.assert_outcomes(passed=1)
-    assert not (pytester.path / "out.json").exists()  # nothing benchmarked, nothing written
+    out = pytester.path / "out.json"  # pytest-benchmark < 5.3 writes the file anyway, empty
+    assert not out.exists() or json.loads(out.read_text())["benchmarks"] == []
 
 
 def test_as_benchmark_uses_the_fixture_up(pytester):

@@ -201,3 +201,14 @@ def test_bench_analyze_speed_report_flags_goals(tmp_path):
     data, markdown, table = bench_analyze_speed.build_report(str(path), "synthetic", sides)
     assert data["time_ratio"] == pytest.approx(0.1) and data["verdict"]["time_ratio_ok"]
     assert data["verdict"]["peak_rss_ok"] and "synthetic" in markdown and "0.100" in table
+
+
+def test_without_gate_drops_the_first_kernel_and_windows_the_rest():
+    from benchmarks.ground_truth import without_gate
+    from pytest_gpuutil import GpuEvent, Trace
+
+    events = [GpuEvent("gate", "kernel", "0", "7", 0, 100), GpuEvent("a", "kernel", "0", "7", 300, 50),
+              GpuEvent("b", "kernel", "0", "7", 500, 100)]
+    trace, window = without_gate(Trace.from_events("t", events))
+    assert [e.name for e in trace.events] == ["a", "b"]
+    assert (window.start_ns, window.end_ns) == (100, 600)

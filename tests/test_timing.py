@@ -279,12 +279,12 @@ def test_bench_cpu_throughput_from_counts() -> None:
     assert result.gbps <= 1.0
 
 
-@cpu_only
 @pytest.mark.parametrize("estimate_ms, calls", [(0.002, 500), (0.0001, 1000), (0.5, 2), (1.0, 1), (50.0, 1)])
 def test_graph_calls_per_replay(estimate_ms: float, calls: int) -> None:
     assert timing.graph_calls_per_replay(estimate_ms) == calls
 
 
+@cpu_only
 def test_bench_cpu_ignores_cuda_graph_and_says_so() -> None:
     result = bench(lambda: None, warmup_ms=1, rep_ms=1, cuda_graph=True)
     assert result.timer == "perf_counter"
