@@ -163,7 +163,7 @@ def _pct(part: float, whole: float) -> float:
     return 100.0 * part / whole if whole > 0 else 0.0
 
 
-def _codes(values: Sequence[str]) -> tuple[list[int], list[str]]:
+def _codes(values: Sequence[Any]) -> tuple[list[int], list[Any]]:
     """Small integer codes for the values, and the distinct values in first-seen order."""
     distinct = list(dict.fromkeys(values))
     index = {v: i for i, v in enumerate(distinct)}
@@ -207,23 +207,27 @@ def analyze(
     starts = np.maximum(starts[keep_idx], ws)
     ends = np.minimum(ends[keep_idx], we)
 
-    # One classification per distinct (kind, name); memcpy/memset go by kind.
-    keys = [n if k == KERNEL_KIND else f"{k}\x00{n}" for n, k in zip(cols.names, cols.kinds)]
-    key_codes_all, distinct_keys = _codes(keys)
-    kinds_of_key = dict(zip(keys, cols.kinds))
-    key_names = [k.split("\x00", 1)[-1] for k in distinct_keys]
-    key_cats = [classifier.classify(name, kinds_of_key[key]) for key, name in zip(distinct_keys, key_names)]
+    # One classification per distinct (name, kind) pair; memcpy/memset go by kind.
+    name_codes, distinct_names = _codes(cols.names)
+    kind_codes, distinct_kinds = _codes(cols.kinds)
+    n_kinds = max(1, len(distinct_kinds))
+    pair_codes, pairs = _codes((np.asarray(name_codes, dtype=np.int64) * n_kinds + np.asarray(kind_codes, dtype=np.int64)).tolist())
+    key_names = [distinct_names[p // n_kinds] for p in pairs]
+    key_kinds = [distinct_kinds[p % n_kinds] for p in pairs]
+    key_cats = [classifier.classify(name, kind) for name, kind in zip(key_names, key_kinds)]
     cat_codes_of_key, categories_seen = _codes(key_cats)
-    key_codes = np.asarray(key_codes_all, dtype=np.int64)[keep_idx]
+    key_codes = np.asarray(pair_codes, dtype=np.int64)[keep_idx]
     cat_of_key = np.asarray(cat_codes_of_key, dtype=np.int64)
     cats = cat_of_key[key_codes] if key_codes.size else key_codes
-    is_kernel_key = np.asarray([kinds_of_key[k] == KERNEL_KIND for k in distinct_keys], dtype=bool)
+    is_kernel_key = np.asarray([k == KERNEL_KIND for k in key_kinds], dtype=bool)
     dev_codes_all, device_names = _codes(cols.devices)
     str_codes_all, stream_names = _codes(cols.streams)
     devs = np.asarray(dev_codes_all, dtype=np.int64)[keep_idx]
     strs = np.asarray(str_codes_all, dtype=np.int64)[keep_idx]
 
     mm_codes = [i for i, c in enumerate(categories_seen) if c in MM_CONV_CATEGORIES]
+    is_mm = np.zeros(len(categories_seen), dtype=bool)
+    is_mm[mm_codes] = True
     comm_code = categories_seen.index(COMMUNICATION) if COMMUNICATION in categories_seen else -1
     present_devices = sorted(set(devs.tolist()), key=lambda d: _device_key(device_names[d]))
     denominator = win.duration_ns * len(present_devices)
@@ -247,11 +251,11 @@ def analyze(
         for i in np.argsort(-gap_lengths, kind="stable")[:gap_count].tolist():
             if gap_lengths[i] > 0:
                 idle.append(IdleGap(name, (int(gap_starts[i]) - ws) / 1000, int(gap_lengths[i]) / 1000))
-        for code in np.unique(c).tolist():
+        for code in np.flatnonzero(np.bincount(c)).tolist():
             m = c == code
             cat_ns[code] += _union_ns(s[m], e[m])
         if mm_codes:
-            m = np.isin(c, mm_codes)
+            m = is_mm[c]
             mm_conv_ns += _union_ns(s[m], e[m])
         if comm_code >= 0 and (c == comm_code).any():
             m = c == comm_code
@@ -260,7 +264,7 @@ def analyze(
             comm_ns += dev_comm
             compute_ns += dev_compute
             overlap_ns += dev_comm + dev_compute - dev_busy
-        for code in sorted(np.unique(st).tolist(), key=lambda x: stream_names[x]):
+        for code in sorted(np.flatnonzero(np.bincount(st)).tolist(), key=lambda x: stream_names[x]):
             m = st == code
             stream_stats.append(StreamStat(name, stream_names[code], _union_ns(s[m], e[m]) / 1000, int(m.sum())))
 
@@ -276,8 +280,8 @@ def analyze(
         for name in category_order(n for i, n in enumerate(categories_seen) if cat_count[i])
         for i in (categories_seen.index(name),)
     )
-    counts = np.bincount(key_codes, minlength=len(distinct_keys)) if key_codes.size else np.zeros(0, int)
-    totals = np.bincount(key_codes, weights=(ends - starts), minlength=len(distinct_keys)) if key_codes.size else counts
+    counts = np.bincount(key_codes, minlength=len(key_names)) if key_codes.size else np.zeros(0, int)
+    totals = np.bincount(key_codes, weights=(ends - starts), minlength=len(key_names)) if key_codes.size else counts
     kernel_stats = sorted(
         (
             KernelStat(key_names[i], key_cats[i], int(counts[i]), float(totals[i]) / 1000,

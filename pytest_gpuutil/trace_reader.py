@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import operator
 import os
 import re
 import zlib
@@ -65,6 +66,8 @@ class _KeptEvent(msgspec.Struct, gc=False):
     args: Union[_Args, None] = None
 
 
+_TS, _DUR, _NAME, _ARGS, _CAT = (operator.attrgetter(f) for f in ("ts", "dur", "name", "args", "cat"))
+_DEVICE, _STREAM = operator.attrgetter("device"), operator.attrgetter("stream")
 _CATS = msgspec.json.Decoder(Union[_CatDoc, list[_Cat]])
 _RAWS = msgspec.json.Decoder(Union[_RawDoc, list[msgspec.Raw]])
 _KEPT = msgspec.json.Decoder(list[_KeptEvent])
@@ -101,12 +104,16 @@ def read_trace(path: Union[str, os.PathLike]) -> Trace:
         cats, base = cat_doc.traceEvents, _base_time(spath, cat_doc.baseTimeNanoseconds)
     raw_doc = _RAWS.decode(data)
     raws = raw_doc if isinstance(raw_doc, list) else raw_doc.traceEvents
-    kept = [raw for c, raw in zip(cats, raws) if c.cat in _KEPT_CATEGORIES]
+    kept: list[Any] = [raw for c, raw in zip(cats, raws) if c.cat in _KEPT_CATEGORIES]
+    del raws, raw_doc
+    if kept:  # bracket the first and last event so one join makes the array (no second copy)
+        kept[0] = b"[" + bytes(kept[0])
+        kept[-1] = bytes(kept[-1]) + b"]"
     try:
-        events = _KEPT.decode(b"[" + b",".join(kept) + b"]")
+        events = _KEPT.decode(b",".join(kept) if kept else b"[]")
     except (msgspec.DecodeError, msgspec.ValidationError):
         return _read_with_stdlib(spath, data)
-    del kept, raws, raw_doc
+    del kept
     fast = _columns_at_once(spath, events, base)
     if fast is not None:
         return fast
@@ -132,15 +139,22 @@ def _columns_at_once(path: str, events: Sequence[_KeptEvent], base_time_ns: int)
     span_at = next((n for n, ev in enumerate(events) if ev.cat == PROFILER_SPAN_CATEGORY), None)
     columns = GpuColumns()
     if gpu:
-        starts_text = b",".join([ev.ts for ev in gpu])
-        durs_text = b",".join([ev.dur for ev in gpu])
+        starts_text = b",".join(map(_TS, gpu))
+        durs_text = b",".join(map(_DUR, gpu))
         if not (_THREE_DECIMALS.fullmatch(starts_text) and _UNSIGNED_THREE_DECIMALS.fullmatch(durs_text)):
             return None
+        names = list(map(_NAME, gpu))
+        args = list(map(_ARGS, gpu))
+        devices = list(map(_DEVICE, args)) if None not in args else [None]
+        streams = list(map(_STREAM, args)) if None not in args else [None]
+        if None in devices or None in streams:  # some event lacks args.device/stream: use pid/tid
+            devices = [ev.pid if a is None or a.device is None else a.device for ev, a in zip(gpu, args)]
+            streams = [ev.tid if a is None or a.stream is None else a.stream for ev, a in zip(gpu, args)]
         columns = GpuColumns(
-            [ev.name if type(ev.name) is str else str(ev.name) for ev in gpu],
-            [ev.cat for ev in gpu],
-            [str(ev.pid if a is None or a.device is None else a.device) for ev in gpu for a in (ev.args,)],
-            [str(ev.tid if a is None or a.stream is None else a.stream) for ev in gpu for a in (ev.args,)],
+            names if all(map(str.__instancecheck__, names)) else list(map(str, names)),
+            list(map(_CAT, gpu)),
+            list(map(str, devices)),
+            list(map(str, streams)),
             _INT_LIST.decode(_as_ns_array(starts_text)),
             _INT_LIST.decode(_as_ns_array(durs_text)),
         )
