@@ -170,6 +170,13 @@ def _codes(values: Sequence[Any]) -> tuple[list[int], list[Any]]:
     return list(map(index.__getitem__, values)), distinct
 
 
+def _text_codes(ids: Sequence[Any], keep_idx: "np.ndarray") -> tuple["np.ndarray", list[str]]:
+    """Codes of the kept events' ids, grouped by their text (device 0 and "0" are one device)."""
+    codes, distinct = _codes(ids)
+    text_codes, texts = _codes([str(v) for v in distinct])
+    return np.asarray(text_codes, dtype=np.int64)[np.asarray(codes, dtype=np.int64)[keep_idx]], texts
+
+
 def _blocks(starts: "np.ndarray", ends: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
     """Union of intervals sorted by start, as arrays of disjoint block starts and ends."""
     if starts.size == 0:
@@ -220,10 +227,8 @@ def analyze(
     cat_of_key = np.asarray(cat_codes_of_key, dtype=np.int64)
     cats = cat_of_key[key_codes] if key_codes.size else key_codes
     is_kernel_key = np.asarray([k == KERNEL_KIND for k in key_kinds], dtype=bool)
-    dev_codes_all, device_names = _codes(cols.devices)
-    str_codes_all, stream_names = _codes(cols.streams)
-    devs = np.asarray(dev_codes_all, dtype=np.int64)[keep_idx]
-    strs = np.asarray(str_codes_all, dtype=np.int64)[keep_idx]
+    devs, device_names = _text_codes(cols.devices, keep_idx)
+    strs, stream_names = _text_codes(cols.streams, keep_idx)
 
     mm_codes = [i for i, c in enumerate(categories_seen) if c in MM_CONV_CATEGORIES]
     is_mm = np.zeros(len(categories_seen), dtype=bool)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Iterable, NamedTuple, Optional, Sequence
+from typing import Any, Iterable, NamedTuple, Optional, Sequence
 
 #: Trace categories that are GPU work. ``gpu_user_annotation`` is not: it is a label.
 GPU_WORK_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
@@ -50,8 +50,9 @@ class GpuColumns:
 
     names: Sequence[str] = ()
     kinds: Sequence[str] = ()
-    devices: Sequence[str] = ()
-    streams: Sequence[str] = ()
+    #: device and stream ids as the source gives them (ints or text); shown as text
+    devices: Sequence[Any] = ()
+    streams: Sequence[Any] = ()
     starts_ns: Sequence[int] = ()
     durs_ns: Sequence[int] = ()
 
@@ -87,4 +88,4 @@ class Trace:
     def events(self) -> tuple[GpuEvent, ...]:
         """The events as tuples (built on first use)."""
         c = self.columns
-        return tuple(map(GpuEvent, c.names, c.kinds, c.devices, c.streams, c.starts_ns, c.durs_ns))
+        return tuple(map(GpuEvent, c.names, c.kinds, map(str, c.devices), map(str, c.streams), c.starts_ns, c.durs_ns))

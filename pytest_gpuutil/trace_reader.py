@@ -71,10 +71,8 @@ _DEVICE, _STREAM = operator.attrgetter("device"), operator.attrgetter("stream")
 _CATS = msgspec.json.Decoder(Union[_CatDoc, list[_Cat]])
 _RAWS = msgspec.json.Decoder(Union[_RawDoc, list[msgspec.Raw]])
 _KEPT = msgspec.json.Decoder(list[_KeptEvent])
-_INT_LIST = msgspec.json.Decoder(list[int])
 _THREE_DECIMALS = re.compile(rb"(?:-?[0-9]+\.[0-9]{3},)*-?[0-9]+\.[0-9]{3}")
 _UNSIGNED_THREE_DECIMALS = re.compile(rb"(?:[0-9]+\.[0-9]{3},)*[0-9]+\.[0-9]{3}")
-_LEADING_ZEROS = re.compile(rb"(?<![0-9])0+(?=[0-9])")
 
 
 class _PlainEvent(NamedTuple):
@@ -153,10 +151,10 @@ def _columns_at_once(path: str, events: Sequence[_KeptEvent], base_time_ns: int)
         columns = GpuColumns(
             names if all(map(str.__instancecheck__, names)) else list(map(str, names)),
             list(map(_CAT, gpu)),
-            list(map(str, devices)),
-            list(map(str, streams)),
-            _INT_LIST.decode(_as_ns_array(starts_text)),
-            _INT_LIST.decode(_as_ns_array(durs_text)),
+            devices,  # ids as the trace has them; made text where they are shown
+            streams,
+            _micros_to_ns(starts_text),
+            _micros_to_ns(durs_text),
         )
     span = None
     if span_at is not None:
@@ -165,9 +163,9 @@ def _columns_at_once(path: str, events: Sequence[_KeptEvent], base_time_ns: int)
     return Trace(path, columns, span, base_time_ns)
 
 
-def _as_ns_array(joined_micros: bytes) -> bytes:
-    """``b"0.800,12.345"`` (µs, 3 decimals) to the JSON array ``b"[800,12345]"`` (ns)."""
-    return b"[" + _LEADING_ZEROS.sub(b"", joined_micros.replace(b".", b"")) + b"]"
+def _micros_to_ns(joined_micros: bytes) -> list[int]:
+    """``b"0.800,12.345"`` (µs, checked to have 3 decimals) to ``[800, 12345]`` (ns), exactly."""
+    return list(map(int, joined_micros.replace(b".", b"").split(b",")))
 
 
 def _read_bytes(path: str) -> bytes:
