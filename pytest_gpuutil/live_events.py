@@ -23,21 +23,22 @@ def trace_from_profiler(prof: Any, label: str = "<live profiler>") -> Trace:
     if hasattr(events[0], "activity_type"):  # torch >= 2.12 says what each event is
         gpu = [ev for ev in events if ev.activity_type() in GPU_WORK_CATEGORIES]
         kinds = [ev.activity_type() for ev in gpu]
+        names = [ev.name() for ev in gpu]
     else:
-        gpu, kinds = _gpu_events_by_device_type(events)
+        gpu, kinds, names = _gpu_events_by_device_type(events)
     columns = GpuColumns(
-        [ev.name() for ev in gpu],
+        names,
         kinds,
-        list(map(str, [ev.device_index() for ev in gpu])),
-        list(map(str, [ev.device_resource_id() for ev in gpu])),
+        [ev.device_index() for ev in gpu],
+        [ev.device_resource_id() for ev in gpu],
         [ev.start_ns() for ev in gpu],
         [ev.duration_ns() for ev in gpu],
     )
     return Trace(label, columns)
 
 
-def _gpu_events_by_device_type(events: Sequence[Any]) -> tuple[list[Any], list[str]]:
-    """GPU work and its kinds on torch < 2.12, whose events do not expose their activity type.
+def _gpu_events_by_device_type(events: Sequence[Any]) -> tuple[list[Any], list[str], list[str]]:
+    """GPU work, its kinds and names on torch < 2.12, whose events do not expose their activity type.
 
     There a GPU event (device type CUDA) is a user annotation if flagged so, a memcpy or memset
     by Kineto's fixed names for those (``Memcpy HtoD (Pinned -> Device)``, ``Memset (Device)``),
@@ -47,11 +48,14 @@ def _gpu_events_by_device_type(events: Sequence[Any]) -> tuple[list[Any], list[s
     on_gpu = [ev for ev in events if ev.device_type() == cuda]
     if on_gpu and hasattr(on_gpu[0], "is_user_annotation"):
         on_gpu = [ev for ev in on_gpu if not ev.is_user_annotation()]
-    kinds = []
-    for ev in on_gpu:
-        name = ev.name()
-        kinds.append("gpu_memcpy" if _MEMCPY.match(name) else "gpu_memset" if _MEMSET.match(name) else "kernel")
-    return on_gpu, kinds
+    names = [ev.name() for ev in on_gpu]
+    kinds = [
+        "gpu_memcpy" if name.startswith("Memcpy") and _MEMCPY.match(name)
+        else "gpu_memset" if name.startswith("Memset") and _MEMSET.match(name)
+        else "kernel"
+        for name in names
+    ]
+    return on_gpu, kinds, names
 
 
 def _kineto_results(prof: Any) -> Any:
