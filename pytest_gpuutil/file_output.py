@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, Union
 
+from .metric_tables import format_value
 from .records import CSV_COLUMNS, TestRecord
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -37,22 +38,13 @@ def atomic_write_text(path: PathLike, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-def format_cell(value: Any) -> str:
-    """CSV cell: floats at 6 decimals, None empty (as MetricTable does)."""
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return f"{value:.6f}"
-    return str(value)
-
-
 def records_csv(records: Iterable[TestRecord], columns: Sequence[str] = CSV_COLUMNS) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(columns)
     for record in records:
         row = record.csv_row()
-        writer.writerow([format_cell(row[c]) for c in columns])
+        writer.writerow([format_value(row[c]) for c in columns])
     return out.getvalue()
 
 

@@ -10,6 +10,7 @@ from typing import Any, Iterable, Mapping, Union
 from tabulate import tabulate
 
 from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.number_format import compact_number
 
 
 @dataclass(frozen=True)
@@ -50,12 +51,6 @@ _EXPR_RE = re.compile(r"^(?P<metric>[A-Za-z_][A-Za-z0-9_.]*):(?P<num>[^%]+)(?P<p
 RecordsLike = Union[Mapping[str, Any], Iterable[Any]]
 
 
-def _fmt_num(value: float) -> str:
-    """Compact number: no trailing zeros, at most 3 decimals."""
-    if float(value).is_integer():
-        return str(int(value))
-    return f"{value:.3f}".rstrip("0").rstrip(".")
-
 
 @dataclass(frozen=True)
 class FailExpr:
@@ -73,16 +68,16 @@ class FailExpr:
     @property
     def text(self) -> str:
         """The expression as a user writes it."""
-        return f"{self.metric}:{_fmt_num(self.threshold)}{'%' if self.relative else ''}"
+        return f"{self.metric}:{compact_number(self.threshold)}{'%' if self.relative else ''}"
 
     @property
     def threshold_text(self) -> str:
         """The allowed change with the bad direction's sign, e.g. ``-5 pts`` or ``+10%``."""
         sign = "-" if self.spec.higher_is_better else "+"
         if self.relative:
-            return f"{sign}{_fmt_num(self.threshold)}%"
+            return f"{sign}{compact_number(self.threshold)}%"
         unit = f" {self.spec.unit}" if self.spec.unit else ""
-        return f"{sign}{_fmt_num(self.threshold)}{unit}"
+        return f"{sign}{compact_number(self.threshold)}{unit}"
 
     def __str__(self) -> str:
         return self.text

@@ -8,6 +8,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.number_format import compact_number
 
 
 @dataclass(frozen=True)
@@ -29,12 +30,6 @@ _RULES: Mapping[str, _Rule] = MappingProxyType({
 #: Record fields whose presence means the test was measured on a GPU.
 _GPU_FIELDS = ("gpu_busy_ms", "busy_pct", "kernel_count")
 
-
-def _fmt(value: float) -> str:
-    """Number without trailing zeros, at most 3 decimals."""
-    if float(value).is_integer():
-        return str(int(value))
-    return f"{value:.3f}".rstrip("0").rstrip(".")
 
 
 @dataclass(frozen=True)
@@ -126,11 +121,11 @@ class ThresholdMiss:
     @property
     def message(self) -> str:
         """One line, e.g. ``gpu_util: busy_pct 12.3 is below min_busy_pct=20``."""
-        limit = f"{self.threshold_name}={_fmt(self.threshold)}"
+        limit = f"{self.threshold_name}={compact_number(self.threshold)}"
         if self.measured is None:
             return f"gpu_util: {self.metric} was not measured, required by {limit}"
         relation = "below" if _RULES[self.threshold_name].is_min else "above"
-        return f"gpu_util: {self.metric} {_fmt(self.measured)} is {relation} {limit}"
+        return f"gpu_util: {self.metric} {compact_number(self.measured)} is {relation} {limit}"
 
     def __str__(self) -> str:
         return self.message
