@@ -197,6 +197,17 @@ def run_duty(torch: Any, args: argparse.Namespace, trace_dir: str, errors: list)
                 if figures is not None:
                     row[f"{key}_truth_window_pct"], row[f"{key}_profiler_span_pct"], row[f"{key}_busy_ms"] = figures
         records.clear()
+        run = attempt(errors, f"{label}: gpu_trace.run", lambda: gpu_trace_run(workload, label))
+        if run is not None and records:
+            # gpu_trace.run profiles its last call; its window is that call's wall time
+            row["gpu_trace_run_pct"] = run.busy_pct
+            row["gpu_trace_run_truth_pct"] = truth_busy_pct([spin_ms] * (plan.periods + 1), run.profiled_ms)
+            row["gpu_trace_run_overhead"] = run.profiler_overhead
+        records.clear()
+        plugin = attempt(errors, f"{label}: --gpu-util", lambda: gpu_util_plugin_run(plan, trace_dir, label))
+        if plugin is not None:
+            row["plugin_pct"] = plugin["busy_pct"]
+            row["plugin_truth_pct"] = truth_busy_pct([spin_ms] * (plan.periods + 1), plugin["wall_ms"])
         seed = attempt(errors, f"{label}: benchmark_utilization",
                        lambda: seed_benchmark_utilization(workload, label))
         if seed is not None and records:
@@ -205,12 +216,56 @@ def run_duty(torch: Any, args: argparse.Namespace, trace_dir: str, errors: list)
             # the seed sees the whole call: the gate spin, then the window
             row["seed_truth_pct"] = truth_busy_pct([spin_ms] * (plan.periods + 1), truth["window_ms"] + spin_ms)
         for key, truth_key in (("ours_truth_window_pct", "truth_pct"), ("ours_profiler_span_pct", "truth_pct"),
-                               ("ours_live_truth_window_pct", "truth_pct"), ("seed_pct", "seed_truth_pct")):
+                               ("ours_live_truth_window_pct", "truth_pct"), ("seed_pct", "seed_truth_pct"),
+                               ("gpu_trace_run_pct", "gpu_trace_run_truth_pct"), ("plugin_pct", "plugin_truth_pct")):
             row[key.replace("_pct", "_err_pts")] = error_points(row.get(key), row.get(truth_key))
         rows.append(row)
         print(f"  {label}: truth {row.get('truth_pct')}, ours {row.get('ours_truth_window_pct')}, "
               f"seed {row.get('seed_pct')}", file=sys.stderr)
     return {"spin_ms_per_1M_cycles": per_mcycle_ms, "rows": rows}
+
+
+def gpu_trace_run(workload: Callable[[], None], label: str) -> Any:
+    """The ``gpu_trace`` fixture's ``run`` on the workload (no pytest needed: it takes callbacks)."""
+    from pytest_gpuutil.classify import KernelClassifier
+    from pytest_gpuutil.fixtures import GpuTraceFixture, TestResults
+
+    return GpuTraceFixture(TestResults(label), KernelClassifier(), lambda: True).run(workload, warmup=1, runs=1)
+
+
+PLUGIN_TEST = """
+import time, torch
+def test_duty():
+    marker = torch.zeros(1, device="cuda")
+    torch.cuda._sleep({cycles})
+    for _ in range({periods}):
+        torch.cuda._sleep({cycles})
+        torch.cuda.synchronize()
+        time.sleep({sleep_s})
+    marker.add_(1)
+"""
+
+
+def gpu_util_plugin_run(plan: Any, trace_dir: str, label: str) -> dict[str, float]:
+    """``pytest --gpu-util`` on a test that runs the plan (gate spin first); its busy % and wall ms."""
+    import json
+    import subprocess
+
+    folder = os.path.join(trace_dir, f"plugin_{label}")
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "test_duty.py"), "w") as handle:
+        handle.write(PLUGIN_TEST.format(cycles=plan.spin_cycles, periods=plan.periods, sleep_s=plan.sleep_ms / 1e3))
+    warm = os.path.join(folder, "test_warm.py")  # CUDA and the profiler start in this earlier test
+    with open(warm, "w") as handle:
+        handle.write("import torch\ndef test_a_warm():\n    torch.zeros(1, device='cuda').add_(1)\n")
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--gpu-util",
+                          "--gpu-util-dir", os.path.join(folder, "out"), warm, os.path.join(folder, "test_duty.py")],
+                         capture_output=True, text=True, cwd=folder)
+    if res.returncode != 0:
+        raise RuntimeError(res.stdout[-2000:] + res.stderr[-1000:])
+    doc = json.load(open(os.path.join(folder, "out", "gpu_util.json")))
+    record = next(t for t in doc["tests"] if t["test"].endswith("test_duty"))
+    return {"busy_pct": record["busy_pct"], "wall_ms": record["wall_ms"]}
 
 
 def _duty_figures(trace: Any) -> tuple[float, float, float]:
@@ -223,14 +278,17 @@ def _duty_figures(trace: Any) -> tuple[float, float, float]:
 
 
 DUTY_HEADERS = ["duty", "truth %", "ours %", "err pts", "ours live %", "err pts", "ours profiler-span %",
-                "err pts", "seed truth %", "benchmark_utilization %", "err pts"]
+                "err pts", "gpu_trace.run truth %", "gpu_trace.run %", "err pts", "--gpu-util truth %",
+                "--gpu-util %", "err pts", "seed truth %", "benchmark_utilization %", "err pts"]
 
 
 def duty_table_rows(duty: dict[str, Any]) -> list[list[Any]]:
     return [[f"{r['duty_pct']:.0f} %", r.get("truth_pct"), r.get("ours_truth_window_pct"),
              r.get("ours_truth_window_err_pts"), r.get("ours_live_truth_window_pct"),
              r.get("ours_live_truth_window_err_pts"), r.get("ours_profiler_span_pct"),
-             r.get("ours_profiler_span_err_pts"), r.get("seed_truth_pct"), r.get("seed_pct"), r.get("seed_err_pts")]
+             r.get("ours_profiler_span_err_pts"), r.get("gpu_trace_run_truth_pct"), r.get("gpu_trace_run_pct"),
+             r.get("gpu_trace_run_err_pts"), r.get("plugin_truth_pct"), r.get("plugin_pct"), r.get("plugin_err_pts"),
+             r.get("seed_truth_pct"), r.get("seed_pct"), r.get("seed_err_pts")]
             for r in duty["rows"]]
 
 

@@ -9,8 +9,8 @@ from typing import Any, Iterable, Mapping, Union
 
 from tabulate import tabulate
 
-from pytest_gpuutil.records import TestRecord
 from pytest_gpuutil.number_format import compact_number
+from pytest_gpuutil.records import TestRecord
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from pytest_gpuutil.records import TestRecord
 from pytest_gpuutil.number_format import compact_number
+from pytest_gpuutil.records import TestRecord
 
 
 @dataclass(frozen=True)
