@@ -254,7 +254,9 @@ class GpuUtilSession:
     def no_cuda(self) -> bool:
         """True when tests ran but none could be measured for lack of CUDA (here or on workers)."""
         return not self.measured() and bool(self.records) and (
-            self._cuda is False or any(r.note == NO_CUDA_NOTE for r in self.records)
+            self._cuda is False
+            or any(r.note == NO_CUDA_NOTE for r in self.records)
+            or not self.machine_info().get("gpu_count")  # e.g. every test skipped before its call
         )
 
     def measured(self) -> list[TestRecord]:

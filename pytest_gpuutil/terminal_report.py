@@ -65,7 +65,7 @@ def write_summary(state: "GpuUtilSession", tr: Any) -> None:
         tr.write_line(f"ERROR: {error}", red=True)
     if state.settings.enabled and state.no_cuda():
         tr.write_line(
-            f"no CUDA device found: GPU fields are empty in the files ({len(state.records)} tests ran)"
+            f"no CUDA device found: GPU fields are empty in the files ({_count(len(state.records), 'test')} ran)"
         )
     elif state.settings.enabled:
         table = top_tests_table(state)
@@ -116,6 +116,10 @@ def write_gate(state: "GpuUtilSession", tr: Any) -> None:
         )
     else:
         tr.write_line(f"no GPU regressions against {where}: {len(comparison.compared)} tests compared")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _rel(path: Any) -> str:

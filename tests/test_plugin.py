@@ -535,3 +535,19 @@ def test_row(metric_table, n):
     header, table = read_csv(pytester.path / ".gpu_util" / "metric_table_sizes.csv")
     assert header == ["test", "n", "sq"]
     assert sorted((r["n"], r["sq"]) for r in table) == [("0", "0.000000"), ("1", "0.333333"), ("2", "1.333333"), ("3", "3.000000")]
+
+
+@requires_no_cuda
+def test_no_cuda_line_when_every_test_is_skipped(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+        @pytest.mark.skip(reason="needs a GPU")
+        def test_gpu():
+            pass
+        """
+    )
+    result = run(pytester, "--gpu-util")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(["*no CUDA device found*"])
+    result.stdout.no_fnmatch_line("*session GPU busy*")
