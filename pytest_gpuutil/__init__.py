@@ -4,28 +4,44 @@ The analysis API is importable without torch::
 
     from pytest_gpuutil import read_trace, analyze
     summary = analyze(read_trace("trace.json.gz"))
+
+Names are loaded on first use, so that the pytest plugin (loaded in every pytest run of an
+environment) does not pay for numpy and msgspec unless it analyses something.
 """
 from __future__ import annotations
 
-from .analysis import TraceSummary, analyze
-from .classify import DEFAULT_RULES, KernelClassifier, Rule, parse_rules, rule
-from .trace_model import GpuEvent, Trace, Window
-from .trace_reader import TraceError, read_trace
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "DEFAULT_RULES",
-    "GpuEvent",
-    "KernelClassifier",
-    "Rule",
-    "Trace",
-    "TraceError",
-    "TraceSummary",
-    "Window",
-    "analyze",
-    "parse_rules",
-    "read_trace",
-    "rule",
-    "__version__",
-]
+_EXPORTS = {
+    "TraceSummary": "analysis",
+    "analyze": "analysis",
+    "DEFAULT_RULES": "classify",
+    "KernelClassifier": "classify",
+    "Rule": "classify",
+    "parse_rules": "classify",
+    "rule": "classify",
+    "GpuColumns": "trace_model",
+    "GpuEvent": "trace_model",
+    "Trace": "trace_model",
+    "Window": "trace_model",
+    "TraceError": "trace_reader",
+    "read_trace": "trace_reader",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_gpuutil' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

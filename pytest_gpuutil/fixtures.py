@@ -7,12 +7,13 @@ test, and the fixtures put what they measured there (as pytest-benchmark's fixtu
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
 from .analysis import TraceSummary
 from .classify import KernelClassifier
 from .metric_tables import MetricRow, MetricTable, MetricTableRegistry, Row
+from .per_test import TestResults
 from .profiling import RegionProfile, RegionProfiler
 from .timing import FwdBwdResult, TimingResult, bench, bench_fwd_bwd
 
@@ -28,33 +29,6 @@ def summary_brief(summary: TraceSummary) -> dict[str, Any]:
         "categories": {c.name: c.share_of_busy for c in summary.categories},
         "top_kernel": summary.top_kernels[0].name if summary.top_kernels else None,
     }
-
-
-@dataclass
-class TestResults:
-    """What one test's fixtures measured; the plugin ships it with the test's report."""
-
-    __test__ = False
-
-    nodeid: str
-    kernel_bench: dict[str, dict[str, Any]] = field(default_factory=dict)
-    gpu_trace: dict[str, dict[str, Any]] = field(default_factory=dict)
-    metric_rows: list[MetricRow] = field(default_factory=list)
-    #: tables this test registered: name -> columns (so the controller knows them all)
-    tables: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    #: the plugin's profiler for this test's call phase, while it runs
-    test_profiler: Optional[RegionProfiler] = None
-
-    def unique_label(self, wanted: str, taken: Mapping[str, Any]) -> str:
-        label, n = wanted, 2
-        while label in taken:
-            label, n = f"{wanted}#{n}", n + 1
-        return label
-
-    def quiet_test_profiler(self, reason: str) -> None:
-        """A fixture needs the profiler (or an unperturbed GPU): the per-test profile steps aside."""
-        if self.test_profiler is not None:
-            self.test_profiler.step_aside(reason, warn=False)
 
 
 class GpuTraceBlock:

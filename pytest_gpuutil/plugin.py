@@ -15,7 +15,8 @@ import pytest
 from .options import OptionError, add_options, read_settings
 
 if TYPE_CHECKING:
-    from .fixtures import GpuTraceFixture, KernelBenchFixture, MetricTableFixture, TestResults
+    from .fixtures import GpuTraceFixture, KernelBenchFixture, MetricTableFixture
+    from .per_test import TestResults
     from .session import GpuUtilSession
 
 MARKER = (
@@ -71,7 +72,7 @@ THRESHOLD_KEY: pytest.StashKey[str] = pytest.StashKey()
 def _results(item: pytest.Item) -> TestResults:
     results = item.stash.get(RESULTS_KEY, None)
     if results is None:
-        from .fixtures import TestResults
+        from .per_test import TestResults
 
         results = TestResults(item.nodeid)
         item.stash[RESULTS_KEY] = results

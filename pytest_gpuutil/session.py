@@ -11,19 +11,21 @@ from __future__ import annotations
 import datetime as _dt
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from .baseline import BaselineError, RunDoc, free_autosave_name, load_run_doc, machine_id, resolve_baseline, save_baseline
 from .classify import ATTENTION, COMMUNICATION, MEMCPY, KernelClassifier, parse_rules
 from .file_output import run_document, write_run_files
-from .fixtures import TestResults
 from .machine import machine_info, visible_gpu_ids
 from .metric_tables import MetricRow, MetricTableError, MetricTableRegistry
 from .options import COMPARE_LATEST, Settings
-from .profiling import RegionProfile
 from .records import TestRecord
 from .regression import DEFAULT_FAIL_EXPRS, Comparison, compare_records, parse_fail_exprs
 from .thresholds import Thresholds, parse_ini
+
+if TYPE_CHECKING:
+    from .per_test import TestResults
+    from .profiling import RegionProfile
 
 NO_CUDA_NOTE = "no CUDA device"
 

@@ -1,0 +1,36 @@
+"""What one test's fixtures measured, collected while the test runs (no heavy imports here)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping, Optional
+
+if TYPE_CHECKING:
+    from .metric_tables import MetricRow
+    from .profiling import RegionProfiler
+
+
+@dataclass
+class TestResults:
+    """What one test's fixtures measured; the plugin ships it with the test's report."""
+
+    __test__ = False
+
+    nodeid: str
+    kernel_bench: dict[str, dict[str, Any]] = field(default_factory=dict)
+    gpu_trace: dict[str, dict[str, Any]] = field(default_factory=dict)
+    metric_rows: list["MetricRow"] = field(default_factory=list)
+    #: tables this test registered: name -> columns (so the controller knows them all)
+    tables: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the plugin's profiler for this test's call phase, while it runs
+    test_profiler: Optional["RegionProfiler"] = None
+
+    def unique_label(self, wanted: str, taken: Mapping[str, Any]) -> str:
+        label, n = wanted, 2
+        while label in taken:
+            label, n = f"{wanted}#{n}", n + 1
+        return label
+
+    def quiet_test_profiler(self, reason: str) -> None:
+        """A fixture needs the profiler (or an unperturbed GPU): the per-test profile steps aside."""
+        if self.test_profiler is not None:
+            self.test_profiler.step_aside(reason, warn=False)
