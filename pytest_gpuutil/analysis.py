@@ -12,7 +12,7 @@ Definitions (the README repeats them):
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -97,7 +97,6 @@ class TraceSummary:
     idle_gaps: tuple[IdleGap, ...]
     overlap: Optional[Overlap]
     top_other: tuple[KernelStat, ...]
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def window_us(self) -> float:

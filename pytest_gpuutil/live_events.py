@@ -7,7 +7,7 @@ nanoseconds (the export writes them as µs with three decimals, so both paths ag
 from __future__ import annotations
 
 import re
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 from .trace_model import GPU_WORK_CATEGORIES, GpuColumns, Trace, Window
 
@@ -69,15 +69,3 @@ def _kineto_results(prof: Any) -> Any:
 def shift_window(window: Window, base_time_ns: int) -> Window:
     """The same window on the clock of an exported trace whose times are relative to its base."""
     return Window(window.start_ns - base_time_ns, window.end_ns - base_time_ns, window.source)
-
-
-def live_window(start_ns: int, end_ns: int, source: str = "test_call") -> Window:
-    """A window measured with ``time.time_ns()`` around the profiled region (Kineto's clock)."""
-    return Window(start_ns, end_ns, source)
-
-
-def trace_window_or_none(trace: Trace) -> Optional[Window]:
-    """The profiler span of an exported trace as a Window, if it has one."""
-    if trace.profiler_span is None:
-        return None
-    return Window(trace.profiler_span[0], trace.profiler_span[1], "profiler")
