@@ -11,7 +11,6 @@ import pytest
 
 from pytest_gpuutil.metric_tables import (
     MetricRow,
-    MetricTable,
     MetricTableError,
     MetricTableRegistry,
     format_value,
