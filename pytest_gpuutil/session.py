@@ -85,6 +85,7 @@ class GpuUtilSession:
         self.written: list[Path] = []
         self._cuda: Optional[bool] = None
         self._torch: Any = None
+        self._machine_saw_torch = False
         #: physical GPU ids visible to this process (CUDA_VISIBLE_DEVICES order)
         self.physical_gpus: Optional[list[str]] = worker_gpus
 
@@ -113,9 +114,10 @@ class GpuUtilSession:
         return device
 
     def machine_info(self) -> dict[str, Any]:
-        if self.machine is None or (self._torch is not None and self.machine.get("torch") is None):
-            # (again once torch is loaded: a baseline lookup at session start reads it without torch)
+        """Read once, and again once torch is loaded here (then CUDA can be asked directly)."""
+        if self.machine is None or (self._torch is not None and not self._machine_saw_torch):
             self.machine = machine_info(cwd=str(self.invocation_dir), torch_module=self._torch)
+            self._machine_saw_torch = self._torch is not None
         return self.machine
 
     # -- session start (controller) ------------------------------------------------------------
