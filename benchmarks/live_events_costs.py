@@ -43,6 +43,8 @@ for name in ("device_type", "name", "device_index", "device_resource_id", "start
         print(f"{name:24s} {ms(lambda: [getattr(ev, name)() for ev in events]):8.3f} ms for all events")
 cuda = type(events[0].device_type()).CUDA
 print(f"device_type() == CUDA    {ms(lambda: [ev.device_type() == cuda for ev in events]):8.3f} ms")
+cuda_value = int(cuda)
+print(f"device_type().value == int {ms(lambda: [ev.device_type().value == cuda_value for ev in events]):8.3f} ms")
 print(f"trace_from_profiler      {ms(lambda: trace_from_profiler(profiler.prof)):8.3f} ms")
 trace = trace_from_profiler(profiler.prof)
 classifier = KernelClassifier()
