@@ -158,7 +158,10 @@ def _columns_at_once(path: str, events: Sequence[_KeptEvent], base_time_ns: int)
         )
     span = None
     if span_at is not None:
-        start, dur = _times(path, -1, _plain_from_kept(events[span_at]))
+        try:
+            start, dur = _times(path, span_at, _plain_from_kept(events[span_at]))
+        except TraceError:
+            return None  # the event-by-event path reports it with the event's index in the file
         span = (start, start + dur)
     return Trace(path, columns, span, base_time_ns)
 
@@ -254,16 +257,8 @@ def trace_from_events(path: str, events: Iterable[tuple[int, _PlainEvent]], base
 
 
 def _times(path: str, index: int, ev: _PlainEvent) -> tuple[int, int]:
-    ts, dur = ev.ts, ev.dur
-    if type(ts) is msgspec.Raw and type(dur) is msgspec.Raw:  # Kineto's "123.456": no Decimal
-        t, d = bytes(ts), bytes(dur)
-        if len(t) > 4 and len(d) > 4 and t[-4] == 46 and d[-4] == 46 and d[0] != 45:
-            try:
-                return int(t[:-4] + t[-3:]), int(d[:-4] + d[-3:])
-            except ValueError:
-                pass
-    start = _to_ns(path, index, ev, "ts", ts)
-    length = _to_ns(path, index, ev, "dur", dur)
+    start = _to_ns(path, index, ev, "ts", ev.ts)
+    length = _to_ns(path, index, ev, "dur", ev.dur)
     if length < 0:
         raise TraceError(path, f"{_describe(index, ev)}: negative dur {length / 1000:g} µs")
     return start, length

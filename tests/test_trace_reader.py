@@ -106,3 +106,11 @@ def test_bad_input_is_one_clear_line(tmp_path, name, content, message):
 def test_directory_is_rejected(tmp_path):
     with pytest.raises(TraceError, match="is a directory"):
         read_trace(tmp_path)
+
+
+def test_a_bad_profiler_span_is_reported_with_its_index(tmp_path):
+    events = [{"ph": "M", "name": "process_name"},
+              {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Spans", "ts": 1.0}]
+    path = write(tmp_path, "t.json", json.dumps({"traceEvents": events}))
+    with pytest.raises(TraceError, match=r"event 1 \(Trace 'PyTorch Profiler \(0\)'\): missing 'dur'"):
+        read_trace(path)
