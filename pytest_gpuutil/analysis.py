@@ -273,16 +273,16 @@ def analyze(
             stream_stats.append(StreamStat(name, stream_names[code], _union_ns(s[m], e[m]) / 1000, int(m.sum())))
 
     cat_count = np.bincount(cats, minlength=len(categories_seen)) if cats.size else np.zeros(len(categories_seen), int)
+    code_of = {name: i for i, name in enumerate(categories_seen)}
     categories = tuple(
         CategoryStat(
             name,
-            cat_ns[i] / 1000,
-            _pct(cat_ns[i], busy_ns),
-            _pct(cat_ns[i], denominator),
-            int(cat_count[i]),
+            cat_ns[code_of[name]] / 1000,
+            _pct(cat_ns[code_of[name]], busy_ns),
+            _pct(cat_ns[code_of[name]], denominator),
+            int(cat_count[code_of[name]]),
         )
-        for name in category_order(n for i, n in enumerate(categories_seen) if cat_count[i])
-        for i in (categories_seen.index(name),)
+        for name in category_order(n for n, i in code_of.items() if cat_count[i])
     )
     counts = np.bincount(key_codes, minlength=len(key_names)) if key_codes.size else np.zeros(0, int)
     totals = np.bincount(key_codes, weights=(ends - starts), minlength=len(key_names)) if key_codes.size else counts

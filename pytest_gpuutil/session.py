@@ -9,7 +9,6 @@ or a fixture is used.
 from __future__ import annotations
 
 import datetime as _dt
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
@@ -299,7 +298,3 @@ def worker_gpu_assignment(worker_id: str, gpus: list[str]) -> Optional[str]:
     if not gpus or not worker_id.startswith("gw") or not worker_id[2:].isdigit():
         return None
     return gpus[int(worker_id[2:]) % len(gpus)]
-
-
-def env_flag(name: str) -> bool:
-    return os.environ.get(name, "").lower() in ("1", "true", "yes")
