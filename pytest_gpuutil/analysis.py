@@ -11,7 +11,6 @@ Definitions (the README repeats them):
 """
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
@@ -154,7 +153,9 @@ def choose_window(trace: Trace, window: Optional[Window] = None) -> Window:
         return Window(trace.profiler_span[0], trace.profiler_span[1], "profiler")
     cols = trace.columns
     if len(cols):
-        return Window(min(cols.starts_ns), max(map(operator.add, cols.starts_ns, cols.durs_ns)), "gpu_span")
+        starts = np.asarray(cols.starts_ns, dtype=np.int64)
+        ends = starts + np.asarray(cols.durs_ns, dtype=np.int64)
+        return Window(int(starts.min()), int(ends.max()), "gpu_span")
     return Window(0, 0, "none")
 
 

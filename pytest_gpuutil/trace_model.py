@@ -53,6 +53,7 @@ class GpuColumns:
     #: device and stream ids as the source gives them (ints or text); shown as text
     devices: Sequence[Any] = ()
     streams: Sequence[Any] = ()
+    #: integer nanoseconds: lists of ints, or int64 arrays (what the file reader gives)
     starts_ns: Sequence[int] = ()
     durs_ns: Sequence[int] = ()
 
@@ -88,4 +89,11 @@ class Trace:
     def events(self) -> tuple[GpuEvent, ...]:
         """The events as tuples (built on first use)."""
         c = self.columns
-        return tuple(map(GpuEvent, c.names, c.kinds, map(str, c.devices), map(str, c.streams), c.starts_ns, c.durs_ns))
+        starts, durs = _python_ints(c.starts_ns), _python_ints(c.durs_ns)
+        return tuple(map(GpuEvent, c.names, c.kinds, map(str, c.devices), map(str, c.streams), starts, durs))
+
+
+def _python_ints(values: Sequence[int]) -> Sequence[int]:
+    """Plain ints from a list or an int64 array (whose items would be numpy scalars)."""
+    to_list = getattr(values, "tolist", None)
+    return to_list() if to_list is not None else values

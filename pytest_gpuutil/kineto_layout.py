@@ -1,0 +1,137 @@
+"""The fast path for traces in the layout torch's profiler (Kineto) writes.
+
+Kineto writes every GPU event the same way, with times in µs and exactly three decimals::
+
+    {
+      "ph": "X", "cat": "kernel", "name": "...", "pid": 0, "tid": 7,
+      "ts": 4447590737267.362, "dur": 0.832,
+      "args": {
+        "External id": 30942,      "queued": 0, "device": 0, "context": 1,      "stream": 7, ...
+
+so one regular-expression pass over the ``traceEvents`` text picks out the fields the analysis
+uses, without building an object per event (a trace recorded with CPU activity has four
+non-GPU events for each GPU one). It is used only when all of these hold, and otherwise
+returns None so the general reader takes over (same numbers, slower):
+
+- msgspec has checked the whole document is valid JSON (a truncated or corrupt file never
+  gives a smaller number), and it has a ``traceEvents`` array;
+- the document has no backslash at all, so no escaped quote or ``\\u`` escape can hide a
+  ``"cat"`` key or change a name;
+- every ``"cat"`` key whose value is a GPU-work category (or the profiler's ``"Trace"`` span),
+  in any spacing, starts exactly Kineto's layout: name, pid, tid, ``ts`` and ``dur`` with three
+  decimals, and ``args.device`` / ``args.stream`` (device and stream come from args, as in the
+  general reader);
+- every name is valid UTF-8.
+"""
+from __future__ import annotations
+
+import re
+from operator import itemgetter
+from typing import Any, NamedTuple, Optional
+
+import msgspec
+import numpy as np
+
+from .trace_model import GpuColumns
+
+_WS = rb"[ \t\r\n]*"  # JSON whitespace
+_NAME_SEPARATOR = b'", "name": "'
+_TIMES_SEPARATOR = b', "dur": '
+_GPU_EVENT = (  # groups: kind and name, times, place
+    rb'((?:kernel|gpu_memcpy|gpu_memset)' + _NAME_SEPARATOR + rb'[^"]*)", "pid": [^,\n]*, "tid": [^,\n]*,' + _WS
+    + rb'"ts": (-?[0-9]{1,15}\.[0-9]{3}' + _TIMES_SEPARATOR + rb'[0-9]{1,15}\.[0-9]{3}),' + _WS
+    + rb'"args": \{' + _WS + rb'(?:"External id": [0-9]+,' + _WS + rb'|)(?:"queued": [0-9]+,' + _WS + rb'|)'
+    + rb'"device": ([0-9]+, "context": [0-9]+,' + _WS + rb'"stream": [0-9]+)[,\s]'
+)
+_SPAN_EVENT = rb'Trace", "ts": (-?[0-9]{1,15}\.[0-9]{3}' + _TIMES_SEPARATOR + rb'[0-9]{1,15}\.[0-9]{3}),'
+#: one row per "cat" key with a kept value, in any spacing: (kind and name, times, place, span
+#: times), e.g. ``kernel", "name": "gemm``, ``12.345, "dur": 0.800`` and ``0, "context": 1, "stream": 7``;
+#: an event not in Kineto's layout gives a row of empty fields
+_KEPT_EVENT = re.compile(
+    rb'"cat"' + _WS + rb":" + _WS + rb'"(?=(?:kernel|gpu_memcpy|gpu_memset|Trace)")'
+    + rb"(?:" + _GPU_EVENT + rb"|" + _SPAN_EVENT + rb")?"
+)
+_PLACE = re.compile(rb'([0-9]+), "context": [0-9]+,' + _WS + rb'"stream": ([0-9]+)')
+
+
+class _Document(msgspec.Struct):
+    traceEvents: msgspec.Raw = msgspec.Raw()
+    baseTimeNanoseconds: Any = None
+
+
+_DOCUMENT = msgspec.json.Decoder(_Document)
+
+
+class KinetoEvents(NamedTuple):
+    """What the fast path read: the GPU events, the profiler span, raw ``baseTimeNanoseconds``."""
+
+    columns: GpuColumns
+    profiler_span: Optional[tuple[int, int]]
+    base_time: Any
+
+
+def read_kineto_layout(data: Any) -> Optional[KinetoEvents]:
+    """The events in ``data`` (bytes or a buffer), or None when any guard above fails."""
+    try:
+        document = _DOCUMENT.decode(data)  # skips what it does not keep, but checks all of it
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    events = memoryview(document.traceEvents)
+    if not events or events[:1] != b"[" or data.find(b"\\") != -1:
+        return None
+    rows = _KEPT_EVENT.findall(events)
+    kinds_names, times, places, span_times = (list(map(itemgetter(i), rows)) for i in range(4))
+    gpu_rows, span_rows = len(rows) - times.count(b""), len(rows) - span_times.count(b"")
+    if gpu_rows + span_rows != len(rows):  # an event not in Kineto's layout
+        return None
+    span = None
+    if span_rows:
+        first_span = _micros_to_ns([next(filter(None, span_times))])
+        if first_span is None:
+            return None
+        span = (int(first_span[0]), int(first_span[0] + first_span[1]))
+        at_spans = _positions(times, b"")
+        for column in (kinds_names, times, places):
+            for at in reversed(at_spans):
+                del column[at]
+    kind_of, name_of = {}, {}
+    try:
+        for raw in dict.fromkeys(kinds_names):
+            kind, _, name = raw.partition(_NAME_SEPARATOR)
+            kind_of[raw], name_of[raw] = kind.decode(), name.decode()
+    except UnicodeDecodeError:
+        return None
+    ns = _micros_to_ns(times)
+    if ns is None:
+        return None
+    device_of, stream_of = {}, {}
+    for place in dict.fromkeys(places):
+        device_of[place], stream_of[place] = map(int, _PLACE.fullmatch(place).groups())
+    columns = GpuColumns(
+        list(map(name_of.__getitem__, kinds_names)),
+        list(map(kind_of.__getitem__, kinds_names)),
+        list(map(device_of.__getitem__, places)),
+        list(map(stream_of.__getitem__, places)),
+        ns[0::2],
+        ns[1::2],
+    )
+    return KinetoEvents(columns, span, document.baseTimeNanoseconds)
+
+
+def _positions(values: list, wanted: Any) -> list[int]:
+    """Indices of ``wanted`` in ``values`` (found in C; there are only a few)."""
+    found, at = [], -1
+    for _ in range(values.count(wanted)):
+        at = values.index(wanted, at + 1)
+        found.append(at)
+    return found
+
+
+def _micros_to_ns(times: list[bytes]) -> Optional[np.ndarray]:
+    """``[b'0.800, "dur": 12.345', ...]`` (µs, three decimals) to ``[800, 12345, ...]`` ns, exactly."""
+    text = b",".join(times).replace(_TIMES_SEPARATOR, b",").replace(b".", b"")
+    try:
+        ns = np.fromstring(text, dtype=np.int64, sep=",")
+    except ValueError:  # cannot happen for text the pattern matched; never guess
+        return None
+    return ns if ns.size == 2 * len(times) else None
