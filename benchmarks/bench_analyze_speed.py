@@ -5,12 +5,10 @@
 Each measurement runs in a fresh ``python`` subprocess, so every run starts cold and its peak
 RSS (``getrusage(RUSAGE_SELF).ru_maxrss`` read by the child at its end) belongs to that one
 analysis. Wall time is measured inside the child around the analysis only (interpreter start-up
-and imports excluded); the best of ``--repeats`` is reported. Peak memory is measured twice: RSS
-of the timed runs, and the ``tracemalloc`` peak in one extra, untimed run per side. Goals: time
-ratio ours/seed <= 0.2, ours' peak memory <= the seed's. A third side, "general", runs our
-analysis through the general reader (what a trace not in Kineto's layout gets), without a goal;
-the sides' runs are interleaved. Writes ``DIR/analyze_speed.json`` and
-``DIR/analyze_speed.md``; the last thing printed is the table.
+and imports excluded); the two sides' runs alternate, and the best of ``--repeats`` is reported.
+Peak memory is measured twice: RSS of the timed runs, and the ``tracemalloc`` peak in one extra,
+untimed run per side. Goals: time ratio ours/seed <= 0.2, ours' peak memory <= the seed's.
+Writes ``DIR/analyze_speed.json`` and ``DIR/analyze_speed.md``; the last thing printed is the table.
 """
 from __future__ import annotations
 
@@ -26,8 +24,7 @@ if __package__ in (None, ""):
 
 from benchmarks.report import host_info, markdown_table, ratio, text_table, write_results  # noqa: E402
 
-#: "general" is ours through the general reader (what a trace not in Kineto's layout gets)
-SIDES = ("ours", "seed", "general")
+SIDES = ("ours", "seed")
 TIME_GOAL = 0.2
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -38,13 +35,11 @@ def _child(side: str, path: str, trace_memory: bool) -> dict[str, Any]:
     import time
     import tracemalloc
 
-    if side in ("ours", "general"):
+    if side == "ours":
         from pytest_gpuutil import analyze, read_trace
-        from pytest_gpuutil.trace_reader import _read_bytes, trace_from_json
 
         def run() -> dict[str, Any]:
-            trace = read_trace(path) if side == "ours" else trace_from_json(path, _read_bytes(path))
-            summary = analyze(trace)
+            summary = analyze(read_trace(path))
             return {"busy_us": summary.busy_us, "busy_pct": summary.busy_pct, "mm_conv_pct": summary.mm_conv_pct,
                     "gpu_events": summary.event_count}
     else:
@@ -66,11 +61,6 @@ def _child(side: str, path: str, trace_memory: bool) -> dict[str, Any]:
     if trace_memory:
         out["tracemalloc_peak_bytes"] = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-    if side == "ours":  # after the measurements: which reader read it
-        from pytest_gpuutil.kineto_layout import read_kineto_layout
-        from pytest_gpuutil.trace_reader import _read_bytes
-
-        out["kineto_layout_path"] = read_kineto_layout(_read_bytes(path)) is not None
     return out
 
 
@@ -90,7 +80,7 @@ def measure(path: str, repeats: int) -> dict[str, Any]:
     """Best-of-``repeats`` wall time and peak RSS per side, plus a tracemalloc run per side."""
     sides: dict[str, Any] = {}
     timed: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
-    for _ in range(repeats):  # interleaved, so a slow spell of a shared machine hits every side
+    for _ in range(repeats):  # interleaved, so a slow spell of a shared machine hits both sides
         for side in SIDES:
             timed[side].append(run_child(side, path))
     for side in SIDES:
@@ -105,8 +95,6 @@ def measure(path: str, repeats: int) -> dict[str, Any]:
             "tracemalloc_peak_mb": traced["tracemalloc_peak_bytes"] / 2**20,
             "result": runs[0]["result"],
         }
-        if side == "ours":
-            sides[side]["kineto_layout_path"] = all(r["kineto_layout_path"] for r in runs)
         print(f"  {side}: best {sides[side]['best_wall_s']:.3f} s, peak RSS {sides[side]['peak_rss_mb']:.0f} MB",
               file=sys.stderr)
     return sides
@@ -118,7 +106,7 @@ def _guess_label(path: str) -> str:
 
 def build_report(path: str, label: str, sides: dict[str, Any]) -> tuple[dict[str, Any], str, str]:
     """The JSON record, the Markdown fragment and the terminal table."""
-    ours, seed, general = sides["ours"], sides["seed"], sides["general"]
+    ours, seed = sides["ours"], sides["seed"]
     time_ratio = ratio(ours["best_wall_s"], seed["best_wall_s"])
     rss_ratio = ratio(ours["peak_rss_mb"], seed["peak_rss_mb"])
     tm_ratio = ratio(ours["tracemalloc_peak_mb"], seed["tracemalloc_peak_mb"])
@@ -128,30 +116,23 @@ def build_report(path: str, label: str, sides: dict[str, Any]) -> tuple[dict[str
         "tracemalloc_ok": tm_ratio is not None and tm_ratio <= 1.0,
     }
     size_mb = os.path.getsize(path) / 1e6
-    headers = ["", "ours (read_trace+analyze)", "seed (benchmark_utils)", "ours/seed", "goal",
-               "ours, general reader"]
+    headers = ["", "ours (read_trace+analyze)", "seed (benchmark_utils)", "ours/seed", "goal"]
     rows = [
-        ["best wall s", ours["best_wall_s"], seed["best_wall_s"], time_ratio, f"<= {TIME_GOAL}", general["best_wall_s"]],
-        ["peak RSS MB", ours["peak_rss_mb"], seed["peak_rss_mb"], rss_ratio, "<= 1", general["peak_rss_mb"]],
-        ["RSS after imports MB", ours["rss_after_imports_mb"], seed["rss_after_imports_mb"], None, "",
-         general["rss_after_imports_mb"]],
-        ["tracemalloc peak MB", ours["tracemalloc_peak_mb"], seed["tracemalloc_peak_mb"], tm_ratio, "<= 1",
-         general["tracemalloc_peak_mb"]],
-        ["busy us", ours["result"]["busy_us"], seed["result"]["busy_us"], None, "", general["result"]["busy_us"]],
-        ["busy %", ours["result"]["busy_pct"], seed["result"]["busy_pct"], None, "", general["result"]["busy_pct"]],
-        ["mm/conv %", ours["result"]["mm_conv_pct"], seed["result"]["mm_conv_pct"], None, "",
-         general["result"]["mm_conv_pct"]],
+        ["best wall s", ours["best_wall_s"], seed["best_wall_s"], time_ratio, f"<= {TIME_GOAL}"],
+        ["peak RSS MB", ours["peak_rss_mb"], seed["peak_rss_mb"], rss_ratio, "<= 1"],
+        ["RSS after imports MB", ours["rss_after_imports_mb"], seed["rss_after_imports_mb"], None, ""],
+        ["tracemalloc peak MB", ours["tracemalloc_peak_mb"], seed["tracemalloc_peak_mb"], tm_ratio, "<= 1"],
+        ["busy us", ours["result"]["busy_us"], seed["result"]["busy_us"], None, ""],
+        ["busy %", ours["result"]["busy_pct"], seed["result"]["busy_pct"], None, ""],
+        ["mm/conv %", ours["result"]["mm_conv_pct"], seed["result"]["mm_conv_pct"], None, ""],
     ]
-    path_note = ("`read_trace` took the Kineto-layout path in every run." if ours.get("kineto_layout_path")
-                 else "`read_trace` did NOT take the Kineto-layout path.")
     title = f"Analysis speed on a {label} trace: {os.path.basename(path)} ({size_mb:.1f} MB)"
     note = ("Synthetic trace (benchmarks/make_synthetic_trace.py): shape only, not a recorded workload."
             if label == "synthetic" else "Trace recorded on a GPU (benchmarks/record_big_trace.py).")
     markdown = "\n".join([
         f"### {title}", "", note,
-        f"Best of {len(ours['wall_s'])} fresh-process runs each, sides interleaved; RSS = child ru_maxrss; "
-        "seed = benchmarks/seed_reference.py (torch not imported); \"ours, general reader\" = the same "
-        "analysis through the reader used for traces not in Kineto's layout (no goal). " + path_note, "",
+        f"Best of {len(ours['wall_s'])} fresh-process runs each, the sides interleaved; RSS = child ru_maxrss; seed = "
+        "benchmarks/seed_reference.py (torch not imported).", "",
         markdown_table(headers, rows, digits=3), "",
         f"Verdict: time ratio {'meets' if verdict['time_ratio_ok'] else 'misses'} the goal; "
         f"peak RSS {'meets' if verdict['peak_rss_ok'] else 'misses'} the goal.",
