@@ -17,7 +17,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .classify import COMMUNICATION, MM_CONV_CATEGORIES, OTHER, KernelClassifier, category_order
-from .trace_model import Trace, Window
+from .trace_model import CodedColumn, Trace, Window
 
 KERNEL_KIND = "kernel"
 
@@ -170,9 +170,30 @@ def _codes(values: Sequence[Any]) -> tuple[list[int], list[Any]]:
     return list(map(index.__getitem__, values)), distinct
 
 
+def _coded(column: Sequence[Any]) -> tuple[Sequence[int], list[Any]]:
+    """Codes and their values: a :class:`CodedColumn` as it is, else by :func:`_codes`."""
+    if isinstance(column, CodedColumn):
+        return column.codes, list(column.values)
+    return _codes(column)
+
+
+def _kernel_keys(names: Sequence[str], kinds: Sequence[str]) -> tuple["np.ndarray", list[str], list[str]]:
+    """Each event's code for its (name, kind) pair, and the pairs' names and kinds."""
+    if isinstance(names, CodedColumn) and isinstance(kinds, CodedColumn) and names.codes is kinds.codes:
+        pair_of_code, pairs = _codes(list(zip(names.values, kinds.values)))  # a few values, not every row
+        codes = np.asarray(pair_of_code, dtype=np.int64)[np.asarray(names.codes, dtype=np.int64)]
+        return codes, [name for name, _ in pairs], [kind for _, kind in pairs]
+    name_codes, distinct_names = _codes(names)
+    kind_codes, distinct_kinds = _codes(kinds)
+    n_kinds = max(1, len(distinct_kinds))
+    pair_codes, pairs = _codes((np.asarray(name_codes, dtype=np.int64) * n_kinds + np.asarray(kind_codes, dtype=np.int64)).tolist())
+    return (np.asarray(pair_codes, dtype=np.int64), [distinct_names[p // n_kinds] for p in pairs],
+            [distinct_kinds[p % n_kinds] for p in pairs])
+
+
 def _text_codes(ids: Sequence[Any], keep_idx: "np.ndarray") -> tuple["np.ndarray", list[str]]:
     """Codes of the kept events' ids, grouped by their text (device 0 and "0" are one device)."""
-    codes, distinct = _codes(ids)
+    codes, distinct = _coded(ids)
     text_codes, texts = _codes([str(v) for v in distinct])
     return np.asarray(text_codes, dtype=np.int64)[np.asarray(codes, dtype=np.int64)[keep_idx]], texts
 
@@ -215,15 +236,10 @@ def analyze(
     ends = np.minimum(ends[keep_idx], we)
 
     # One classification per distinct (name, kind) pair; memcpy/memset go by kind.
-    name_codes, distinct_names = _codes(cols.names)
-    kind_codes, distinct_kinds = _codes(cols.kinds)
-    n_kinds = max(1, len(distinct_kinds))
-    pair_codes, pairs = _codes((np.asarray(name_codes, dtype=np.int64) * n_kinds + np.asarray(kind_codes, dtype=np.int64)).tolist())
-    key_names = [distinct_names[p // n_kinds] for p in pairs]
-    key_kinds = [distinct_kinds[p % n_kinds] for p in pairs]
+    pair_codes, key_names, key_kinds = _kernel_keys(cols.names, cols.kinds)
     key_cats = [classifier.classify(name, kind) for name, kind in zip(key_names, key_kinds)]
     cat_codes_of_key, categories_seen = _codes(key_cats)
-    key_codes = np.asarray(pair_codes, dtype=np.int64)[keep_idx]
+    key_codes = pair_codes[keep_idx]
     cat_of_key = np.asarray(cat_codes_of_key, dtype=np.int64)
     cats = cat_of_key[key_codes] if key_codes.size else key_codes
     is_kernel_key = np.asarray([k == KERNEL_KIND for k in key_kinds], dtype=bool)

@@ -32,10 +32,11 @@ from typing import Any, NamedTuple, Optional
 import msgspec
 import numpy as np
 
-from .trace_model import GpuColumns
+from .trace_model import CodedColumn, GpuColumns
 
 _WS = rb"[ \t\r\n]*"  # JSON whitespace
 _NAME_SEPARATOR = b'", "name": "'
+_NAME_SEPARATOR_TEXT = _NAME_SEPARATOR.decode()
 _TIMES_SEPARATOR = b', "dur": '
 _GPU_EVENT = (  # groups: kind and name, times, place
     rb'((?:kernel|gpu_memcpy|gpu_memset)' + _NAME_SEPARATOR + rb'[^"]*)", "pid": [^,\n]*, "tid": [^,\n]*,' + _WS
@@ -94,28 +95,32 @@ def read_kineto_layout(data: Any) -> Optional[KinetoEvents]:
         for column in (kinds_names, times, places):
             for at in reversed(at_spans):
                 del column[at]
-    kind_of, name_of = {}, {}
+    keys = _coded(kinds_names)  # each distinct kind and name once
     try:
-        for raw in dict.fromkeys(kinds_names):
-            kind, _, name = raw.partition(_NAME_SEPARATOR)
-            kind_of[raw], name_of[raw] = kind.decode(), name.decode()
+        kinds_and_names = [raw.decode().split(_NAME_SEPARATOR_TEXT, 1) for raw in keys.values]
     except UnicodeDecodeError:
         return None
     ns = _micros_to_ns(times)
     if ns is None:
         return None
-    device_of, stream_of = {}, {}
-    for place in dict.fromkeys(places):
-        device_of[place], stream_of[place] = map(int, _PLACE.fullmatch(place).groups())
+    places = _coded(places)
+    ids = [tuple(map(int, _PLACE.fullmatch(place).groups())) for place in places.values]
     columns = GpuColumns(
-        list(map(name_of.__getitem__, kinds_names)),
-        list(map(kind_of.__getitem__, kinds_names)),
-        list(map(device_of.__getitem__, places)),
-        list(map(stream_of.__getitem__, places)),
+        CodedColumn(keys.codes, [name for _, name in kinds_and_names]),
+        CodedColumn(keys.codes, [kind for kind, _ in kinds_and_names]),
+        CodedColumn(places.codes, [device for device, _ in ids]),
+        CodedColumn(places.codes, [stream for _, stream in ids]),
         ns[0::2],
         ns[1::2],
     )
     return KinetoEvents(columns, span, document.baseTimeNanoseconds)
+
+
+def _coded(rows: list[bytes]) -> CodedColumn:
+    """``rows`` as codes into their distinct values, in first-seen order."""
+    values = tuple(dict.fromkeys(rows))
+    code_of = {value: code for code, value in enumerate(values)}
+    return CodedColumn(list(map(code_of.__getitem__, rows)), values)
 
 
 def _positions(values: list, wanted: Any) -> list[int]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Iterable, NamedTuple, Optional, Sequence
+from typing import Any, Iterable, Iterator, NamedTuple, Optional, Sequence
 
 #: Trace categories that are GPU work. ``gpu_user_annotation`` is not: it is a label.
 GPU_WORK_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
@@ -44,10 +44,45 @@ class Window:
         return max(0, self.end_ns - self.start_ns)
 
 
+class CodedColumn(Sequence):
+    """A column kept as codes into a table of values: row ``i`` is ``values[codes[i]]``.
+
+    A big trace has 100k events but a handful of kernel names, devices and streams; the reader
+    builds these, and the analysis reads the codes instead of hashing every row again. Columns
+    that share one ``codes`` list describe the same key (for example kind and name together).
+    """
+
+    __slots__ = ("codes", "values")
+
+    def __init__(self, codes: Sequence[int], values: Sequence[Any]):
+        self.codes = codes
+        self.values = values
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self.values[code] for code in self.codes[index]]
+        return self.values[self.codes[index]]
+
+    def __iter__(self) -> Iterator[Any]:
+        return map(self.values.__getitem__, self.codes)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"CodedColumn({len(self.codes)} rows, {len(self.values)} values)"
+
+
 @dataclass(frozen=True)
 class GpuColumns:
     """GPU events column by column (what the analysis reads; cheap to build from a big trace)."""
 
+    #: plain sequences or :class:`CodedColumn`
     names: Sequence[str] = ()
     kinds: Sequence[str] = ()
     #: device and stream ids as the source gives them (ints or text); shown as text

@@ -8,9 +8,9 @@ import re
 
 import pytest
 
-from pytest_gpuutil import TraceError, read_trace
+from pytest_gpuutil import TraceError, analyze, read_trace
 from pytest_gpuutil.kineto_layout import read_kineto_layout
-from pytest_gpuutil.trace_model import Trace
+from pytest_gpuutil.trace_model import CodedColumn, Trace
 from pytest_gpuutil.trace_reader import (
     _DOCUMENT,
     MAP_FILES_FROM_BYTES,
@@ -52,6 +52,14 @@ def test_real_traces_read_alike_by_all_readers(name):
     general, tolerant = trace_from_json("t", data), trace_from_json_tolerant("t", data)
     assert same(fast, general) and same(general, tolerant)
     assert all(type(e.start_ns) is int and type(e.dur_ns) is int for e in fast.events + general.events)
+    assert analyze(fast, top=0).to_dict() == analyze(general, top=0).to_dict()  # coded columns, plain lists
+
+
+def test_coded_columns_behave_like_the_lists_they_stand_for():
+    column = CodedColumn([1, 0, 1, 1], ("a", "b"))
+    assert list(column) == ["b", "a", "b", "b"] and len(column) == 4
+    assert column[0] == "b" and column[1:3] == ["a", "b"] and column == ["b", "a", "b", "b"]
+    assert column != ["b", "a"] and "a" in column
 
 
 def first_kernel(data: bytes) -> tuple[int, int]:
