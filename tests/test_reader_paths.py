@@ -176,6 +176,26 @@ def padded(data: bytes) -> bytes:
     return data.replace(b'"traceEvents": [', b'"traceEvents": [' + head, 1)
 
 
+@pytest.mark.parametrize("times, expected", [
+    ([b'12.345, "dur": 0.800', b'-0.500, "dur": 1.000'], [12345, 800, -500, 1000]),
+    ([b'123456789012345.678, "dur": 0.001'], [123456789012345678, 1]),
+    ([b'1.5, "dur": 0.800'], None),  # one decimal
+    ([b'1.2345, "dur": 0.800'], None),  # four
+    ([b'12, "dur": 0.800'], None),  # none
+    ([b'1.000e3, "dur": 0.800'], None),  # exponent
+    ([b'12.345, "dur": -0.800'], None),  # negative duration: the general reader reports it
+    ([b'12.345 , "dur": 0.800'], None),  # a space
+    ([b'"12.345", "dur": 0.800'], None),  # text
+    ([b'1234567890123456.789, "dur": 0.800'], None),  # 16 digits: beyond int64 ns
+    ([b'12.345, "dur": 0.800', b', "dur": 0.800'], None),  # one missing
+])
+def test_times_are_taken_only_in_kinetos_exact_form(times, expected):
+    from pytest_gpuutil.kineto_layout import _micros_to_ns
+
+    ns = _micros_to_ns(times)
+    assert (None if ns is None else ns.tolist()) == expected
+
+
 def test_no_gpu_work_and_no_span():
     found = read_kineto_layout(b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1.000, "dur": 2.000}]}')
     assert found is not None
