@@ -18,10 +18,14 @@ returns None so the general reader takes over (same numbers, slower):
 - the document has no backslash at all, so no escaped quote or ``\\u`` escape can hide a
   ``"cat"`` key or change a name;
 - every ``"cat"`` key whose value is a GPU-work category (or the profiler's ``"Trace"`` span),
-  in any spacing, starts exactly Kineto's layout: name, pid, tid, ``ts`` and ``dur`` with three
-  decimals, and ``args.device`` / ``args.stream`` (device and stream come from args, as in the
-  general reader);
+  in any spacing, starts exactly Kineto's layout: name, pid, tid, ``ts``, ``dur``, and
+  ``args.device`` / ``args.stream`` (device and stream come from args, as in the general reader);
+- every ``ts`` and ``dur`` is written ``d.ddd`` (three decimals, at most 15 digits before the
+  point, no negative ``dur``), and every device and stream is a plain number;
 - every name is valid UTF-8.
+
+Each distinct kernel (kind and name), device and stream is kept once, with a code per event
+(:class:`CodedColumn`), which the analysis reads without hashing every row again.
 """
 from __future__ import annotations
 

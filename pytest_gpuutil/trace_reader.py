@@ -289,7 +289,7 @@ def _times(path: str, index: int, ev: _PlainEvent) -> tuple[int, int]:
     start = _to_ns(path, index, ev, "ts", ev.ts)
     length = _to_ns(path, index, ev, "dur", ev.dur)
     if not (-_NS_LIMIT < start < _NS_LIMIT and length < _NS_LIMIT):
-        raise TraceError(path, f"{_describe(index, ev)}: times beyond ±2^63 ns (ts {start / 1000:g} µs)")
+        raise TraceError(path, f"{_describe(index, ev)}: times beyond ±2^62 ns (ts {start / 1000:g} µs)")
     if length < 0:
         raise TraceError(path, f"{_describe(index, ev)}: negative dur {length / 1000:g} µs")
     return start, length
