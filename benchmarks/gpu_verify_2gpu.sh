@@ -4,12 +4,9 @@ set -u
 OUT=${1:?usage: gpu_verify_2gpu.sh OUTDIR}
 W="$OUT/work"
 mkdir -p "$W"
-export PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-if ! python3 -c "import msgspec" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/msgspec-*.whl && export PYTHONPATH=/tmp/site
-fi
-python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >"$W/install.log" 2>&1
-nvidia-smi -L | tee "$W/nvidia-smi.txt"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+source benchmarks/device_setup.sh "$W"
+nvidia-smi -L
 echo "=== pytest -n 2 --gpu-util --gpu-util-pin examples/"
 rm -rf .gpu_util
 python3 -m pytest -n 2 --gpu-util --gpu-util-pin examples/ -p no:cacheprovider >"$W/xdist_pin.log" 2>&1; echo "rc=$?" | tee -a "$W/xdist_pin.log"
