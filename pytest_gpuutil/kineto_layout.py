@@ -8,8 +8,9 @@ Kineto writes every GPU event the same way, with times in µs and exactly three 
       "args": {
         "External id": 30942,      "queued": 0, "device": 0, "context": 1,      "stream": 7, ...
 
-so one regular-expression pass over the ``traceEvents`` text picks out the fields the analysis
-uses, without building an object per event (a trace recorded with CPU activity has four
+(torch 2.13 writes the same members one per line, with ``dur`` followed by a comma on a line of
+its own), so one regular-expression pass over the ``traceEvents`` text picks out the fields the
+analysis uses, without building an object per event (a trace recorded with CPU activity has four
 non-GPU events for each GPU one). It is used only when all of these hold, and otherwise
 returns None so the general reader takes over (same numbers, slower):
 
@@ -38,26 +39,42 @@ import numpy as np
 
 from .trace_model import CodedColumn, GpuColumns
 
-_NAME_SEPARATOR = b'", "name": "'
-_NAME_SEPARATOR_TEXT = _NAME_SEPARATOR.decode()
-_TIMES_SEPARATOR = b', "dur": '
-# Fields are captured loosely ([^,]*) and checked afterwards, in bulk: far cheaper than checking
-# each number's digits inside the pattern. \s is JSON whitespace here (msgspec checked the JSON).
-_GPU_EVENT = (  # groups: kind and name, times, place
-    rb'((?:kernel|gpu_memcpy|gpu_memset)' + _NAME_SEPARATOR + rb'[^"]*)", "pid": [^,]*, "tid": [^,]*,\s*'
-    rb'"ts": ([^,]*' + _TIMES_SEPARATOR + rb'[^,]*),\s*'
-    rb'"args": \{\s*(?:"External id": [^,]*,\s*|)(?:"queued": [^,]*,\s*|)'
-    rb'"device": ([^,]*, "context": [^,]*,\s*"stream": [^,\s}]*)'
-)
-_SPAN_EVENT = rb'Trace", "ts": ([^,]*' + _TIMES_SEPARATOR + rb'[^,]*),'
-#: one row per "cat" key with a kept value, in any spacing: (kind and name, times, place, span
-#: times), e.g. ``kernel", "name": "gemm``, ``12.345, "dur": 0.800`` and ``0, "context": 1, "stream": 7``;
-#: an event not in Kineto's layout gives a row of empty fields
-_KEPT_EVENT = re.compile(
-    rb'"cat"\s*:\s*"(?=(?:kernel|gpu_memcpy|gpu_memset|Trace)")(?:' + _GPU_EVENT + rb"|" + _SPAN_EVENT + rb")?"
-)
+_LINE_BREAK = rb",\s*"  # between members torch writes on separate lines
+
+
+def _kept_event_pattern(same_line: bytes) -> "re.Pattern[bytes]":
+    """One row per ``"cat"`` key with a kept value, in any spacing: (kind and name, times, place,
+    span times), e.g. ``kernel", "name": "gemm``, ``12.345, "dur": 0.800`` and ``0, "context": 1,
+    "stream": 7``; an event not in the layout gives a row of empty fields.
+
+    ``same_line`` separates the members torch 2.11 writes on one line (``, ``); torch 2.13 writes
+    every member on its own line. Fields are captured loosely and checked afterwards, in bulk:
+    far cheaper than checking each number's digits inside the pattern.
+    """
+    brk = _LINE_BREAK
+    times = rb'"ts": ([^,\s]*' + same_line + rb'"dur": [^,\s]*)\s*' + brk  # group: ts and dur
+    gpu_event = (  # groups: kind and name, times, place
+        rb'((?:kernel|gpu_memcpy|gpu_memset)"' + same_line + rb'"name": "[^"]*)"' + same_line
+        + rb'"pid": [^,]*' + same_line + rb'"tid": [^,]*' + brk + times
+        + rb'"args": \{\s*(?:"External id": [^,]*' + brk + rb'|)(?:"queued": [^,]*' + brk + rb'|)'
+        + rb'"device": ([^,]*' + same_line + rb'"context": [^,]*' + brk + rb'"stream": [^,\s}]*)'
+    )
+    span_event = (  # group: times
+        rb'Trace"' + brk + rb'(?:"name": "[^"]*"' + brk + rb'"pid": [^,]*' + brk + rb'"tid": [^,]*' + brk + rb'|)'
+        + times
+    )
+    return re.compile(
+        rb'"cat"\s*:\s*"(?=(?:kernel|gpu_memcpy|gpu_memset|Trace)")(?:' + gpu_event + rb"|" + span_event + rb")?"
+    )
+
+
+#: torch 2.11 writes an event's members on a few lines (a tighter pattern runs faster); 2.13, one per line
+_ONE_LINE_EVENT, _LINE_PER_MEMBER_EVENT = _kept_event_pattern(b", "), _kept_event_pattern(_LINE_BREAK)
+_ONE_LINE_MARK = b'"ph": "X", "cat": "'
+_KIND_AND_NAME = re.compile(rb'(kernel|gpu_memcpy|gpu_memset)",\s*"name": "(.*)', re.DOTALL)
+_PLACE = re.compile(rb'([0-9]+),\s*"context": [0-9]+,\s*"stream": ([0-9]+)')
+_WHITESPACE = b" \t\r\n"
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_PLACE = re.compile(rb'([0-9]+), "context": [0-9]+,\s*"stream": ([0-9]+)')
 
 
 class _Document(msgspec.Struct):
@@ -85,7 +102,8 @@ def read_kineto_layout(data: Any) -> Optional[KinetoEvents]:
     events = memoryview(document.traceEvents)
     if not events or events[:1] != b"[" or data.find(b"\\") != -1:
         return None
-    rows = _KEPT_EVENT.findall(events)
+    one_line = data.find(_ONE_LINE_MARK, 0, 1 << 22) != -1  # a guess: the other layout just declines
+    rows = (_ONE_LINE_EVENT if one_line else _LINE_PER_MEMBER_EVENT).findall(events)
     kinds_names, times, places, span_times = (list(map(itemgetter(i), rows)) for i in range(4))
     gpu_rows, span_rows = len(rows) - times.count(b""), len(rows) - span_times.count(b"")
     if gpu_rows + span_rows != len(rows):  # an event not in Kineto's layout
@@ -101,8 +119,11 @@ def read_kineto_layout(data: Any) -> Optional[KinetoEvents]:
             for at in reversed(at_spans):
                 del column[at]
     keys = _coded(kinds_names)  # each distinct kind and name once
+    split_keys = [_KIND_AND_NAME.fullmatch(key) for key in keys.values]
+    if None in split_keys:
+        return None
     try:
-        kinds_and_names = [raw.decode().split(_NAME_SEPARATOR_TEXT, 1) for raw in keys.values]
+        kinds_and_names = [(kind.decode(), name.decode()) for kind, name in map(re.Match.groups, split_keys)]
     except UnicodeDecodeError:
         return None
     ns = _micros_to_ns(times)
@@ -141,15 +162,15 @@ def _positions(values: list, wanted: Any) -> list[int]:
 
 
 def _micros_to_ns(times: list[bytes]) -> Optional[np.ndarray]:
-    """``[b'0.800, "dur": 12.345', ...]`` (µs) to ``[800, 12345, ...]`` ns, exactly; None unless
-    every ``ts`` is ``-?d.ddd`` and every ``dur`` ``d.ddd``, with at most 15 digits before the point
-    (so nanoseconds fit in int64)."""
+    """``[b'12.345, "dur": 0.800', ...]`` (µs) to ``[12345, 800, ...]`` ns, exactly; None unless
+    every ``ts`` is written ``-d.ddd`` or ``d.ddd`` and every ``dur`` ``d.ddd``, with at most 15
+    digits before the point (so nanoseconds fit in int64)."""
     if not times:
         return np.zeros(0, dtype=np.int64)
-    joined = b",".join(times)
-    if b'"dur": -' in joined:
+    joined = b",".join(times).translate(None, _WHITESPACE)  # 12.345,"dur":0.800,...
+    if b'"dur":-' in joined:
         return None  # a negative duration: the general reader reports it
-    text = joined.replace(_TIMES_SEPARATOR, b",")
+    text = joined.replace(b',"dur":', b",")
     count = 2 * len(times)
     shape = text.translate(_DIGITS_AS_ZERO) + b","
     if (

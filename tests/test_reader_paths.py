@@ -122,6 +122,50 @@ def test_variants_read_alike_by_all_readers(tmp_path, name):
         assert same(result, original) != (label in CHANGED), label
 
 
+class _Number(str):
+    """A JSON number kept as the text it was written as."""
+
+
+def _value(value) -> str:
+    if isinstance(value, _Number):
+        return str(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(k)}: {_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(_value, value)) + "]"
+    return json.dumps(value)
+
+
+def _event_in_torch_2_13_layout(event: dict) -> str:
+    """One member per line, ``dur`` then a lone comma, args packed as torch 2.13 writes them."""
+    lines = [f'    {json.dumps(k)}: {_value(v)}' for k, v in event.items() if k != "args"]
+    text = "  {\n" + ",\n".join(lines)
+    if "args" in event:
+        members = [f"{json.dumps(k)}: {_value(v)}" for k, v in event["args"].items()]
+        packed = ",".join(members[:1] + [", ".join(members[1:])] if len(members) > 1 else members)
+        packed = packed.replace(', "stream"', ',\n      "stream"')
+        text += "\n    ,\n" + '    "args": {\n      ' + packed + "\n    }"
+    return text + "\n  }"
+
+
+def in_torch_2_13_layout(data: bytes) -> bytes:
+    """The trace rewritten in the layout torch 2.13's profiler writes (members one per line)."""
+    doc = json.loads(data, parse_float=_Number, parse_int=_Number)
+    events = ",\n".join(_event_in_torch_2_13_layout(e) for e in doc["traceEvents"])
+    rest = {k: v for k, v in doc.items() if k != "traceEvents"}
+    return ("{\n" + "".join(f"  {json.dumps(k)}: {_value(v)},\n" for k, v in rest.items())
+            + '  "traceEvents": [\n' + events + "\n  ]\n}").encode()
+
+
+@pytest.mark.parametrize("name", REAL_TRACES)
+def test_real_traces_in_torch_2_13s_layout_take_the_layout_reader(name):
+    data = in_torch_2_13_layout(raw_text(name))
+    assert b'    "dur": ' in data and b"\n    ,\n    \"args\"" in data
+    fast = kineto(data)
+    assert fast is not None, f"{name} in torch 2.13's layout should be read by the layout reader"
+    assert same(fast, trace_from_json("t", data)) and same(fast, trace_from_json("t", raw_text(name)))
+
+
 def test_what_the_variants_change_is_read_exactly():
     data = raw_text("two_streams_overlap.json.gz")
     kernel = first_kernel_event(data)
@@ -177,15 +221,15 @@ def padded(data: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("times, expected", [
-    ([b'12.345, "dur": 0.800', b'-0.500, "dur": 1.000'], [12345, 800, -500, 1000]),
+    ([b'12.345, "dur": 0.800', b'-0.500,\n    "dur": 1.000'], [12345, 800, -500, 1000]),
     ([b'123456789012345.678, "dur": 0.001'], [123456789012345678, 1]),
     ([b'1.5, "dur": 0.800'], None),  # one decimal
     ([b'1.2345, "dur": 0.800'], None),  # four
     ([b'12, "dur": 0.800'], None),  # none
     ([b'1.000e3, "dur": 0.800'], None),  # exponent
     ([b'12.345, "dur": -0.800'], None),  # negative duration: the general reader reports it
-    ([b'12.345 , "dur": 0.800'], None),  # a space
     ([b'"12.345", "dur": 0.800'], None),  # text
+    ([b'true, "dur": 0.800'], None),
     ([b'1234567890123456.789, "dur": 0.800'], None),  # 16 digits: beyond int64 ns
     ([b'12.345, "dur": 0.800', b', "dur": 0.800'], None),  # one missing
 ])
@@ -222,3 +266,28 @@ def test_big_plain_files_are_mapped_and_read_like_their_gzip(tmp_path, layout):
     assert isinstance(_read_bytes(str(plain)), mmap.mmap)
     assert same(read_trace(plain), read_trace(zipped))
     assert same(read_trace(plain), read_trace(DATA / "two_streams_overlap.json.gz"))
+
+
+def test_a_trace_exported_by_the_installed_torch_reads_alike(tmp_path):
+    """Whatever torch is installed (CPU here, CUDA on the GPU machine): its export reads alike."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = torch.cuda.is_available()
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    x = torch.ones(256, 256, device="cuda" if cuda else "cpu")
+    with profile(activities=activities) as prof:
+        for _ in range(20):
+            x = x @ x / 256
+        if cuda:
+            torch.cuda.synchronize()
+    path = tmp_path / "exported.json"
+    prof.export_chrome_trace(str(path))
+    data = path.read_bytes()
+    fast = kineto(data)
+    general, tolerant = trace_from_json(str(path), data), trace_from_json_tolerant(str(path), data)
+    assert same(general, tolerant)
+    assert fast is not None, "the Kineto-layout reader should take this torch's own export"
+    assert fast.events == general.events and fast.profiler_span == general.profiler_span
+    if cuda:
+        assert len(fast.events) >= 20 and {e.kind for e in fast.events} >= {"kernel"}
