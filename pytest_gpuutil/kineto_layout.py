@@ -37,6 +37,7 @@ from typing import Any, NamedTuple, Optional
 import msgspec
 import numpy as np
 
+from .exact_times import micros_to_ns
 from .trace_model import CodedColumn, GpuColumns
 
 _LINE_BREAK = rb",\s*"  # between members torch writes on separate lines
@@ -74,7 +75,6 @@ _ONE_LINE_MARK = b'"ph": "X", "cat": "'
 _KIND_AND_NAME = re.compile(rb'(kernel|gpu_memcpy|gpu_memset)",\s*"name": "(.*)', re.DOTALL)
 _PLACE = re.compile(rb'([0-9]+),\s*"context": [0-9]+,\s*"stream": ([0-9]+)')
 _WHITESPACE = b" \t\r\n"
-_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 
 
 class _Document(msgspec.Struct):
@@ -163,26 +163,9 @@ def _positions(values: list, wanted: Any) -> list[int]:
 
 def _micros_to_ns(times: list[bytes]) -> Optional[np.ndarray]:
     """``[b'12.345, "dur": 0.800', ...]`` (µs) to ``[12345, 800, ...]`` ns, exactly; None unless
-    every ``ts`` is written ``-d.ddd`` or ``d.ddd`` and every ``dur`` ``d.ddd``, with at most 15
-    digits before the point (so nanoseconds fit in int64)."""
-    if not times:
-        return np.zeros(0, dtype=np.int64)
+    every ``ts`` is written ``-d.ddd`` or ``d.ddd`` and every ``dur`` ``d.ddd`` (see
+    :func:`micros_to_ns`)."""
     joined = b",".join(times).translate(None, _WHITESPACE)  # 12.345,"dur":0.800,...
     if b'"dur":-' in joined:
         return None  # a negative duration: the general reader reports it
-    text = joined.replace(b',"dur":', b",")
-    count = 2 * len(times)
-    shape = text.translate(_DIGITS_AS_ZERO) + b","
-    if (
-        shape.translate(None, b"0.-,")  # nothing but digits, points, minus signs and commas
-        or shape.count(b",") != count
-        or shape.count(b".") != count  # one point per number (a JSON number has at most one)
-        or shape.count(b".000,") != count  # ... followed by exactly three digits
-        or b"0000000000000000" in shape  # 16 digits before the point
-    ):
-        return None
-    try:
-        ns = np.fromstring(text.replace(b".", b""), dtype=np.int64, sep=",")
-    except ValueError:  # cannot happen for text that passed the checks; never guess
-        return None
-    return ns if ns.size == count else None
+    return micros_to_ns(joined.replace(b',"dur":', b","), 2 * len(times), signed=True)

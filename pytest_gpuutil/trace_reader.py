@@ -21,14 +21,13 @@ import math
 import mmap
 import operator
 import os
-import re
 import zlib
 from decimal import Decimal, InvalidOperation
 from typing import Any, Iterable, NamedTuple, Optional, Sequence, Union
 
 import msgspec
-import numpy as np
 
+from .exact_times import micros_to_ns
 from .kineto_layout import read_kineto_layout
 from .trace_model import GPU_WORK_CATEGORIES, GpuColumns, GpuEvent, Trace
 
@@ -83,9 +82,6 @@ class _Document(msgspec.Struct):
 _TS, _DUR, _NAME, _ARGS, _CAT = (operator.attrgetter(f) for f in ("ts", "dur", "name", "args", "cat"))
 _DEVICE, _STREAM = operator.attrgetter("device"), operator.attrgetter("stream")
 _DOCUMENT = msgspec.json.Decoder(Union[_Document, list[_AnyEvent]])  # type: ignore[valid-type]
-#: joined times with three decimals and at most 15 digits before the point (so ns fit in int64)
-_THREE_DECIMALS = re.compile(rb"(?:-?[0-9]{1,15}\.[0-9]{3},)*-?[0-9]{1,15}\.[0-9]{3}")
-_UNSIGNED_THREE_DECIMALS = re.compile(rb"(?:[0-9]{1,15}\.[0-9]{3},)*[0-9]{1,15}\.[0-9]{3}")
 
 
 class _PlainEvent(NamedTuple):
@@ -141,17 +137,16 @@ def _plain_from_kept(ev: _Complete) -> _PlainEvent:
 def _columns_at_once(path: str, events: Sequence[_Complete], base_time_ns: int) -> Optional[Trace]:
     """The common case in a few C calls: every GPU event's times written with 3 decimals.
 
-    The raw times are joined into one JSON array and become integer nanoseconds by dropping the
-    decimal point. Anything else returns None and the event-by-event path (with its precise
-    error messages) takes over.
+    The raw times become integer nanoseconds all at once (:func:`micros_to_ns`). Anything else
+    returns None and the event-by-event path (with its precise error messages) takes over.
     """
     gpu = [ev for ev in events if ev.cat != PROFILER_SPAN_CATEGORY]
     span_at = next((n for n, ev in enumerate(events) if ev.cat == PROFILER_SPAN_CATEGORY), None)
     columns = GpuColumns()
     if gpu:
-        starts_text = b",".join(map(_TS, gpu))
-        durs_text = b",".join(map(_DUR, gpu))
-        if not (_THREE_DECIMALS.fullmatch(starts_text) and _UNSIGNED_THREE_DECIMALS.fullmatch(durs_text)):
+        starts = micros_to_ns(b",".join(map(_TS, gpu)), len(gpu), signed=True)
+        durs = micros_to_ns(b",".join(map(_DUR, gpu)), len(gpu), signed=False)
+        if starts is None or durs is None:
             return None
         names = list(map(_NAME, gpu))
         args = list(map(_ARGS, gpu))
@@ -165,8 +160,8 @@ def _columns_at_once(path: str, events: Sequence[_Complete], base_time_ns: int) 
             list(map(_CAT, gpu)),
             devices,  # ids as the trace has them; made text where they are shown
             streams,
-            _micros_to_ns(starts_text),
-            _micros_to_ns(durs_text),
+            starts,
+            durs,
         )
     span = None
     if span_at is not None:
@@ -176,11 +171,6 @@ def _columns_at_once(path: str, events: Sequence[_Complete], base_time_ns: int) 
             return None  # the event-by-event path reports it with the event's index in the file
         span = (start, start + dur)
     return Trace(path, columns, span, base_time_ns)
-
-
-def _micros_to_ns(joined_micros: bytes) -> np.ndarray:
-    """``b"0.800,12.345"`` (µs, checked to have 3 decimals) to ``[800, 12345]`` (ns), exactly."""
-    return np.fromstring(joined_micros.replace(b".", b""), dtype=np.int64, sep=",")
 
 
 def _read_bytes(path: str) -> Union[bytes, mmap.mmap]:

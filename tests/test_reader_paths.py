@@ -240,6 +240,14 @@ def test_times_are_taken_only_in_kinetos_exact_form(times, expected):
     assert (None if ns is None else ns.tolist()) == expected
 
 
+def test_durations_may_not_be_negative_where_starts_may():
+    from pytest_gpuutil.exact_times import micros_to_ns
+
+    assert micros_to_ns(b"-0.500,1.000", 2, signed=True).tolist() == [-500, 1000]
+    assert micros_to_ns(b"-0.500,1.000", 2, signed=False) is None
+    assert micros_to_ns(b"", 0, signed=False).tolist() == []
+
+
 def test_no_gpu_work_and_no_span():
     found = read_kineto_layout(b'{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1.000, "dur": 2.000}]}')
     assert found is not None
