@@ -17,7 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, Union
 
-from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.records import MAPPING_FIELDS, NUMERIC_FIELDS, TestRecord
 
 #: value of the ``format`` key of a run document
 RUN_FORMAT = "pytest-gpuutil"
@@ -30,17 +30,6 @@ AUTOSAVE_RE = re.compile(r"^\d{8}_\d{6}(?:_[0-9a-zA-Z]+)?$")
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_NUMERIC_FIELDS = (
-    "wall_ms",
-    "gpu_busy_ms",
-    "busy_pct",
-    "mm_conv_pct",
-    "attention_pct",
-    "communication_pct",
-    "memcpy_pct",
-    "kernel_count",
-)
-_MAPPING_FIELDS = ("gpu_busy_us_by_device", "categories", "kernel_bench", "gpu_trace")
 _STR_FIELDS = ("top_kernel",)
 _DEFAULT_STR_FIELDS = ("outcome", "worker", "note")
 
@@ -217,7 +206,7 @@ def _record(path: PathLike, index: int, raw: Any) -> TestRecord:
     test = data.get("test")
     if not isinstance(test, str) or not test:
         raise BaselineError(path, f"{where}.test: expected a non-empty string")
-    for key in _NUMERIC_FIELDS:
+    for key in NUMERIC_FIELDS:
         value = data.get(key)
         if value is not None and not _is_number(value):
             raise BaselineError(
@@ -233,7 +222,7 @@ def _record(path: PathLike, index: int, raw: Any) -> TestRecord:
             data[key] = ""
         elif not isinstance(value, str):
             raise BaselineError(path, f"{where}.{key} ({test}): expected a string")
-    for key in _MAPPING_FIELDS:
+    for key in MAPPING_FIELDS:
         value = data.get(key)
         if value is None:
             data[key] = {}

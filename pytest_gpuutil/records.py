@@ -5,10 +5,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-#: Columns of gpu_util.csv, in order. Every TestRecord field that is a scalar.
-CSV_COLUMNS = (
-    "test",
-    "outcome",
+#: The TestRecord fields that hold a measured number (None when nothing was measured).
+NUMERIC_FIELDS = (
     "wall_ms",
     "gpu_busy_ms",
     "busy_pct",
@@ -17,10 +15,11 @@ CSV_COLUMNS = (
     "communication_pct",
     "memcpy_pct",
     "kernel_count",
-    "top_kernel",
-    "devices",
-    "worker",
 )
+#: The TestRecord fields that hold a mapping.
+MAPPING_FIELDS = ("gpu_busy_us_by_device", "categories", "kernel_bench", "gpu_trace")
+#: Columns of gpu_util.csv, in order. Every TestRecord field that is a scalar.
+CSV_COLUMNS = ("test", "outcome", *NUMERIC_FIELDS, "top_kernel", "devices", "worker")
 
 
 @dataclass(frozen=True)
