@@ -424,14 +424,7 @@ def _result(
     gbps, tflops = throughput(stats.median, bytes, flops)
     return TimingResult(
         label=label,
-        median=stats.median,
-        mean=stats.mean,
-        std=stats.std,
-        min=stats.min,
-        max=stats.max,
-        p20=stats.p20,
-        p80=stats.p80,
-        reps=stats.reps,
+        **dataclasses.asdict(stats),
         warmup_reps=warmup_reps,
         timer=timer,
         device=clock.device,
