@@ -22,7 +22,13 @@ from typing import Any, Optional
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.report import host_info, markdown_table, ratio, text_table, write_results  # noqa: E402
+from benchmarks.report import (  # noqa: E402
+    host_info,
+    markdown_table,
+    ratio,
+    text_table,
+    write_results,
+)
 
 SIDES = ("ours", "seed")
 TIME_GOAL = 0.2

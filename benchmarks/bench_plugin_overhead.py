@@ -42,8 +42,8 @@ def analysis_time(kernels: int = 2000, repeats: int = 20) -> dict[str, Any]:
     import torch
 
     from pytest_gpuutil import KernelClassifier, Window, analyze
-    from pytest_gpuutil.live_events import trace_from_profiler
-    from pytest_gpuutil.profiling import RegionProfiler
+    from pytest_gpuutil.capture.live_events import trace_from_profiler
+    from pytest_gpuutil.capture.profiler import RegionProfiler
 
     x = torch.zeros(1024, device="cuda")
     for _ in range(100):

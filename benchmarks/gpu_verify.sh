@@ -16,7 +16,7 @@ python3 -c "import torch, triton, pytest, numpy, msgspec, platform; print('torch
 step "project test suite, GPU tests included"
 python3 -m pytest tests -q -p no:cacheprovider -rs -n 8 >"$W/tests.log" 2>&1; echo "tests rc=$?" | tee -a "$W/tests.log"
 tail -n 5 "$W/tests.log"
-python3 -m pytest tests/test_gpu.py tests/test_timing.py tests/test_reader_paths.py -q -p no:cacheprovider -rs >"$W/tests_gpu.log" 2>&1; echo "gpu tests rc=$?" | tee -a "$W/tests_gpu.log"
+python3 -m pytest tests/capture/test_profiler_gpu.py tests/capture/test_timing.py tests/traces/test_reader_paths.py -q -p no:cacheprovider -rs >"$W/tests_gpu.log" 2>&1; echo "gpu tests rc=$?" | tee -a "$W/tests_gpu.log"
 tail -n 3 "$W/tests_gpu.log"
 
 step "main job: pytest --gpu-util examples/"

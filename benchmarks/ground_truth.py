@@ -9,13 +9,13 @@
    kernel ends and the trace shows where the window starts; a last tiny kernel marks its end.
    (The per-spin event pairs, which include launch latency, are kept as a cross-check.) Beside
    the truth: ours (``analyze`` of the profiled run without the gate kernel, over the truth window
-   and over the profiler span, from the exported trace and, when ``pytest_gpuutil.live_events``
+   and over the profiler span, from the exported trace and, when ``pytest_gpuutil.capture.live_events``
    works, from the live profiler) and ``torch._functorch.benchmark_utils.benchmark_utilization``
    (denominator: an unprofiled run; compared with the truth of the whole call, gate included).
 2. categories: matmuls, conv, SDPA per backend, LSTM, torch.compile, a training step: our
    shares of busy time (mm/conv, attention) beside benchmark_utilization's mm/conv, top kernels.
    Each profiled trace is kept in ``DIR/traces/`` (gzip'd) for the project's tests.
-3. timing: ``pytest_gpuutil.timing.bench`` vs ``triton.testing.do_bench`` (median) vs
+3. timing: ``pytest_gpuutil.capture.timing.bench`` vs ``triton.testing.do_bench`` (median) vs
    ``torch.utils.benchmark.Timer.blocked_autorange``, 5 interleaved repeats: medians, ratios, CV.
 
 Every measurement is guarded: a failure is recorded under ``errors`` and the run goes on.
@@ -64,7 +64,7 @@ def profile_ours(torch: Any, fn: Callable[[], Any], name: str, trace_dir: str, e
     """Profile ``runs`` calls (CUDA activity, as benchmark_utilization).
 
     Returns the exported trace (``trace``, ``trace_path``), its ``summary`` and, when the live
-    path works, ``live_trace`` from ``pytest_gpuutil.live_events.trace_from_profiler``.
+    path works, ``live_trace`` from ``pytest_gpuutil.capture.live_events.trace_from_profiler``.
     """
     from torch.profiler import ProfilerActivity, profile
 
@@ -93,7 +93,7 @@ def profile_ours(torch: Any, fn: Callable[[], Any], name: str, trace_dir: str, e
 
 
 def _live_trace(prof: Any, name: str) -> Any:
-    from pytest_gpuutil.live_events import trace_from_profiler
+    from pytest_gpuutil.capture.live_events import trace_from_profiler
 
     return trace_from_profiler(prof, f"<live {name}>")
 
@@ -226,7 +226,7 @@ def run_duty(torch: Any, args: argparse.Namespace, trace_dir: str, errors: list)
 
 def gpu_trace_run(workload: Callable[[], None], label: str) -> Any:
     """The ``gpu_trace`` fixture's ``run`` on the workload (no pytest needed: it takes callbacks)."""
-    from pytest_gpuutil.classify import KernelClassifier
+    from pytest_gpuutil.analysis.classify import KernelClassifier
     from pytest_gpuutil.fixtures import GpuTraceFixture, TestResults
 
     return GpuTraceFixture(TestResults(label), KernelClassifier(), lambda: True).run(workload, warmup=1, runs=1)
@@ -471,7 +471,7 @@ def timing_workloads(torch: Any) -> list[tuple[str, Callable[[], Any], dict[str,
 
 def timers_for(torch: Any, fn: Callable[[], Any], counts: dict[str, Any], graph: bool) -> dict[str, Callable[[], float]]:
     """name -> a callable returning one median in ms."""
-    from pytest_gpuutil.timing import bench
+    from pytest_gpuutil.capture.timing import bench
 
     def ours() -> float:
         return bench(fn, cuda_graph=graph, **counts).median

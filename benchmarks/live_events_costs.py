@@ -12,8 +12,8 @@ import time
 import torch
 
 from pytest_gpuutil import KernelClassifier, analyze
-from pytest_gpuutil.live_events import trace_from_profiler
-from pytest_gpuutil.profiling import RegionProfiler
+from pytest_gpuutil.capture.live_events import trace_from_profiler
+from pytest_gpuutil.capture.profiler import RegionProfiler
 
 
 def ms(fn, repeats=5):

@@ -23,6 +23,7 @@ import gzip
 import json
 from typing import Any, Optional
 
+
 def get_chrome_trace_events(filename: str) -> list[dict[str, Any]]:
     """``json.load`` the trace and return its ``traceEvents`` (gzip'd files are decompressed)."""
     with open(filename, "rb") as probe:

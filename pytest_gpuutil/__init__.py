@@ -16,19 +16,19 @@ from typing import Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "TraceSummary": "analysis",
-    "analyze": "analysis",
-    "DEFAULT_RULES": "classify",
-    "KernelClassifier": "classify",
-    "Rule": "classify",
-    "parse_rules": "classify",
-    "rule": "classify",
-    "GpuColumns": "trace_model",
-    "GpuEvent": "trace_model",
-    "Trace": "trace_model",
-    "Window": "trace_model",
-    "TraceError": "trace_reader",
-    "read_trace": "trace_reader",
+    "TraceSummary": "analysis.summary",
+    "analyze": "analysis.summary",
+    "DEFAULT_RULES": "analysis.classify",
+    "KernelClassifier": "analysis.classify",
+    "Rule": "analysis.classify",
+    "parse_rules": "analysis.classify",
+    "rule": "analysis.classify",
+    "GpuColumns": "traces.model",
+    "GpuEvent": "traces.model",
+    "Trace": "traces.model",
+    "Window": "traces.model",
+    "TraceError": "traces.reader",
+    "read_trace": "traces.reader",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

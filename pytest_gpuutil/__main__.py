@@ -1,6 +1,6 @@
 """``python -m pytest_gpuutil``: the gpuutil command line."""
 import sys
 
-from .cli import main
+from pytest_gpuutil.cli import main
 
 sys.exit(main())

@@ -10,12 +10,22 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
 
-from .analysis import TraceSummary
-from .classify import KernelClassifier
-from .metric_tables import MetricRow, MetricTable, MetricTableRegistry, Row
-from .per_test import TestResults
-from .profiling import RegionProfile, RegionProfiler
-from .timing import FwdBwdResult, TimingResult, bench, bench_fwd_bwd
+from pytest_gpuutil.analysis.classify import KernelClassifier
+from pytest_gpuutil.analysis.summary import TraceSummary
+from pytest_gpuutil.capture.profiler import RegionProfile, RegionProfiler
+from pytest_gpuutil.capture.timing import (
+    FwdBwdResult,
+    TimingResult,
+    bench,
+    bench_fwd_bwd,
+)
+from pytest_gpuutil.per_test import TestResults
+from pytest_gpuutil.report.metric_tables import (
+    MetricRow,
+    MetricTable,
+    MetricTableRegistry,
+    Row,
+)
 
 
 def summary_brief(summary: TraceSummary) -> dict[str, Any]:
@@ -165,9 +175,9 @@ class KernelBenchFixture:
         """Hand ``result``'s per-rep times to pytest-benchmark's ``benchmark`` fixture as its rounds.
 
         Its table, ``--benchmark-save`` and ``--benchmark-compare-fail=median:5%`` then act on these
-        times (CUDA events on a GPU). See :func:`pytest_gpuutil.benchmark_interop.as_benchmark`.
+        times (CUDA events on a GPU). See :func:`pytest_gpuutil.report.benchmark_interop.as_benchmark`.
         """
-        from .benchmark_interop import as_benchmark
+        from pytest_gpuutil.report.benchmark_interop import as_benchmark
 
         as_benchmark(benchmark, result)
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Optional
 import pytest
 
 if TYPE_CHECKING:
-    from .records import TestRecord
+    from pytest_gpuutil.records import TestRecord
 
 
 @pytest.hookspec(firstresult=True)

@@ -5,8 +5,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 if TYPE_CHECKING:
-    from .metric_tables import MetricRow
-    from .profiling import RegionProfiler
+    from pytest_gpuutil.capture.profiler import RegionProfiler
+    from pytest_gpuutil.report.metric_tables import MetricRow
 
 
 @dataclass

@@ -12,12 +12,16 @@ from typing import TYPE_CHECKING, Any, Generator
 
 import pytest
 
-from .options import OptionError, add_options, read_settings
+from pytest_gpuutil.options import OptionError, add_options, read_settings
 
 if TYPE_CHECKING:
-    from .fixtures import GpuTraceFixture, KernelBenchFixture, MetricTableFixture
-    from .per_test import TestResults
-    from .session import GpuUtilSession
+    from pytest_gpuutil.fixtures import (
+        GpuTraceFixture,
+        KernelBenchFixture,
+        MetricTableFixture,
+    )
+    from pytest_gpuutil.per_test import TestResults
+    from pytest_gpuutil.session import GpuUtilSession
 
 MARKER = (
     "gpu_util(min_busy_pct=None, min_mm_conv_pct=None, max_gpu_ms=None, max_kernel_count=None): "
@@ -30,7 +34,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from . import hookspecs
+    from pytest_gpuutil import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
 
@@ -41,7 +45,7 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = read_settings(config.getoption, config.getini)
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
-    from .session import GpuUtilSession, SetupError, worker_gpu_assignment
+    from pytest_gpuutil.session import GpuUtilSession, SetupError, worker_gpu_assignment
 
     workerinput = getattr(config, "workerinput", None)
     worker_id = workerinput.get("workerid", "") if workerinput else ""
@@ -72,7 +76,7 @@ THRESHOLD_KEY: pytest.StashKey[str] = pytest.StashKey()
 def _results(item: pytest.Item) -> TestResults:
     results = item.stash.get(RESULTS_KEY, None)
     if results is None:
-        from .per_test import TestResults
+        from pytest_gpuutil.per_test import TestResults
 
         results = TestResults(item.nodeid)
         item.stash[RESULTS_KEY] = results
@@ -81,7 +85,7 @@ def _results(item: pytest.Item) -> TestResults:
 
 def _hooked_record(item: pytest.Item, record: Any, when: str) -> Any:
     """The record after the pytest_gpuutil_record hook (see hookspecs.py)."""
-    from .records import TestRecord
+    from pytest_gpuutil.records import TestRecord
 
     replaced = item.ihook.pytest_gpuutil_record(item=item, record=record, when=when)
     if replaced is None:
@@ -109,7 +113,7 @@ class GpuUtilHooks:
     def pytest_configure_node(self, node: Any) -> None:
         """Controller: tell each worker which GPUs there are (counted without initialising CUDA)."""
         if self.state.settings.pin:
-            from .machine import visible_gpu_ids
+            from pytest_gpuutil.machine import visible_gpu_ids
 
             node.workerinput["gpu_util_gpus"] = visible_gpu_ids()
 
@@ -117,7 +121,7 @@ class GpuUtilHooks:
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         if self.state.is_worker:
             return
-        from .session import SetupError
+        from pytest_gpuutil.session import SetupError
 
         try:
             self.state.start()
@@ -125,7 +129,7 @@ class GpuUtilHooks:
             raise pytest.UsageError(str(exc)) from None
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
-        from .thresholds import Thresholds
+        from pytest_gpuutil.gates.thresholds import Thresholds
 
         for item in items:
             for marker in item.iter_markers("gpu_util"):
@@ -163,7 +167,7 @@ class GpuUtilHooks:
         results = _results(item)
         profiler = None
         if state.profiles_tests():
-            from .profiling import RegionProfiler
+            from pytest_gpuutil.capture.profiler import RegionProfiler
 
             profiler = RegionProfiler(
                 state.classifier,
@@ -205,8 +209,8 @@ class GpuUtilHooks:
             if not (state.settings.enabled or results.kernel_bench or results.gpu_trace or results.metric_rows
                     or results.tables):
                 return
-            from .ci_reporters import junit_properties
-            from .session import outcome_of
+            from pytest_gpuutil.report.ci import junit_properties
+            from pytest_gpuutil.session import outcome_of
 
             record = _hooked_record(item, state.make_record(item.nodeid, outcome_of(phases), profile, results), "teardown")
             report.gpu_util = state.payload(record, results, item.stash.get(THRESHOLD_KEY, ""))
@@ -223,8 +227,8 @@ class GpuUtilHooks:
         state = self.state
         if not state.settings.enabled or not (markers or state.default_thresholds):
             return
-        from .session import outcome_of
-        from .thresholds import Thresholds, check, merge
+        from pytest_gpuutil.gates.thresholds import Thresholds, check, merge
+        from pytest_gpuutil.session import outcome_of
 
         thresholds = state.default_thresholds
         for marker in reversed(markers):  # farthest first, so the closest marker wins
@@ -292,7 +296,7 @@ class GpuUtilHooks:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.state.is_worker:
             return
-        from .terminal_report import write_summary
+        from pytest_gpuutil.report.terminal import write_summary
 
         write_summary(self.state, terminalreporter)
 
@@ -301,7 +305,7 @@ _PROFILER_KEY: pytest.StashKey[Any] = pytest.StashKey()
 
 
 def _failed_profile(note: str) -> Any:
-    from .profiling import RegionProfile
+    from pytest_gpuutil.capture.profiler import RegionProfile
 
     return RegionProfile(0.0, None, None, note)
 
@@ -320,7 +324,7 @@ def gpu_trace(request: pytest.FixtureRequest) -> GpuTraceFixture:
     seed=1337)`` for seeded warm-ups, unprofiled timed runs and profiled runs, returning busy %,
     mm/conv %, categories and the profiler's overhead. Results join the --gpu-util summary.
     """
-    from .fixtures import GpuTraceFixture
+    from pytest_gpuutil.fixtures import GpuTraceFixture
 
     state = _state(request)
     return GpuTraceFixture(_results(request.node), state.classifier, state.cuda)
@@ -335,7 +339,7 @@ def kernel_bench(request: pytest.FixtureRequest) -> KernelBenchFixture:
     and GB/s / TFLOP/s; ``kernel_bench.fwd_bwd(forward, backward)`` times both separately.
     Falls back to time.perf_counter without CUDA (the record says so). Results go to gpu_util.json.
     """
-    from .fixtures import KernelBenchFixture
+    from pytest_gpuutil.fixtures import KernelBenchFixture
 
     return KernelBenchFixture(_results(request.node))
 
@@ -348,6 +352,6 @@ def metric_table(request: pytest.FixtureRequest) -> MetricTableFixture:
     ``<--gpu-util-dir>/metric_table_<name>.csv`` with the test id first, floats at 6 decimals
     and None as empty; old table files are purged when the session starts.
     """
-    from .fixtures import MetricTableFixture
+    from pytest_gpuutil.fixtures import MetricTableFixture
 
     return MetricTableFixture(_results(request.node), _state(request).registry)

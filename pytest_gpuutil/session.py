@@ -12,19 +12,42 @@ import datetime as _dt
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
-from .baseline import BaselineError, RunDoc, free_autosave_name, load_run_doc, machine_id, resolve_baseline, save_baseline
-from .classify import ATTENTION, COMMUNICATION, MEMCPY, KernelClassifier, parse_rules
-from .file_output import run_document, write_run_files
-from .machine import machine_info, visible_gpu_ids
-from .metric_tables import MetricRow, MetricTableError, MetricTableRegistry
-from .options import COMPARE_LATEST, Settings
-from .records import TestRecord
-from .regression import DEFAULT_FAIL_EXPRS, Comparison, compare_records, parse_fail_exprs
-from .thresholds import Thresholds, parse_ini
+from pytest_gpuutil.analysis.classify import (
+    ATTENTION,
+    COMMUNICATION,
+    MEMCPY,
+    KernelClassifier,
+    parse_rules,
+)
+from pytest_gpuutil.gates.baseline import (
+    BaselineError,
+    RunDoc,
+    free_autosave_name,
+    load_run_doc,
+    machine_id,
+    resolve_baseline,
+    save_baseline,
+)
+from pytest_gpuutil.gates.regression import (
+    DEFAULT_FAIL_EXPRS,
+    Comparison,
+    compare_records,
+    parse_fail_exprs,
+)
+from pytest_gpuutil.gates.thresholds import Thresholds, parse_ini
+from pytest_gpuutil.machine import machine_info, visible_gpu_ids
+from pytest_gpuutil.options import COMPARE_LATEST, Settings
+from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.report.files import run_document, write_run_files
+from pytest_gpuutil.report.metric_tables import (
+    MetricRow,
+    MetricTableError,
+    MetricTableRegistry,
+)
 
 if TYPE_CHECKING:
-    from .per_test import TestResults
-    from .profiling import RegionProfile
+    from pytest_gpuutil.capture.profiler import RegionProfile
+    from pytest_gpuutil.per_test import TestResults
 
 NO_CUDA_NOTE = "no CUDA device"
 

@@ -1,0 +1,345 @@
+"""Analyse one trace: GPU busy time, categories, top kernels, idle gaps, overlap.
+
+Definitions (the README repeats them):
+- window: the profiler's own span (``cat: "Trace"``) when the trace has one, else first GPU start
+  to last GPU end, unless the caller passes one (the plugin passes the test's call phase).
+  GPU work is clipped to the window.
+- busy: union of GPU-work intervals (kernels, memcpy, memset) on each device over all its
+  streams, summed over devices. busy % = busy / (window × devices that did GPU work).
+- a category's time is the union of its intervals per device (so overlapping streams do not
+  double-count); its share of busy is that time over busy time.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from pytest_gpuutil.analysis.classify import (
+    COMMUNICATION,
+    MM_CONV_CATEGORIES,
+    OTHER,
+    KernelClassifier,
+    category_order,
+)
+from pytest_gpuutil.traces.model import CodedColumn, Trace, Window
+
+KERNEL_KIND = "kernel"
+
+
+@dataclass(frozen=True)
+class CategoryStat:
+    name: str
+    time_us: float
+    #: percent of busy time (0-100)
+    share_of_busy: float
+    #: percent of window × devices (0-100)
+    pct_of_window: float
+    count: int
+
+
+@dataclass(frozen=True)
+class DeviceStat:
+    device: str
+    busy_us: float
+    busy_pct: float
+    event_count: int
+
+
+@dataclass(frozen=True)
+class StreamStat:
+    device: str
+    stream: str
+    busy_us: float
+    event_count: int
+
+
+@dataclass(frozen=True)
+class KernelStat:
+    name: str
+    category: str
+    count: int
+    #: sum of the kernel's own durations (like the profiler's "self CUDA time")
+    total_us: float
+    mean_us: float
+    pct_of_window: float
+
+
+@dataclass(frozen=True)
+class IdleGap:
+    device: str
+    #: start relative to the window start
+    start_us: float
+    dur_us: float
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Communication kernels against all other GPU work, per device, summed."""
+
+    communication_us: float
+    compute_us: float
+    overlap_us: float
+    #: percent of communication time hidden under compute (0-100)
+    overlap_pct_of_communication: float
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    path: str
+    window: Window
+    busy_us: float
+    busy_pct: float
+    mm_conv_us: float
+    mm_conv_pct: float
+    kernel_count: int
+    event_count: int
+    categories: tuple[CategoryStat, ...]
+    devices: tuple[DeviceStat, ...]
+    streams: tuple[StreamStat, ...]
+    top_kernels: tuple[KernelStat, ...]
+    idle_gaps: tuple[IdleGap, ...]
+    overlap: Optional[Overlap]
+    top_other: tuple[KernelStat, ...]
+
+    @property
+    def window_us(self) -> float:
+        return self.window.duration_ns / 1000
+
+    @property
+    def window_source(self) -> str:
+        return self.window.source
+
+    def category(self, name: str) -> Optional[CategoryStat]:
+        return next((c for c in self.categories if c.name == name), None)
+
+    def category_pct_of_window(self, name: str) -> float:
+        stat = self.category(name)
+        return stat.pct_of_window if stat else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON shape of ``gpuutil analyze --format json``."""
+        return {
+            "path": self.path,
+            "window_us": self.window_us,
+            "window_source": self.window_source,
+            "busy_us": self.busy_us,
+            "busy_pct": self.busy_pct,
+            "mm_conv_us": self.mm_conv_us,
+            "mm_conv_pct": self.mm_conv_pct,
+            "kernel_count": self.kernel_count,
+            "event_count": self.event_count,
+            "categories": {
+                c.name: {
+                    "time_us": c.time_us,
+                    "share_of_busy": c.share_of_busy,
+                    "pct_of_window": c.pct_of_window,
+                    "count": c.count,
+                }
+                for c in self.categories
+            },
+            "devices": {
+                d.device: {"busy_us": d.busy_us, "busy_pct": d.busy_pct, "event_count": d.event_count}
+                for d in self.devices
+            },
+            "streams": [vars(s).copy() for s in self.streams],
+            "top_kernels": [vars(k).copy() for k in self.top_kernels],
+            "idle_gaps": [vars(g).copy() for g in self.idle_gaps],
+            "overlap": vars(self.overlap).copy() if self.overlap else None,
+            "top_other": [vars(k).copy() for k in self.top_other],
+        }
+
+
+def choose_window(trace: Trace, window: Optional[Window] = None) -> Window:
+    """The explicit window, else the profiler span, else the GPU span, else an empty one."""
+    if window is not None:
+        return window
+    if trace.profiler_span is not None:
+        return Window(trace.profiler_span[0], trace.profiler_span[1], "profiler")
+    cols = trace.columns
+    if len(cols):
+        starts = np.asarray(cols.starts_ns, dtype=np.int64)
+        ends = starts + np.asarray(cols.durs_ns, dtype=np.int64)
+        return Window(int(starts.min()), int(ends.max()), "gpu_span")
+    return Window(0, 0, "none")
+
+
+def _pct(part: float, whole: float) -> float:
+    return 100.0 * part / whole if whole > 0 else 0.0
+
+
+def _codes(values: Sequence[Any]) -> tuple[list[int], list[Any]]:
+    """Small integer codes for the values, and the distinct values in first-seen order."""
+    distinct = list(dict.fromkeys(values))
+    index = {v: i for i, v in enumerate(distinct)}
+    return list(map(index.__getitem__, values)), distinct
+
+
+def _coded(column: Sequence[Any]) -> tuple[Sequence[int], list[Any]]:
+    """Codes and their values: a :class:`CodedColumn` as it is, else by :func:`_codes`."""
+    if isinstance(column, CodedColumn):
+        return column.codes, list(column.values)
+    return _codes(column)
+
+
+def _kernel_keys(names: Sequence[str], kinds: Sequence[str]) -> tuple["np.ndarray", list[str], list[str]]:
+    """Each event's code for its (name, kind) pair, and the pairs' names and kinds."""
+    if isinstance(names, CodedColumn) and isinstance(kinds, CodedColumn) and names.codes is kinds.codes:
+        pair_of_code, pairs = _codes(list(zip(names.values, kinds.values)))  # a few values, not every row
+        codes = np.asarray(pair_of_code, dtype=np.int64)[np.asarray(names.codes, dtype=np.int64)]
+        return codes, [name for name, _ in pairs], [kind for _, kind in pairs]
+    name_codes, distinct_names = _codes(names)
+    kind_codes, distinct_kinds = _codes(kinds)
+    n_kinds = max(1, len(distinct_kinds))
+    pair_codes, pairs = _codes((np.asarray(name_codes, dtype=np.int64) * n_kinds + np.asarray(kind_codes, dtype=np.int64)).tolist())
+    return (np.asarray(pair_codes, dtype=np.int64), [distinct_names[p // n_kinds] for p in pairs],
+            [distinct_kinds[p % n_kinds] for p in pairs])
+
+
+def _text_codes(ids: Sequence[Any], keep_idx: "np.ndarray") -> tuple["np.ndarray", list[str]]:
+    """Codes of the kept events' ids, grouped by their text (device 0 and "0" are one device)."""
+    codes, distinct = _coded(ids)
+    text_codes, texts = _codes([str(v) for v in distinct])
+    return np.asarray(text_codes, dtype=np.int64)[np.asarray(codes, dtype=np.int64)[keep_idx]], texts
+
+
+def _blocks(starts: "np.ndarray", ends: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+    """Union of intervals sorted by start, as arrays of disjoint block starts and ends."""
+    if starts.size == 0:
+        return starts, ends
+    reach = np.maximum.accumulate(ends)
+    first = np.flatnonzero(starts[1:] > reach[:-1]) + 1
+    first = np.concatenate(([0], first))
+    last = np.concatenate((first[1:] - 1, [starts.size - 1]))
+    return starts[first], reach[last]
+
+
+def _union_ns(starts: "np.ndarray", ends: "np.ndarray") -> int:
+    block_starts, block_ends = _blocks(starts, ends)
+    return int((block_ends - block_starts).sum())
+
+
+def analyze(
+    trace: Trace,
+    classifier: Optional[KernelClassifier] = None,
+    window: Optional[Window] = None,
+    top: int = 10,
+    gap_count: int = 5,
+) -> TraceSummary:
+    """Analyse ``trace`` over ``window`` (see the module docstring for the definitions)."""
+    classifier = classifier or KernelClassifier()
+    win = choose_window(trace, window)
+    ws, we = win.start_ns, win.end_ns
+    cols = trace.columns
+
+    starts = np.asarray(cols.starts_ns, dtype=np.int64)
+    durs = np.asarray(cols.durs_ns, dtype=np.int64)
+    ends = starts + durs
+    keep = ~((starts > we) | (ends < ws) | ((ends == ws) & (durs > 0)))
+    keep_idx = np.flatnonzero(keep)
+    starts = np.maximum(starts[keep_idx], ws)
+    ends = np.minimum(ends[keep_idx], we)
+
+    # One classification per distinct (name, kind) pair; memcpy/memset go by kind.
+    pair_codes, key_names, key_kinds = _kernel_keys(cols.names, cols.kinds)
+    key_cats = [classifier.classify(name, kind) for name, kind in zip(key_names, key_kinds)]
+    cat_codes_of_key, categories_seen = _codes(key_cats)
+    key_codes = pair_codes[keep_idx]
+    cat_of_key = np.asarray(cat_codes_of_key, dtype=np.int64)
+    cats = cat_of_key[key_codes] if key_codes.size else key_codes
+    is_kernel_key = np.asarray([k == KERNEL_KIND for k in key_kinds], dtype=bool)
+    devs, device_names = _text_codes(cols.devices, keep_idx)
+    strs, stream_names = _text_codes(cols.streams, keep_idx)
+
+    mm_codes = [i for i, c in enumerate(categories_seen) if c in MM_CONV_CATEGORIES]
+    is_mm = np.zeros(len(categories_seen), dtype=bool)
+    is_mm[mm_codes] = True
+    comm_code = categories_seen.index(COMMUNICATION) if COMMUNICATION in categories_seen else -1
+    present_devices = sorted(set(devs.tolist()), key=lambda d: _device_key(device_names[d]))
+    denominator = win.duration_ns * len(present_devices)
+
+    busy_ns = mm_conv_ns = comm_ns = compute_ns = overlap_ns = 0
+    cat_ns = [0] * len(categories_seen)
+    device_stats = []
+    stream_stats = []
+    idle: list[IdleGap] = []
+    for d in present_devices:
+        on_dev = np.flatnonzero(devs == d)
+        order = on_dev[np.argsort(starts[on_dev], kind="stable")]
+        s, e, c, st = starts[order], ends[order], cats[order], strs[order]
+        block_starts, block_ends = _blocks(s, e)
+        dev_busy = int((block_ends - block_starts).sum())
+        busy_ns += dev_busy
+        name = device_names[d]
+        device_stats.append(DeviceStat(name, dev_busy / 1000, _pct(dev_busy, win.duration_ns), int(order.size)))
+        gap_starts = np.concatenate(([ws], block_ends))
+        gap_lengths = np.concatenate((block_starts, [we])) - gap_starts
+        for i in np.argsort(-gap_lengths, kind="stable")[:gap_count].tolist():
+            if gap_lengths[i] > 0:
+                idle.append(IdleGap(name, (int(gap_starts[i]) - ws) / 1000, int(gap_lengths[i]) / 1000))
+        for code in np.flatnonzero(np.bincount(c)).tolist():
+            m = c == code
+            cat_ns[code] += _union_ns(s[m], e[m])
+        if mm_codes:
+            m = is_mm[c]
+            mm_conv_ns += _union_ns(s[m], e[m])
+        if comm_code >= 0 and (c == comm_code).any():
+            m = c == comm_code
+            dev_comm = _union_ns(s[m], e[m])
+            dev_compute = _union_ns(s[~m], e[~m])
+            comm_ns += dev_comm
+            compute_ns += dev_compute
+            overlap_ns += dev_comm + dev_compute - dev_busy
+        for code in sorted(np.flatnonzero(np.bincount(st)).tolist(), key=lambda x: stream_names[x]):
+            m = st == code
+            stream_stats.append(StreamStat(name, stream_names[code], _union_ns(s[m], e[m]) / 1000, int(m.sum())))
+
+    cat_count = np.bincount(cats, minlength=len(categories_seen)) if cats.size else np.zeros(len(categories_seen), int)
+    code_of = {name: i for i, name in enumerate(categories_seen)}
+    categories = tuple(
+        CategoryStat(
+            name,
+            cat_ns[code_of[name]] / 1000,
+            _pct(cat_ns[code_of[name]], busy_ns),
+            _pct(cat_ns[code_of[name]], denominator),
+            int(cat_count[code_of[name]]),
+        )
+        for name in category_order(n for n, i in code_of.items() if cat_count[i])
+    )
+    counts = np.bincount(key_codes, minlength=len(key_names)) if key_codes.size else np.zeros(0, int)
+    totals = np.bincount(key_codes, weights=(ends - starts), minlength=len(key_names)) if key_codes.size else counts
+    kernel_stats = sorted(
+        (
+            KernelStat(key_names[i], key_cats[i], int(counts[i]), float(totals[i]) / 1000,
+                       float(totals[i]) / 1000 / int(counts[i]), _pct(float(totals[i]), denominator))
+            for i in np.flatnonzero(counts).tolist()
+        ),
+        key=lambda k: (-k.total_us, k.name),
+    )
+    overlap = (
+        Overlap(comm_ns / 1000, compute_ns / 1000, overlap_ns / 1000, _pct(overlap_ns, comm_ns))
+        if comm_code >= 0 and cat_count[comm_code]
+        else None
+    )
+    return TraceSummary(
+        path=trace.path,
+        window=win,
+        busy_us=busy_ns / 1000,
+        busy_pct=_pct(busy_ns, denominator),
+        mm_conv_us=mm_conv_ns / 1000,
+        mm_conv_pct=_pct(mm_conv_ns, denominator),
+        kernel_count=int(is_kernel_key[key_codes].sum()) if key_codes.size else 0,
+        event_count=int(keep_idx.size),
+        categories=categories,
+        devices=tuple(device_stats),
+        streams=tuple(stream_stats),
+        top_kernels=tuple(kernel_stats[:top]) if top > 0 else tuple(kernel_stats),
+        idle_gaps=tuple(sorted(idle, key=lambda g: -g.dur_us)[:gap_count]),
+        overlap=overlap,
+        top_other=tuple(k for k in kernel_stats if k.category == OTHER)[:top],
+    )
+
+
+def _device_key(device: str) -> tuple[int, Any]:
+    return (0, int(device)) if device.lstrip("-").isdigit() else (1, device)

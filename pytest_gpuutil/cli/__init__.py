@@ -1,0 +1,36 @@
+"""``gpuutil`` / ``python -m pytest_gpuutil``: analyze traces, compare runs.
+
+The subcommands are imported only when run, so ``gpuutil --help`` starts fast.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Optional, Sequence
+
+EXIT_USAGE = 2
+
+USAGE = """usage: gpuutil COMMAND ...
+
+commands:
+  analyze TRACE [TRACE ...] [--format table|json|csv]   analyse torch.profiler traces
+  compare BASELINE.json CURRENT.json [--fail EXPR ...]  compare two --gpu-util runs (exit 1 on regression)
+"""
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        sys.stdout.write(USAGE)
+        return 0 if argv else EXIT_USAGE
+    command, rest = argv[0], argv[1:]
+    if command == "analyze":
+        from pytest_gpuutil.cli.analyze import analyze_main
+
+        return analyze_main(rest)
+    if command == "compare":
+        from pytest_gpuutil.cli.compare import main as compare_main
+
+        return compare_main(rest)
+    print(f"error: unknown command {command!r} (expected analyze or compare)", file=sys.stderr)
+    return EXIT_USAGE
+

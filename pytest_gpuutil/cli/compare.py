@@ -1,0 +1,126 @@
+"""``gpuutil compare BASELINE.json CURRENT.json [--fail EXPR ...]``: gate a run against a baseline.
+
+Exit status: 0 no regression, 1 at least one regression, 2 bad input (missing or corrupt file,
+bad ``--fail`` expression); bad input is reported as one ``error: ...`` line on stderr.
+Without ``--fail``, the defaults are ``busy_pct:5 mm_conv_pct:5 gpu_busy_ms:10%``.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn, Sequence, TextIO
+
+from pytest_gpuutil.gates.baseline import BaselineError, load_run_doc, machine_id
+from pytest_gpuutil.gates.regression import (
+    DEFAULT_FAIL_EXPRS,
+    METRICS,
+    compare_records,
+    parse_fail_exprs,
+    regression_table,
+)
+
+PROG = "gpuutil compare"
+
+EXIT_OK = 0
+EXIT_REGRESSION = 1
+EXIT_USAGE = 2
+
+FAIL_HELP = (
+    "fail when METRIC gets worse by more than N (absolute: points for *_pct, ms for *_ms) or "
+    "N%% (relative), e.g. busy_pct:5 or gpu_busy_ms:10%%; repeatable, or space/comma separated. "
+    f"Default: {' '.join(DEFAULT_FAIL_EXPRS).replace('%', '%%')}. Metrics: {', '.join(METRICS)}"
+)
+
+
+class _UsageError(Exception):
+    """Bad command line; the message is printed as one ``error:`` line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """ArgumentParser that raises instead of printing usage and exiting."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``gpuutil compare``."""
+    parser = _Parser(
+        prog=PROG,
+        description="Compare two gpu_util.json runs and fail on GPU-utilization regressions.",
+        epilog="Exit status: 0 no regression, 1 regression, 2 bad input.",
+    )
+    parser.add_argument("baseline", metavar="BASELINE.json", help="baseline run file")
+    parser.add_argument("current", metavar="CURRENT.json", help="current run file")
+    parser.add_argument(
+        "--fail", metavar="EXPR", action="append", default=None, help=FAIL_HELP
+    )
+    return parser
+
+
+def _error(stderr: TextIO, message: str) -> int:
+    """Print one ``error:`` line and return the usage exit status."""
+    print(f"error: {message}", file=stderr)
+    return EXIT_USAGE
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Run ``gpuutil compare``; returns the exit status (0, 1 or 2)."""
+    out = stdout if stdout is not None else sys.stdout
+    err = stderr if stderr is not None else sys.stderr
+    parser = build_parser()
+    try:
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    except _UsageError as exc:
+        return _error(err, str(exc))
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    try:
+        exprs = parse_fail_exprs(args.fail if args.fail else DEFAULT_FAIL_EXPRS)
+    except ValueError as exc:
+        return _error(err, f"--fail: {exc}")
+    if not exprs:
+        return _error(err, "--fail: no expression given")
+    try:
+        baseline = load_run_doc(args.baseline)
+        current = load_run_doc(args.current)
+    except BaselineError as exc:
+        return _error(err, str(exc))
+
+    base_id, current_id = machine_id(baseline.machine_info), machine_id(current.machine_info)
+    if base_id != current_id:
+        print(
+            f"warning: machine ids differ (baseline {base_id}, current {current_id}); "
+            "comparing anyway",
+            file=err,
+        )
+    result = compare_records(baseline.records, current.records, exprs)
+    gates = " ".join(e.text for e in exprs)
+    extra = []
+    if result.new_tests:
+        extra.append(f"{len(result.new_tests)} without baseline record")
+    if result.missing_tests:
+        extra.append(f"{len(result.missing_tests)} only in baseline")
+    suffix = f" ({'; '.join(extra)})" if extra else ""
+    compared = len(result.compared)
+    if not result.regressions:
+        print(f"no regressions: {compared} tests compared{suffix} [{gates}]", file=out)
+        if compared == 0:
+            print("warning: the two runs have no test in common", file=err)
+        return EXIT_OK
+    print(regression_table(result.regressions), file=out)
+    tests = len({r.test for r in result.regressions})
+    print(
+        f"{len(result.regressions)} regressions in {tests} of {compared} tests compared"
+        f"{suffix} [{gates}]",
+        file=out,
+    )
+    return EXIT_REGRESSION
+
+
+if __name__ == "__main__":
+    sys.exit(main())

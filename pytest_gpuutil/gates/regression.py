@@ -1,0 +1,303 @@
+"""Regression gates: compare per-test records of a run with a baseline under ``--fail`` rules."""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping, Union
+
+from tabulate import tabulate
+
+from pytest_gpuutil.gates.number_format import compact_number
+from pytest_gpuutil.records import TestRecord
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """How one comparable metric is read and which way is worse."""
+
+    name: str
+    higher_is_better: bool
+    unit: str  # "pts" for percentages, "ms", or "" (counts)
+
+
+#: Metrics that ``--fail`` accepts, in the order they are listed in error messages.
+METRICS: Mapping[str, MetricSpec] = MappingProxyType({
+    spec.name: spec
+    for spec in (
+        MetricSpec("busy_pct", True, "pts"),
+        MetricSpec("mm_conv_pct", True, "pts"),
+        MetricSpec("attention_pct", True, "pts"),
+        MetricSpec("gpu_busy_ms", False, "ms"),
+        MetricSpec("wall_ms", False, "ms"),
+        MetricSpec("kernel_count", False, ""),
+        MetricSpec("kernel_bench.median", False, "ms"),
+        MetricSpec("kernel_bench.mean", False, "ms"),
+        MetricSpec("kernel_bench.min", False, "ms"),
+        MetricSpec("kernel_bench.p20", False, "ms"),
+        MetricSpec("kernel_bench.p80", False, "ms"),
+    )
+})
+
+#: Used when no ``--fail`` expression is given: a drop of more than 5 points of GPU busy time or
+#: of matmul/conv share, or more than 10% more GPU busy time, is a regression.
+DEFAULT_FAIL_EXPRS: tuple[str, ...] = ("busy_pct:5", "mm_conv_pct:5", "gpu_busy_ms:10%")
+
+_KERNEL_BENCH = "kernel_bench."
+_EPS = 1e-9
+_EXPR_RE = re.compile(r"^(?P<metric>[A-Za-z_][A-Za-z0-9_.]*):(?P<num>[^%]+)(?P<pct>%?)$")
+
+RecordsLike = Union[Mapping[str, Any], Iterable[Any]]
+
+
+
+@dataclass(frozen=True)
+class FailExpr:
+    """One gate: ``METRIC:N`` (absolute change) or ``METRIC:N%`` (relative change)."""
+
+    metric: str
+    threshold: float
+    relative: bool = False
+
+    @property
+    def spec(self) -> MetricSpec:
+        """The metric's direction and unit."""
+        return METRICS[self.metric]
+
+    @property
+    def text(self) -> str:
+        """The expression as a user writes it."""
+        return f"{self.metric}:{compact_number(self.threshold)}{'%' if self.relative else ''}"
+
+    @property
+    def threshold_text(self) -> str:
+        """The allowed change with the bad direction's sign, e.g. ``-5 pts`` or ``+10%``."""
+        sign = "-" if self.spec.higher_is_better else "+"
+        if self.relative:
+            return f"{sign}{compact_number(self.threshold)}%"
+        unit = f" {self.spec.unit}" if self.spec.unit else ""
+        return f"{sign}{compact_number(self.threshold)}{unit}"
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_fail_expr(text: str) -> FailExpr:
+    """Parse ``METRIC:N`` or ``METRIC:N%``; ValueError naming the expression and valid metrics."""
+    valid = ", ".join(METRICS)
+    raw = text.strip()
+    match = _EXPR_RE.match(raw)
+    if not match:
+        raise ValueError(
+            f"bad fail expression {text!r}: expected METRIC:N or METRIC:N% "
+            f"(e.g. busy_pct:5, gpu_busy_ms:10%); metrics: {valid}"
+        )
+    metric = match.group("metric")
+    if metric not in METRICS:
+        raise ValueError(
+            f"bad fail expression {text!r}: unknown metric {metric!r}; metrics: {valid}"
+        )
+    try:
+        threshold = float(match.group("num"))
+    except ValueError:
+        threshold = math.nan
+    if not math.isfinite(threshold) or threshold < 0:
+        raise ValueError(
+            f"bad fail expression {text!r}: threshold must be a non-negative number, "
+            f"got {match.group('num')!r}"
+        )
+    return FailExpr(metric, threshold, relative=bool(match.group("pct")))
+
+
+def parse_fail_exprs(values: str | Iterable[str]) -> tuple[FailExpr, ...]:
+    """Parse expressions separated by spaces or commas (one string or several)."""
+    items = [values] if isinstance(values, str) else list(values)
+    exprs = []
+    for item in items:
+        for token in re.split(r"[\s,]+", item.strip()):
+            if token:
+                exprs.append(parse_fail_expr(token))
+    return tuple(exprs)
+
+
+@dataclass(frozen=True)
+class Regression:
+    """A metric of one test that got worse than its gate allows."""
+
+    test: str
+    metric: str
+    baseline: float
+    current: float
+    change: float
+    change_text: str
+    threshold_text: str
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Outcome of comparing a run with a baseline."""
+
+    regressions: tuple[Regression, ...]
+    #: nodeids present in both runs (compared, whether or not a value was missing)
+    compared: tuple[str, ...]
+    #: nodeids of the current run without a baseline record
+    new_tests: tuple[str, ...]
+    #: nodeids of the baseline that the current run does not have
+    missing_tests: tuple[str, ...]
+
+    @property
+    def failed(self) -> bool:
+        """True when at least one gate was exceeded."""
+        return bool(self.regressions)
+
+
+def _as_record(value: Any) -> TestRecord:
+    """A TestRecord from a record or its dict form."""
+    if isinstance(value, TestRecord):
+        return value
+    if isinstance(value, Mapping):
+        return TestRecord.from_dict(value)
+    raise TypeError(f"expected a TestRecord or a record dict, got {type(value).__name__}")
+
+
+def _by_nodeid(records: RecordsLike) -> dict[str, TestRecord]:
+    """Records keyed by nodeid from a mapping or an iterable of records (last one wins)."""
+    values = records.values() if isinstance(records, Mapping) else records
+    out: dict[str, TestRecord] = {}
+    for value in values:
+        record = _as_record(value)
+        out[record.test] = record
+    return out
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a float if it is a finite real number, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _values(record: TestRecord, metric: str) -> dict[str, tuple[float | None, str]]:
+    """Reported metric name -> (value, unit) for one record (several for ``kernel_bench.X``)."""
+    if metric.startswith(_KERNEL_BENCH):
+        stat = metric[len(_KERNEL_BENCH):]
+        return {
+            f"kernel_bench[{label}].{stat}": (
+                _number(stats.get(stat)),
+                str(stats.get("unit", "ms")),
+            )
+            for label, stats in record.kernel_bench.items()
+            if isinstance(stats, Mapping)
+        }
+    return {metric: (_number(getattr(record, metric)), "")}
+
+
+def _check(
+    test: str, name: str, base: float, now: float, expr: FailExpr
+) -> Regression | None:
+    """A Regression when ``now`` is worse than ``base`` by more than the gate allows."""
+    delta = now - base
+    if expr.relative:
+        if base == 0:
+            return None  # a relative change from zero is undefined
+        change = delta / abs(base) * 100.0
+        change_text = f"{change:+.1f}%"
+    else:
+        change = delta
+        unit = expr.spec.unit
+        if unit == "pts":
+            change_text = f"{change:+.1f} pts"
+        elif unit:
+            change_text = f"{change:+.3g} {unit}" if abs(change) < 1 else f"{change:+.1f} {unit}"
+        else:
+            change_text = f"{change:+.4g}" if not change.is_integer() else f"{int(change):+d}"
+    worsening = -change if expr.spec.higher_is_better else change
+    if worsening <= expr.threshold + _EPS * max(1.0, expr.threshold):
+        return None
+    return Regression(
+        test=test,
+        metric=name,
+        baseline=base,
+        current=now,
+        change=change,
+        change_text=change_text,
+        threshold_text=expr.threshold_text,
+    )
+
+
+def compare_records(
+    baseline_records: RecordsLike, current_records: RecordsLike, exprs: Iterable[FailExpr]
+) -> Comparison:
+    """Compare by nodeid; values missing (None) on either side are skipped, never regressions."""
+    base = _by_nodeid(baseline_records)
+    current = _by_nodeid(current_records)
+    gates = tuple(exprs)
+    regressions: list[Regression] = []
+    compared: list[str] = []
+    new_tests: list[str] = []
+    for test, record in current.items():
+        old = base.get(test)
+        if old is None:
+            new_tests.append(test)
+            continue
+        compared.append(test)
+        for expr in gates:
+            old_values = _values(old, expr.metric)
+            for name, (now, unit) in _values(record, expr.metric).items():
+                then, old_unit = old_values.get(name, (None, ""))
+                if now is None or then is None or unit != old_unit:
+                    continue
+                found = _check(test, name, then, now, expr)
+                if found is not None:
+                    regressions.append(found)
+    missing = tuple(test for test in base if test not in current)
+    return Comparison(tuple(regressions), tuple(compared), tuple(new_tests), missing)
+
+
+def find_regressions(
+    baseline_records: RecordsLike, current_records: RecordsLike, exprs: Iterable[FailExpr]
+) -> tuple[Regression, ...]:
+    """Regressions of ``current_records`` against ``baseline_records`` (see compare_records)."""
+    return compare_records(baseline_records, current_records, exprs).regressions
+
+
+def _fmt_value(value: float) -> str:
+    """Table cell for a measured value."""
+    if float(value).is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    magnitude = abs(value)
+    if magnitude >= 100:
+        return f"{value:.1f}"
+    if magnitude >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
+
+
+REGRESSION_HEADERS = ("test", "metric", "baseline", "now", "change", "limit")
+
+
+def regression_rows(regressions: Iterable[Regression]) -> list[list[str]]:
+    """Rows of the regression table, one per regression, as strings."""
+    return [
+        [
+            r.test,
+            r.metric,
+            _fmt_value(r.baseline),
+            _fmt_value(r.current),
+            r.change_text,
+            r.threshold_text,
+        ]
+        for r in regressions
+    ]
+
+
+def regression_table(regressions: Iterable[Regression], tablefmt: str = "simple") -> str:
+    """Plain-text table (test, metric, baseline, now, change, limit) of the regressions."""
+    return tabulate(
+        regression_rows(regressions),
+        headers=list(REGRESSION_HEADERS),
+        tablefmt=tablefmt,
+        disable_numparse=True,
+        colalign=("left", "left", "right", "right", "right", "right"),
+    )

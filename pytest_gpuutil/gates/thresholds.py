@@ -1,0 +1,166 @@
+"""Per-test limits from ``@pytest.mark.gpu_util(...)`` and the ini default, checked on a record."""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, fields
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from pytest_gpuutil.gates.number_format import compact_number
+from pytest_gpuutil.records import TestRecord
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """Which record field a threshold limits, and in which direction."""
+
+    metric: str
+    is_min: bool
+    max_value: float | None  # upper bound on the threshold itself (100 for percentages)
+
+
+_RULES: Mapping[str, _Rule] = MappingProxyType({
+    "min_busy_pct": _Rule("busy_pct", True, 100.0),
+    "min_mm_conv_pct": _Rule("mm_conv_pct", True, 100.0),
+    "max_gpu_ms": _Rule("gpu_busy_ms", False, None),
+    "max_kernel_count": _Rule("kernel_count", False, None),
+})
+
+#: Record fields whose presence means the test was measured on a GPU.
+_GPU_FIELDS = ("gpu_busy_ms", "busy_pct", "kernel_count")
+
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Limits for one test; None means no limit on that metric."""
+
+    min_busy_pct: float | None = None
+    min_mm_conv_pct: float | None = None
+    max_gpu_ms: float | None = None
+    max_kernel_count: float | None = None
+
+    @property
+    def is_empty(self) -> bool:
+        """True when no limit is set."""
+        return all(getattr(self, f.name) is None for f in fields(self))
+
+    @classmethod
+    def from_kwargs(cls, kwargs: Mapping[str, Any], where: str) -> "Thresholds":
+        """Build from marker kwargs; ValueError naming ``where`` for unknown keys or bad values."""
+        unknown = sorted(set(kwargs) - set(_RULES))
+        if unknown:
+            raise ValueError(
+                f"{where}: unknown threshold {', '.join(unknown)} "
+                f"(valid: {', '.join(_RULES)})"
+            )
+        values: dict[str, float | None] = {}
+        for key, value in kwargs.items():
+            if value is None:
+                values[key] = None
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValueError(f"{where}: {key} must be a number, got {value!r}")
+            number = float(value)
+            if not math.isfinite(number) or number < 0:
+                raise ValueError(f"{where}: {key} must be a non-negative number, got {value!r}")
+            limit = _RULES[key].max_value
+            if limit is not None and number > limit:
+                raise ValueError(f"{where}: {key} is a percentage (0-100), got {value!r}")
+            values[key] = number
+        return cls(**values)
+
+
+def merge(default: Thresholds | None, marker: Thresholds | None) -> Thresholds:
+    """Per field: the marker's limit when set, else the default's."""
+    base = default or Thresholds()
+    if marker is None:
+        return base
+    return Thresholds(
+        **{
+            f.name: getattr(marker, f.name)
+            if getattr(marker, f.name) is not None
+            else getattr(base, f.name)
+            for f in fields(Thresholds)
+        }
+    )
+
+
+def parse_ini(text: str | None, where: str = "gpu_util_thresholds") -> Thresholds:
+    """Parse ``min_busy_pct=20 max_kernel_count=5000`` (space or comma separated)."""
+    if not text or not text.strip():
+        return Thresholds()
+    normalized = re.sub(r"\s*=\s*", "=", text.strip())
+    values: dict[str, float] = {}
+    for token in re.split(r"[\s,]+", normalized):
+        if not token:
+            continue
+        key, sep, raw = token.partition("=")
+        if not sep or not key or not raw:
+            raise ValueError(f"{where}: expected KEY=NUMBER, got {token!r}")
+        if key in values:
+            raise ValueError(f"{where}: {key} given twice")
+        try:
+            number = float(raw)
+        except ValueError:
+            raise ValueError(f"{where}: {key} must be a number, got {raw!r}") from None
+        values[key] = number
+    return Thresholds.from_kwargs(values, where)
+
+
+@dataclass(frozen=True)
+class ThresholdMiss:
+    """A limit the test did not meet (``measured`` is None when the metric was not measured)."""
+
+    metric: str
+    threshold_name: str
+    threshold: float
+    measured: float | None
+
+    @property
+    def message(self) -> str:
+        """One line, e.g. ``gpu_util: busy_pct 12.3 is below min_busy_pct=20``."""
+        limit = f"{self.threshold_name}={compact_number(self.threshold)}"
+        if self.measured is None:
+            return f"gpu_util: {self.metric} was not measured, required by {limit}"
+        relation = "below" if _RULES[self.threshold_name].is_min else "above"
+        return f"gpu_util: {self.metric} {compact_number(self.measured)} is {relation} {limit}"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _measured(raw: Any) -> float | None:
+    """A finite float from a record field, else None."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        return None
+    return float(raw) if math.isfinite(raw) else None
+
+
+def has_gpu_data(record: TestRecord) -> bool:
+    """True when the record holds GPU measurements (False without CUDA or profiler)."""
+    return any(getattr(record, name) is not None for name in _GPU_FIELDS)
+
+
+def check(thresholds: Thresholds, record: TestRecord) -> tuple[ThresholdMiss, ...] | None:
+    """Misses of ``record`` against ``thresholds``; ``()`` is a pass, None means not checked.
+
+    None when limits are set but the record has no GPU data (no CUDA): the test was not checked,
+    which must never count as a pass. A set limit whose metric is missing from an otherwise
+    measured record is a miss with ``measured=None``.
+    """
+    if thresholds.is_empty:
+        return ()
+    if not has_gpu_data(record):
+        return None
+    misses = []
+    for name, rule in _RULES.items():
+        limit = getattr(thresholds, name)
+        if limit is None:
+            continue
+        raw = getattr(record, rule.metric)
+        measured = _measured(raw)
+        if measured is None or (measured < limit if rule.is_min else measured > limit):
+            misses.append(ThresholdMiss(rule.metric, name, limit, measured))
+    return tuple(misses)

@@ -1,0 +1,171 @@
+"""The fast path for traces in the layout torch's profiler (Kineto) writes.
+
+Kineto writes every GPU event the same way, with times in µs and exactly three decimals::
+
+    {
+      "ph": "X", "cat": "kernel", "name": "...", "pid": 0, "tid": 7,
+      "ts": 4447590737267.362, "dur": 0.832,
+      "args": {
+        "External id": 30942,      "queued": 0, "device": 0, "context": 1,      "stream": 7, ...
+
+(torch 2.13 writes the same members one per line, with ``dur`` followed by a comma on a line of
+its own), so one regular-expression pass over the ``traceEvents`` text picks out the fields the
+analysis uses, without building an object per event (a trace recorded with CPU activity has four
+non-GPU events for each GPU one). It is used only when all of these hold, and otherwise
+returns None so the general reader takes over (same numbers, slower):
+
+- msgspec has checked the whole document is valid JSON (a truncated or corrupt file never
+  gives a smaller number), and it has a ``traceEvents`` array;
+- the document has no backslash at all, so no escaped quote or ``\\u`` escape can hide a
+  ``"cat"`` key or change a name;
+- every ``"cat"`` key whose value is a GPU-work category (or the profiler's ``"Trace"`` span),
+  in any spacing, starts exactly Kineto's layout: name, pid, tid, ``ts``, ``dur``, and
+  ``args.device`` / ``args.stream`` (device and stream come from args, as in the general reader);
+- every ``ts`` and ``dur`` is written ``d.ddd`` (three decimals, at most 15 digits before the
+  point, no negative ``dur``), and every device and stream is a plain number;
+- every name is valid UTF-8.
+
+Each distinct kernel (kind and name), device and stream is kept once, with a code per event
+(:class:`CodedColumn`), which the analysis reads without hashing every row again.
+"""
+from __future__ import annotations
+
+import re
+from operator import itemgetter
+from typing import Any, NamedTuple, Optional
+
+import msgspec
+import numpy as np
+
+from pytest_gpuutil.traces.exact_times import micros_to_ns
+from pytest_gpuutil.traces.model import CodedColumn, GpuColumns
+
+_LINE_BREAK = rb",\s*"  # between members torch writes on separate lines
+
+
+def _kept_event_pattern(same_line: bytes) -> "re.Pattern[bytes]":
+    """One row per ``"cat"`` key with a kept value, in any spacing: (kind and name, times, place,
+    span times), e.g. ``kernel", "name": "gemm``, ``12.345, "dur": 0.800`` and ``0, "context": 1,
+    "stream": 7``; an event not in the layout gives a row of empty fields.
+
+    ``same_line`` separates the members torch 2.11 writes on one line (``, ``); torch 2.13 writes
+    every member on its own line. Fields are captured loosely and checked afterwards, in bulk:
+    far cheaper than checking each number's digits inside the pattern.
+    """
+    brk = _LINE_BREAK
+    times = rb'"ts": ([^,\s]*' + same_line + rb'"dur": [^,\s]*)\s*' + brk  # group: ts and dur
+    gpu_event = (  # groups: kind and name, times, place
+        rb'((?:kernel|gpu_memcpy|gpu_memset)"' + same_line + rb'"name": "[^"]*)"' + same_line
+        + rb'"pid": [^,]*' + same_line + rb'"tid": [^,]*' + brk + times
+        + rb'"args": \{\s*(?:"External id": [^,]*' + brk + rb'|)(?:"queued": [^,]*' + brk + rb'|)'
+        + rb'"device": ([^,]*' + same_line + rb'"context": [^,]*' + brk + rb'"stream": [^,\s}]*)'
+    )
+    span_event = (  # group: times
+        rb'Trace"' + brk + rb'(?:"name": "[^"]*"' + brk + rb'"pid": [^,]*' + brk + rb'"tid": [^,]*' + brk + rb'|)'
+        + times
+    )
+    return re.compile(
+        rb'"cat"\s*:\s*"(?=(?:kernel|gpu_memcpy|gpu_memset|Trace)")(?:' + gpu_event + rb"|" + span_event + rb")?"
+    )
+
+
+#: torch 2.11 writes an event's members on a few lines (a tighter pattern runs faster); 2.13, one per line
+_ONE_LINE_EVENT, _LINE_PER_MEMBER_EVENT = _kept_event_pattern(b", "), _kept_event_pattern(_LINE_BREAK)
+_ONE_LINE_MARK = b'"ph": "X", "cat": "'
+_KIND_AND_NAME = re.compile(rb'(kernel|gpu_memcpy|gpu_memset)",\s*"name": "(.*)', re.DOTALL)
+_PLACE = re.compile(rb'([0-9]+),\s*"context": [0-9]+,\s*"stream": ([0-9]+)')
+_WHITESPACE = b" \t\r\n"
+
+
+class _Document(msgspec.Struct):
+    traceEvents: msgspec.Raw = msgspec.Raw()
+    baseTimeNanoseconds: Any = None
+
+
+_DOCUMENT = msgspec.json.Decoder(_Document)
+
+
+class KinetoEvents(NamedTuple):
+    """What the fast path read: the GPU events, the profiler span, raw ``baseTimeNanoseconds``."""
+
+    columns: GpuColumns
+    profiler_span: Optional[tuple[int, int]]
+    base_time: Any
+
+
+def read_kineto_layout(data: Any) -> Optional[KinetoEvents]:
+    """The events in ``data`` (bytes or a buffer), or None when any guard above fails."""
+    try:
+        document = _DOCUMENT.decode(data)  # skips what it does not keep, but checks all of it
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    events = memoryview(document.traceEvents)
+    if not events or events[:1] != b"[" or data.find(b"\\") != -1:
+        return None
+    one_line = data.find(_ONE_LINE_MARK, 0, 1 << 22) != -1  # a guess: the other layout just declines
+    rows = (_ONE_LINE_EVENT if one_line else _LINE_PER_MEMBER_EVENT).findall(events)
+    kinds_names, times, places, span_times = (list(map(itemgetter(i), rows)) for i in range(4))
+    gpu_rows, span_rows = len(rows) - times.count(b""), len(rows) - span_times.count(b"")
+    if gpu_rows + span_rows != len(rows):  # an event not in Kineto's layout
+        return None
+    span = None
+    if span_rows:
+        first_span = _micros_to_ns([next(filter(None, span_times))])
+        if first_span is None:
+            return None
+        span = (int(first_span[0]), int(first_span[0] + first_span[1]))
+        at_spans = _positions(times, b"")
+        for column in (kinds_names, times, places):
+            for at in reversed(at_spans):
+                del column[at]
+    keys = _coded(kinds_names)  # each distinct kind and name once
+    split_keys = [_KIND_AND_NAME.fullmatch(key) for key in keys.values]
+    if None in split_keys:
+        return None
+    try:
+        kinds_and_names = [(kind.decode(), name.decode()) for kind, name in map(re.Match.groups, split_keys)]
+    except UnicodeDecodeError:
+        return None
+    ns = _micros_to_ns(times)
+    if ns is None:
+        return None
+    places = _coded(places)
+    matches = [_PLACE.fullmatch(place) for place in places.values]
+    if None in matches:  # a device or stream that is not a plain number
+        return None
+    ids = [tuple(map(int, match.groups())) for match in matches]
+    columns = GpuColumns(
+        CodedColumn(keys.codes, [name for _, name in kinds_and_names]),
+        CodedColumn(keys.codes, [kind for kind, _ in kinds_and_names]),
+        CodedColumn(places.codes, [device for device, _ in ids]),
+        CodedColumn(places.codes, [stream for _, stream in ids]),
+        ns[0::2],
+        ns[1::2],
+    )
+    return KinetoEvents(columns, span, document.baseTimeNanoseconds)
+
+
+def _coded(rows: list[bytes]) -> CodedColumn:
+    """``rows`` as codes into their distinct values, in first-seen order."""
+    values = tuple(dict.fromkeys(rows))
+    code_of = {value: code for code, value in enumerate(values)}
+    return CodedColumn(list(map(code_of.__getitem__, rows)), values)
+
+
+def _positions(values: list, wanted: Any) -> list[int]:
+    """Indices of ``wanted`` in ``values`` (found in C; there are only a few)."""
+    found, at = [], -1
+    for _ in range(values.count(wanted)):
+        at = values.index(wanted, at + 1)
+        found.append(at)
+    return found
+
+
+def _micros_to_ns(times: list[bytes]) -> Optional[np.ndarray]:
+    """``[b'12.345, "dur": 0.800', ...]`` (µs) to ``[12345, 800, ...]`` ns, exactly; None unless
+    every ``ts`` is written ``-d.ddd`` or ``d.ddd`` and every ``dur`` ``d.ddd`` (see
+    :func:`micros_to_ns`)."""
+    joined = b",".join(times).translate(None, _WHITESPACE)  # 12.345,"dur":0.800,...
+    if b'"dur":-' in joined:
+        return None  # a negative duration: the general reader reports it
+    return micros_to_ns(joined.replace(b',"dur":', b","), 2 * len(times), signed=True)

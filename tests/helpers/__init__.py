@@ -1,0 +1,82 @@
+"""Helpers shared by the test modules: data paths, pytester runs, reading the plugin's files.
+
+The independent busy-time reference lives beside this in ``reference.py``.
+"""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+try:
+    import torch
+
+    HAS_CUDA = bool(torch.cuda.is_available())
+except ImportError:  # pragma: no cover - torch is a dependency
+    HAS_CUDA = False
+
+requires_no_cuda = pytest.mark.skipif(HAS_CUDA, reason="checks the no-CUDA path")
+
+#: conftest for inner runs: replaces each named test's record fields by those in planted.json
+PLANT_CONFTEST = '''
+import dataclasses
+import json
+from pathlib import Path
+
+
+def pytest_gpuutil_record(item, record, when):
+    path = Path(__file__).parent / "planted.json"
+    planted = json.loads(path.read_text()) if path.exists() else {}
+    fields = planted.get(item.name)
+    if fields is None:
+        return None
+    return dataclasses.replace(record, **{"note": "", **fields})
+'''
+
+TWO_TESTS = """
+def test_fast():
+    pass
+
+def test_slow():
+    pass
+"""
+
+REGRESSION_HEADER = "test*metric*baseline*now*change*limit"
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """An in-process pytest run without the cache plugin (nothing written outside the sandbox)."""
+    return pytester.runpytest("-p", "no:cacheprovider", *args)
+
+
+def output(result: pytest.RunResult) -> str:
+    return result.stdout.str() + "\n" + result.stderr.str()
+
+
+def plant(pytester: pytest.Pytester, **tests: dict[str, Any]) -> None:
+    """Record fields the PLANT_CONFTEST plants, per test function name."""
+    (pytester.path / "planted.json").write_text(json.dumps(tests))
+
+
+def busy(value: float, **more: Any) -> dict[str, Any]:
+    return {"busy_pct": value, "gpu_busy_ms": 10.0, "kernel_count": 4, **more}
+
+
+def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    """Header and rows of a CSV file the plugin wrote."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        return list(reader.fieldnames or ()), list(reader)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def records_by_test(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {t["test"]: t for t in doc["tests"]}

@@ -1,0 +1,120 @@
+"""The package's shape: modules grouped by layer, imports flowing one way, no cycles."""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "pytest_gpuutil"
+
+#: Each folder or top-level module, by layer: a module may import only from its own layer or lower ones.
+LAYERS = {
+    "traces": 0,  # trace files -> columns of GPU events
+    "analysis": 1,  # columns -> summaries
+    "capture": 2,  # measuring on the GPU (live events -> analysis)
+    "records": 3,  # the per-test record
+    "machine": 3,  # what machine the run is on
+    "gates": 4,  # pass/fail decisions on records
+    "report": 5,  # what users read
+    # pytest glue, the run's state and the command line: may import every layer
+    "per_test": 6,
+    "session": 6,
+    "fixtures": 6,
+    "options": 6,
+    "hookspecs": 6,
+    "plugin": 6,
+    "cli": 6,
+    "__init__": 6,
+    "__main__": 6,
+}
+
+
+def modules() -> dict[str, Path]:
+    """Dotted name (without the package) -> file, for every module of the package."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if len(parts) > 1 and parts[-1] == "__init__":
+            parts = parts[:-1]  # a folder's __init__ goes by the folder's name
+        found[".".join(parts)] = path
+    return found
+
+
+def layer_of(name: str) -> int:
+    return LAYERS[name.split(".")[0]]
+
+
+def imported_modules(name: str, path: Path) -> set[str]:
+    """Package modules that ``name`` imports anywhere (module level, in functions, under TYPE_CHECKING)."""
+    known = modules()
+    package_parts = name.split(".") if path.name == "__init__.py" and name != "__init__" else name.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        targets: list[str] = []
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package_parts[: len(package_parts) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            elif node.module and (node.module == "pytest_gpuutil" or node.module.startswith("pytest_gpuutil.")):
+                module = node.module[len("pytest_gpuutil."):] if node.module != "pytest_gpuutil" else ""
+            else:
+                continue
+            targets = [f"{module}.{a.name}".strip(".") for a in node.names] + [module]
+        elif isinstance(node, ast.Import):
+            targets = [a.name[len("pytest_gpuutil."):] for a in node.names if a.name.startswith("pytest_gpuutil.")]
+        for target in targets:
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def test_at_most_12_modules_at_the_top_and_8_per_folder():
+    top = [p for p in PACKAGE.glob("*.py")]
+    assert len(top) <= 12, sorted(p.name for p in top)
+    folders = [p for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()]
+    assert {f.name for f in folders} == {"traces", "capture", "analysis", "gates", "report", "cli"}
+    for folder in folders:
+        inside = list(folder.glob("*.py"))
+        assert len(inside) <= 8, (folder.name, sorted(p.name for p in inside))
+        assert not list(folder.glob("*/__init__.py")), f"{folder.name} has nested packages"
+
+
+def test_every_module_has_a_layer():
+    for name in modules():
+        assert name.split(".")[0] in LAYERS, f"{name} is not in LAYERS"
+
+
+def test_no_module_imports_a_higher_layer():
+    wrong = []
+    for name, path in modules().items():
+        for target in imported_modules(name, path):
+            if layer_of(target) > layer_of(name):
+                wrong.append(f"{name} (layer {layer_of(name)}) imports {target} (layer {layer_of(target)})")
+    assert wrong == []
+
+
+def test_no_import_cycle():
+    graph = {name: imported_modules(name, path) - {""} for name, path in modules().items()}
+    graph = {name: {t for t in targets if t in graph and t != "__init__"} for name, targets in graph.items()}
+    done: set[str] = set()
+
+    def visit(node: str, stack: list[str]) -> None:
+        if node in stack:
+            raise AssertionError("import cycle: " + " -> ".join(stack[stack.index(node):] + [node]))
+        if node in done:
+            return
+        for target in sorted(graph[node]):
+            visit(target, stack + [node])
+        done.add(node)
+
+    for name in sorted(graph):
+        visit(name, [])
+
+
+def test_module_names_do_not_shadow_the_standard_library():
+    import sys
+
+    stdlib = getattr(sys, "stdlib_module_names", frozenset())  # Python 3.10+
+    clashes = [n for n in modules() if any(part in stdlib for part in n.split(".") if not part.startswith("__"))]
+    assert clashes == []
