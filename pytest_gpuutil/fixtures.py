@@ -57,7 +57,7 @@ class GpuTraceBlock:
         return self.profile.summary if self.profile else None
 
     def __enter__(self) -> "GpuTraceBlock":
-        self._results.quiet_test_profiler("the gpu_trace fixture profiles this test itself")
+        self._results.quiet_measurement("the gpu_trace fixture profiles this test itself")
         self._profiler.start()
         return self
 
@@ -151,7 +151,7 @@ class KernelBenchFixture:
     def __call__(self, fn: Callable[..., Any], *args: Any, warmup_ms: float = 25, rep_ms: float = 100,
                  flush_l2: bool = True, cuda_graph: bool = False, bytes: Optional[int] = None,
                  flops: Optional[int] = None, label: str = "", **kwargs: Any) -> TimingResult:
-        self._results.quiet_test_profiler("kernel_bench times this test; the profiler stepped aside")
+        self._results.quiet_measurement("kernel_bench times this test; the profiler stepped aside")
         wanted = label or getattr(fn, "__name__", "bench")
         label = self._results.unique_label(wanted, self._results.kernel_bench)
         result = bench(fn, *args, warmup_ms=warmup_ms, rep_ms=rep_ms, flush_l2=flush_l2, cuda_graph=cuda_graph,
@@ -162,7 +162,7 @@ class KernelBenchFixture:
     def fwd_bwd(self, forward: Callable[..., Any], backward: Callable[[Any], Any], *args: Any,
                 warmup: int = 10, runs: int = 50, label: str = "") -> FwdBwdResult:
         """Time forward and backward separately (as PyTorch's fastrnns bench); both are recorded."""
-        self._results.quiet_test_profiler("kernel_bench times this test; the profiler stepped aside")
+        self._results.quiet_measurement("kernel_bench times this test; the profiler stepped aside")
         wanted = label or getattr(forward, "__name__", "fwd_bwd")
         label = self._results.unique_label(wanted, {k.split("/")[0]: 1 for k in self._results.kernel_bench})
         result = bench_fwd_bwd(forward, backward, *args, warmup=warmup, runs=runs, label=label)

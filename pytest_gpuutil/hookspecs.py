@@ -4,7 +4,7 @@ Registered by ``pytest_addhooks`` in ``plugin.py``. Nothing here imports torch.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import pytest
 
@@ -26,4 +26,18 @@ def pytest_gpuutil_record(item: pytest.Item, record: TestRecord, when: str) -> O
 
     Uses: add notes or numbers measured by other tools, or, in the plugin's own CPU-only tests,
     plant GPU numbers so that thresholds and regression gates run for real without a GPU.
+    """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_gpuutil_event_source(config: pytest.Config) -> Optional[Any]:
+    """Return the source ``--gpu-util`` collects GPU work from, or None for the default.
+
+    Called once per process (each xdist worker) before the first test. The default on a CUDA
+    machine reads CUPTI's activity records (kernels, memcpy, memset). A source is any object with
+    ``name`` and five methods: ``start()`` (begin or resume collecting), ``stop()`` (stop, keeping
+    what was collected), ``now()`` (its clock, in ns), ``pending_bytes()`` and ``drain()``
+    (returns ``(GpuColumns, records lost)`` for everything since the last drain); see
+    ``pytest_gpuutil/capture/continuous.py``. The plugin's own CPU tests use a synthetic source to
+    run the continuous capture without a GPU.
     """

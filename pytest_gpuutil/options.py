@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from pytest_gpuutil.capture.flush_policy import FlushPolicy
+
 TRACE_MODES = ("none", "failed", "all")
 
 
@@ -43,6 +45,13 @@ def nonempty_name(text: str) -> str:
     if not value or not re.fullmatch(r"[A-Za-z0-9_.\-]+", value):
         raise argparse.ArgumentTypeError(f"expected a name of letters, digits, '_', '-', '.', got {text!r}")
     return value
+
+
+def flush_policy(text: str) -> FlushPolicy:
+    try:
+        return FlushPolicy.parse(str(text), "expected tests=N seconds=S megabytes=M")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def plain_string(text: str) -> str:
@@ -83,6 +92,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("--gpu-util-compare-strict", "fail when there is no baseline to compare with", kind="flag", default=False),
     OptionSpec("--gpu-util-compare-any-machine", "compare even with a baseline from another GPU model", kind="flag", default=False),
     OptionSpec("--gpu-util-thresholds", "default @pytest.mark.gpu_util thresholds for all tests, e.g. 'min_busy_pct=20 max_kernel_count=5000'", metavar="K=V ..."),
+    OptionSpec("--gpu-util-flush", "turn the capture into per-test records after N tests, S seconds or M MB of events, "
+               "whichever comes first (default 'tests=100 seconds=10 megabytes=64'); a crashed xdist worker loses "
+               "at most the tests since its last flush", parse=flush_policy, default=FlushPolicy(), metavar="'tests=N seconds=S'"),
     OptionSpec("--gpu-util-pin", "under pytest-xdist, pin worker i to GPU i mod count (sets CUDA_VISIBLE_DEVICES)", kind="flag", default=False),
 )
 
@@ -158,6 +170,7 @@ class Settings:
     thresholds: Optional[str]
     pin: bool
     kernel_rules: tuple[str, ...]
+    flush: FlushPolicy = FlushPolicy()
 
 
 def read_settings(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Settings:
@@ -179,4 +192,5 @@ def read_settings(getoption: Callable[[str], Any], getini: Callable[[str], Any])
         thresholds=values["gpu_util_thresholds"],
         pin=values["gpu_util_pin"],
         kernel_rules=tuple(getini("gpu_util_kernel_rules") or ()),
+        flush=values["gpu_util_flush"],
     )

@@ -5,7 +5,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 if TYPE_CHECKING:
-    from pytest_gpuutil.capture.profiler import RegionProfiler
     from pytest_gpuutil.report.metric_tables import MetricRow
 
 
@@ -21,8 +20,8 @@ class TestResults:
     metric_rows: list["MetricRow"] = field(default_factory=list)
     #: tables this test registered: name -> columns (so the controller knows them all)
     tables: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    #: the plugin's profiler for this test's call phase, while it runs
-    test_profiler: Optional["RegionProfiler"] = None
+    #: what measures this test's call phase while it runs: anything with ``step_aside(reason, warn)``
+    measurement: Optional[Any] = None
 
     def unique_label(self, wanted: str, taken: Mapping[str, Any]) -> str:
         label, n = wanted, 2
@@ -30,7 +29,7 @@ class TestResults:
             label, n = f"{wanted}#{n}", n + 1
         return label
 
-    def quiet_test_profiler(self, reason: str) -> None:
-        """A fixture needs the profiler (or an unperturbed GPU): the per-test profile steps aside."""
-        if self.test_profiler is not None:
-            self.test_profiler.step_aside(reason, warn=False)
+    def quiet_measurement(self, reason: str) -> None:
+        """A fixture needs the profiler (or an unperturbed GPU): the per-test measurement steps aside."""
+        if self.measurement is not None:
+            self.measurement.step_aside(reason, warn=False)

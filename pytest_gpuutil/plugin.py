@@ -6,9 +6,8 @@ it imports nothing heavy: torch is imported only when a test is profiled or a fi
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generator
+from typing import TYPE_CHECKING, Any, Generator, Optional
 
 import pytest
 
@@ -69,8 +68,8 @@ if TYPE_CHECKING:
 STATE_KEY = pytest.StashKey()
 RESULTS_KEY = pytest.StashKey()
 PHASES_KEY: pytest.StashKey[dict] = pytest.StashKey()
-PROFILE_KEY: pytest.StashKey[Any] = pytest.StashKey()
 THRESHOLD_KEY: pytest.StashKey[str] = pytest.StashKey()
+LAST_KEY: pytest.StashKey[bool] = pytest.StashKey()
 
 
 def _results(item: pytest.Item) -> TestResults:
@@ -98,15 +97,12 @@ def _hooked_record(item: pytest.Item, record: Any, when: str) -> Any:
     return replaced
 
 
-def _safe_name(nodeid: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid).strip("_")[:180]
-
-
 class GpuUtilHooks:
     """Hooks that need the run's state; registered in pytest_configure."""
 
     def __init__(self, state: GpuUtilSession):
         self.state = state
+        self._record_hooks: dict[Any, bool] = {}
 
     # -- xdist ---------------------------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
@@ -142,55 +138,60 @@ class GpuUtilHooks:
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, None, None]:
+        state = self.state
+        controller = session.config.pluginmanager.has_plugin("dsession")  # xdist's: it runs no test itself
+        if state.settings.enabled and not session.config.option.collectonly and not controller:
+            source = session.config.hook.pytest_gpuutil_event_source(config=session.config)
+            state.prepare_measurement(source)  # the profiler's one-time start-up, before any test
         yield
-        if self.state.is_worker:
+        if state.is_worker:
             return
-        self.state.check_tables()
-        self.state.compare()
-        if self.state.gate_failed:
+        state.check_tables()
+        state.compare()
+        if state.gate_failed:
             session.testsfailed += 1  # exit status 1, pytest's own summary line still printed
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.state.is_worker:
+        state = self.state
+        leftovers = state.close_measurement(self._finalize)
+        if state.is_worker:
+            # what no report could carry (the run stopped early): the controller reads it when this worker ends
+            session.config.workeroutput["gpu_util"] = {"payloads": leftovers, "process": state.process_info()}
             return
+        state.receive_batch({"payloads": leftovers, "process": state.process_info()})
         try:
-            self.state.finish()
+            state.finish()
         except OSError as exc:
-            self.state.usage_errors.append(f"could not write results to {self.state.output_dir}: {exc}")
-        if self.state.usage_errors:
+            state.usage_errors.append(f"could not write results to {state.output_dir}: {exc}")
+        if state.usage_errors:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """Controller: records a worker sent at its end (tests still pending when its run stopped)."""
+        batch = getattr(node, "workeroutput", {}).get("gpu_util")
+        if batch:
+            self.state.receive_batch(batch)
+
     # -- per test ------------------------------------------------------------------------------
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Generator[None, None, None]:
+        item.stash[LAST_KEY] = nextitem is None
+        yield
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
         state = self.state
         results = _results(item)
-        profiler = None
-        if state.profiles_tests():
-            from pytest_gpuutil.capture.profiler import RegionProfiler
-
-            profiler = RegionProfiler(
-                state.classifier,
-                cuda=state.cuda(),
-                cpu_activity=state.settings.cpu_activity,
-                keep=state.settings.traces != "none",
-            )
-            try:
-                profiler.start()
-                results.test_profiler = profiler
-            except Exception as exc:  # noqa: BLE001 - profiling must never fail the test
-                item.stash[PROFILE_KEY] = _failed_profile(f"profiler did not start: {exc}")
-                profiler = None
+        if state.settings.enabled:
+            state.begin_test(item.nodeid, results)
         try:
             yield
         finally:
-            if profiler is not None:
-                results.test_profiler = None
-                try:
-                    item.stash[PROFILE_KEY] = profiler.stop()
-                except Exception as exc:  # noqa: BLE001
-                    item.stash[PROFILE_KEY] = _failed_profile(f"profiler error: {exc}")
-                item.stash[_PROFILER_KEY] = profiler
+            if state.settings.enabled:
+                state.end_test(item.nodeid, results)
+                if self._needs_profile_at_call(item):
+                    state.flush()  # its limits are checked, and pytest-benchmark told, right after the call
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Generator[None, Any, None]:
@@ -201,32 +202,60 @@ class GpuUtilHooks:
         state = self.state
         if report.when == "call":
             self._check_thresholds(item, report)
-            self._export_trace(item, report)
             self._benchmark_extra_info(item)
         elif report.when == "teardown":
             results = _results(item)
-            profile = item.stash.get(PROFILE_KEY, None)
             if not (state.settings.enabled or results.kernel_bench or results.gpu_trace or results.metric_rows
                     or results.tables):
                 return
-            from pytest_gpuutil.report.ci import junit_properties
-            from pytest_gpuutil.session import outcome_of
+            from pytest_gpuutil.session import PendingTest, outcome_of
 
-            record = _hooked_record(item, state.make_record(item.nodeid, outcome_of(phases), profile, results), "teardown")
-            report.gpu_util = state.payload(record, results, item.stash.get(THRESHOLD_KEY, ""))
-            if state.settings.enabled:
-                report.user_properties.extend(junit_properties(record))
+            state.test_finished(PendingTest(item, item.nodeid, outcome_of(phases), results,
+                                            item.stash.get(THRESHOLD_KEY, "")))
+            if self._needs_record_now(item) or state.flush_due():
+                state.flush()
+            payloads = state.ready_payloads(self._finalize)
+            if payloads:
+                report.gpu_util = {"payloads": payloads, "process": state.process_info()}
+                own = next((p["record"] for p in payloads if p["record"]["test"] == item.nodeid), None)
+                if own is not None and state.settings.enabled:
+                    from pytest_gpuutil.records import TestRecord
+                    from pytest_gpuutil.report.ci import junit_properties
+
+                    report.user_properties.extend(junit_properties(TestRecord.from_dict(own)))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        payload = getattr(report, "gpu_util", None)
-        if payload is not None and report.when == "teardown" and not self.state.is_worker:
-            self.state.receive(payload)
+        if self.state.is_worker:
+            return
+        self.state.test_seconds += getattr(report, "duration", 0.0) or 0.0
+        batch = getattr(report, "gpu_util", None)
+        if batch is not None and report.when == "teardown":
+            self.state.receive_batch(batch)
+
+    def _finalize(self, item: pytest.Item, record: Any) -> Any:
+        return _hooked_record(item, record, "teardown")
+
+    def _thresholds_apply(self, item: pytest.Item) -> bool:
+        return self.state.settings.enabled and bool(self.state.default_thresholds or item.get_closest_marker("gpu_util"))
+
+    def _needs_profile_at_call(self, item: pytest.Item) -> bool:
+        """Its record is needed right after the call: limits to check, or pytest-benchmark to tell."""
+        return self._thresholds_apply(item) or "benchmark" in getattr(item, "funcargs", {})
+
+    def _needs_record_now(self, item: pytest.Item) -> bool:
+        """Its record is needed at its teardown: the last test, a JUnit file, or a record hook."""
+        if item.stash.get(LAST_KEY, False) or getattr(item.config.option, "xmlpath", None):
+            return True
+        folder = item.path.parent
+        if folder not in self._record_hooks:  # conftest files can implement it per folder
+            self._record_hooks[folder] = bool(item.ihook.pytest_gpuutil_record.get_hookimpls())
+        return self._record_hooks[folder]
 
     def _check_thresholds(self, item: pytest.Item, report: pytest.TestReport) -> None:
+        if not self._thresholds_apply(item):
+            return
         markers = list(item.iter_markers("gpu_util"))
         state = self.state
-        if not state.settings.enabled or not (markers or state.default_thresholds):
-            return
         from pytest_gpuutil.gates.thresholds import Thresholds, check, merge
         from pytest_gpuutil.session import outcome_of
 
@@ -235,7 +264,7 @@ class GpuUtilHooks:
             thresholds = merge(thresholds, Thresholds.from_kwargs(marker.kwargs, f"@pytest.mark.gpu_util on {item.nodeid}"))
         if thresholds is None or thresholds.is_empty:
             return
-        record = state.make_record(item.nodeid, outcome_of({"call": report}), item.stash.get(PROFILE_KEY, None), _results(item))
+        record = state.make_record(item.nodeid, outcome_of({"call": report}), state.profiles.get(item.nodeid), _results(item))
         record = _hooked_record(item, record, "call")
         misses = check(thresholds, record)
         if misses is None:
@@ -246,36 +275,20 @@ class GpuUtilHooks:
             report.outcome = "failed"
             report.longrepr = "\n".join(m.message for m in misses)
 
-    def _export_trace(self, item: pytest.Item, report: pytest.TestReport) -> None:
-        mode = self.state.settings.traces
-        profiler = item.stash.get(_PROFILER_KEY, None)
-        if profiler is None or profiler.prof is None or mode == "none" or (mode == "failed" and not report.failed):
-            return
-        path = self.state.output_dir / "traces" / f"{_safe_name(item.nodeid)}.json.gz"
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.json.gz")
-            profiler.export(str(tmp))
-            os.replace(tmp, path)
-        except Exception as exc:  # noqa: BLE001 - a trace that cannot be written must not fail the test
-            report.sections.append(("gpu-util", f"could not write trace {path}: {exc}"))
-        finally:
-            profiler.prof = None
-
     def _benchmark_extra_info(self, item: pytest.Item) -> None:
         """pytest-benchmark interop: GPU metrics of this test into benchmark.extra_info."""
         benchmark = getattr(item, "funcargs", {}).get("benchmark")
-        profile = item.stash.get(PROFILE_KEY, None)
+        profile = self.state.profiles.get(item.nodeid)
         extra = getattr(benchmark, "extra_info", None)
-        if extra is None or profile is None or profile.summary is None or not self.state.cuda():
-            return  # without CUDA (--gpu-util-cpu) the summary's zeros mean "not measured", not "idle"
-        s = profile.summary
+        if extra is None or profile is None or profile.stats is None or not self.state.cuda():
+            return  # without CUDA (--gpu-util-cpu) the figures' zeros mean "not measured", not "idle"
+        s = profile.stats
         extra["gpu_util"] = {
             "gpu_busy_ms": s.busy_us / 1000,
             "busy_pct": s.busy_pct,
             "mm_conv_pct": s.mm_conv_pct,
             "kernel_count": s.kernel_count,
-            "top_kernel": s.top_kernels[0].name if s.top_kernels else None,
+            "top_kernel": s.top_kernel,
         }
 
     # -- reporting -----------------------------------------------------------------------------
@@ -299,15 +312,6 @@ class GpuUtilHooks:
         from pytest_gpuutil.report.terminal import write_summary
 
         write_summary(self.state, terminalreporter)
-
-
-_PROFILER_KEY: pytest.StashKey[Any] = pytest.StashKey()
-
-
-def _failed_profile(note: str) -> Any:
-    from pytest_gpuutil.capture.profiler import RegionProfile
-
-    return RegionProfile(0.0, None, None, note)
 
 
 # -- fixtures ----------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ NUMERIC_FIELDS = (
     "communication_pct",
     "memcpy_pct",
     "kernel_count",
+    "measure_ms",
 )
 #: The TestRecord fields that hold a mapping.
 MAPPING_FIELDS = ("gpu_busy_us_by_device", "categories", "kernel_bench", "gpu_trace")
@@ -38,6 +39,8 @@ class TestRecord:
     communication_pct: float | None = None
     memcpy_pct: float | None = None
     kernel_count: int | None = None
+    #: what measuring this test cost the run (window bookkeeping, its share of a flush, its record)
+    measure_ms: float | None = None
     top_kernel: str | None = None
     #: device ids that did GPU work, as they appear in the trace (``"0"``, ``"1"``)
     devices: tuple[str, ...] = ()
@@ -55,8 +58,11 @@ class TestRecord:
     note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        """A JSON-able dict (shallow copies: records are never changed after they are made)."""
+        data = {name: getattr(self, name) for name in _FIELD_NAMES}
         data["devices"] = list(self.devices)
+        for name in MAPPING_FIELDS:
+            data[name] = {k: dict(v) if isinstance(v, Mapping) else v for k, v in data[name].items()}
         return data
 
     @classmethod
@@ -71,3 +77,6 @@ class TestRecord:
         row = {name: getattr(self, name) for name in CSV_COLUMNS}
         row["devices"] = " ".join(self.devices)
         return row
+
+
+_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(TestRecord))

@@ -8,9 +8,15 @@ or a fixture is used.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from pytest_gpuutil.analysis.classify import (
     ATTENTION,
@@ -36,6 +42,7 @@ from pytest_gpuutil.gates.regression import (
 )
 from pytest_gpuutil.gates.thresholds import Thresholds, parse_ini
 from pytest_gpuutil.machine import machine_info, visible_gpu_ids
+from pytest_gpuutil.measurement import CONTINUOUS, Measurement, TestProfile
 from pytest_gpuutil.options import COMPARE_LATEST, Settings
 from pytest_gpuutil.records import TestRecord
 from pytest_gpuutil.report.files import run_document, write_run_files
@@ -46,7 +53,6 @@ from pytest_gpuutil.report.metric_tables import (
 )
 
 if TYPE_CHECKING:
-    from pytest_gpuutil.capture.profiler import RegionProfile
     from pytest_gpuutil.per_test import TestResults
 
 NO_CUDA_NOTE = "no CUDA device"
@@ -54,6 +60,24 @@ NO_CUDA_NOTE = "no CUDA device"
 
 class SetupError(Exception):
     """A bad option, ini value or baseline; the plugin turns it into pytest.UsageError."""
+
+
+@dataclass
+class PendingTest:
+    """A finished test whose record waits for its profile (a continuous capture not yet flushed)."""
+
+    __test__ = False
+
+    item: Any
+    nodeid: str
+    outcome: str
+    results: TestResults
+    thresholds: str
+
+
+def safe_name(nodeid: str) -> str:
+    """A file name for a test id."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid).strip("_")[:180]
 
 
 def outcome_of(phases: dict[str, Any]) -> str:
@@ -95,6 +119,18 @@ class GpuUtilSession:
         except (ValueError, MetricTableError) as exc:
             raise SetupError(str(exc)) from None
         self.records: list[TestRecord] = []
+        self.measurement = Measurement(self.classifier, keep_events=settings.traces != "none",
+                                       cpu_activity=settings.cpu_activity, policy=settings.flush)
+        #: profiles known and not yet in a record, by node id
+        self.profiles: dict[str, TestProfile] = {}
+        #: tests whose call phase had a window in the continuous capture, until their record is built
+        self.windowed: set[str] = set()
+        self.pending: list[PendingTest] = []
+        self._flushed = False
+        #: per process (worker id or "main"): event source, its start-up, how tests were measured
+        self.processes: dict[str, dict[str, Any]] = {}
+        self.test_seconds = 0.0
+        self.trace_errors: list[str] = []
         self.metric_rows_written = 0
         self.thresholds_not_checked: list[str] = []
         self.threshold_failures: list[str] = []
@@ -108,6 +144,7 @@ class GpuUtilSession:
         self._cuda: Optional[bool] = None
         self._torch: Any = None
         self._machine_saw_torch = False
+        self._machine_reader: Optional[threading.Thread] = None
         #: physical GPU ids visible to this process (CUDA_VISIBLE_DEVICES order)
         self.physical_gpus: Optional[list[str]] = worker_gpus
 
@@ -125,11 +162,11 @@ class GpuUtilSession:
             self._cuda = bool(self.torch().cuda.is_available())
         return self._cuda
 
-    def profiles_tests(self) -> bool:
-        return self.settings.enabled and (self.cuda() or self.settings.cpu_activity)
-
     def physical_id(self, device: str) -> str:
+        """The physical GPU behind a device index of this process (CUDA_VISIBLE_DEVICES maps them)."""
         if self.physical_gpus is None:
+            if "CUDA_VISIBLE_DEVICES" not in os.environ:
+                return device  # device i is GPU i: no need to count GPUs with nvidia-smi
             self.physical_gpus = visible_gpu_ids()
         if device.isdigit() and int(device) < len(self.physical_gpus):
             return self.physical_gpus[int(device)]
@@ -137,6 +174,9 @@ class GpuUtilSession:
 
     def machine_info(self) -> dict[str, Any]:
         """Read once, and again once torch is loaded here (then CUDA can be asked directly)."""
+        if self._machine_reader is not None:
+            self._machine_reader.join()
+            self._machine_reader = None
         if self.machine is None or (self._torch is not None and not self._machine_saw_torch):
             self.machine = machine_info(cwd=str(self.invocation_dir), torch_module=self._torch)
             self._machine_saw_torch = self._torch is not None
@@ -175,7 +215,7 @@ class GpuUtilSession:
         self.baseline = doc
 
     # -- per test (worker or plain run) --------------------------------------------------------
-    def make_record(self, nodeid: str, outcome: str, profile: Optional[RegionProfile], results: TestResults) -> TestRecord:
+    def make_record(self, nodeid: str, outcome: str, profile: Optional[TestProfile], results: TestResults) -> TestRecord:
         common = dict(
             test=nodeid,
             outcome=outcome,
@@ -186,28 +226,141 @@ class GpuUtilSession:
         if profile is None:
             note = NO_CUDA_NOTE if self.settings.enabled and self._cuda is False else ""
             return TestRecord(**common, note=note)
-        summary = profile.summary
-        if summary is None or not self.cuda():
-            return TestRecord(**common, wall_ms=profile.wall_ms, note=profile.note or NO_CUDA_NOTE)
+        stats = profile.stats
+        if stats is None:
+            return TestRecord(**common, wall_ms=profile.wall_ms, measure_ms=profile.measure_ms,
+                              note=profile.note or NO_CUDA_NOTE)
         return TestRecord(
             **common,
             wall_ms=profile.wall_ms,
-            gpu_busy_ms=summary.busy_us / 1000,
-            busy_pct=summary.busy_pct,
-            mm_conv_pct=summary.mm_conv_pct,
-            attention_pct=summary.category_pct_of_window(ATTENTION),
-            communication_pct=summary.category_pct_of_window(COMMUNICATION),
-            memcpy_pct=summary.category_pct_of_window(MEMCPY),
-            kernel_count=summary.kernel_count,
-            top_kernel=summary.top_kernels[0].name if summary.top_kernels else None,
-            devices=tuple(d.device for d in summary.devices),
-            gpu_busy_us_by_device={self.physical_id(d.device): d.busy_us for d in summary.devices},
+            gpu_busy_ms=stats.busy_us / 1000,
+            busy_pct=stats.busy_pct,
+            mm_conv_pct=stats.mm_conv_pct,
+            attention_pct=stats.category_pct_of_window(ATTENTION),
+            communication_pct=stats.category_pct_of_window(COMMUNICATION),
+            memcpy_pct=stats.category_pct_of_window(MEMCPY),
+            kernel_count=stats.kernel_count,
+            measure_ms=profile.measure_ms,
+            top_kernel=stats.top_kernel,
+            devices=tuple(device for device, _ in stats.devices),
+            gpu_busy_us_by_device={self.physical_id(device): busy_us for device, busy_us in stats.devices},
             categories={
                 c.name: {"time_us": c.time_us, "share_of_busy": c.share_of_busy, "pct_of_window": c.pct_of_window,
                          "count": c.count}
-                for c in summary.categories
+                for c in stats.categories
             },
+            note=profile.note,
         )
+
+    # -- measuring (worker or plain run) -----------------------------------------------------------
+    def prepare_measurement(self, source: Any) -> None:
+        """Before the first test: choose how tests are measured and start the capture."""
+        if self.settings.enabled:
+            self.measurement.prepare(self.torch(), self.cuda(), source)
+            self._read_machine_in_background()
+
+    def _read_machine_in_background(self) -> None:
+        """What the end of the session needs (nvidia-smi, git, the JSON encoder), read while tests run."""
+        torch = self._torch
+
+        def read() -> None:
+            try:
+                import msgspec  # noqa: F401 - imported here so the files are written without waiting for it
+
+                self.machine = machine_info(cwd=str(self.invocation_dir), torch_module=torch)
+                self._machine_saw_torch = True
+            except Exception:  # noqa: BLE001 - machine_info() reads again at the end
+                pass
+
+        self._machine_reader = threading.Thread(target=read, name="pytest-gpuutil machine info", daemon=True)
+        self._machine_reader.start()
+
+    def begin_test(self, nodeid: str, results: TestResults) -> None:
+        if self.measurement.mode == CONTINUOUS:
+            self.windowed.add(nodeid)
+        profile = self.measurement.begin(nodeid, results)
+        if profile is not None:
+            self.windowed.discard(nodeid)
+            self.profiles[nodeid] = profile
+
+    def end_test(self, nodeid: str, results: TestResults) -> None:
+        profile = self.measurement.end(nodeid, results)
+        if profile is not None:
+            self.profiles[nodeid] = profile
+
+    def flush(self) -> None:
+        """Turn the capture so far into profiles."""
+        self.profiles.update(self.measurement.flush())
+        self._flushed = True
+
+    def flush_due(self) -> Optional[str]:
+        return self.measurement.flush_due()
+
+    def test_finished(self, pending: PendingTest) -> None:
+        self.pending.append(pending)
+
+    def _ready(self, test: PendingTest) -> bool:
+        return test.nodeid not in self.windowed or test.nodeid in self.profiles
+
+    def ready_payloads(self, finalize: Callable[[Any, TestRecord], TestRecord]) -> list[dict[str, Any]]:
+        """Payloads of the finished tests whose profiles are known, in the order they finished.
+
+        ``finalize(item, record)`` applies the pytest_gpuutil_record hook. Each test leaves the
+        pending list once, so each record travels once. Between flushes only the newest test can
+        have become ready, so only it is looked at.
+        """
+        if self._flushed:
+            self._flushed = False
+            ready = [t for t in self.pending if self._ready(t)]
+            self.pending = [t for t in self.pending if not self._ready(t)]
+        elif self.pending and self._ready(self.pending[-1]):
+            ready = [self.pending.pop()]
+        else:
+            return []
+        payloads = []
+        for test in ready:
+            began = time.perf_counter()
+            self.windowed.discard(test.nodeid)
+            profile = self.profiles.pop(test.nodeid, None)
+            record = finalize(test.item, self.make_record(test.nodeid, test.outcome, profile, test.results))
+            self._write_trace(record, profile)
+            if record.measure_ms is not None:
+                record = dataclasses.replace(record, measure_ms=record.measure_ms + (time.perf_counter() - began) * 1000)
+            payloads.append(self.payload(record, test.results, test.thresholds))
+        return payloads
+
+    def close_measurement(self, finalize: Callable[[Any, TestRecord], TestRecord]) -> list[dict[str, Any]]:
+        """The session's end: the last profiles, and the payloads of every test still pending."""
+        self.profiles.update(self.measurement.close())
+        self.windowed.intersection_update(self.profiles)  # a window never closed has no profile: build without
+        self._flushed = True
+        return self.ready_payloads(finalize)
+
+    def process_info(self) -> dict[str, Any]:
+        m = self.measurement
+        return {"worker": self.worker_id or "main", "mode": m.mode, "source": m.source_name,
+                "startup_s": m.startup_s, "fallback": m.fallback_reason,
+                "broken": m.capture.broken if m.capture is not None else ""}
+
+    def _write_trace(self, record: TestRecord, profile: Optional[TestProfile]) -> None:
+        mode = self.settings.traces
+        if profile is None or mode == "none" or (mode == "failed" and record.outcome not in ("failed", "error")):
+            return
+        if profile.profiler is None and (profile.events is None or profile.window is None):
+            return
+        path = self.output_dir / "traces" / f"{safe_name(record.test)}.json.gz"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if profile.profiler is not None:
+                tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.json.gz")
+                profile.profiler.export(str(tmp))
+                os.replace(tmp, path)
+            else:
+                from pytest_gpuutil.traces.writer import write_chrome_trace
+
+                write_chrome_trace(str(path), profile.events, profile.window, label=record.test)
+        except Exception as exc:  # noqa: BLE001 - a trace that cannot be written must not fail the test
+            self.trace_errors.append(f"could not write trace {path}: {exc}")
 
     @staticmethod
     def payload(record: TestRecord, results: TestResults, thresholds: str) -> dict[str, Any]:
@@ -220,6 +373,14 @@ class GpuUtilSession:
         }
 
     # -- receiving (controller or plain run) ---------------------------------------------------
+    def receive_batch(self, batch: dict[str, Any]) -> None:
+        """Payloads that came on one report (or at a worker's end), with what measured them."""
+        process = batch.get("process")
+        if process:
+            self.processes[process.get("worker") or "main"] = process
+        for payload in batch.get("payloads", ()):
+            self.receive(payload)
+
     def receive(self, payload: dict[str, Any]) -> None:
         """Take one test's payload: keep its record, write its metric rows now."""
         record = TestRecord.from_dict(payload["record"])
@@ -292,8 +453,14 @@ class GpuUtilSession:
         measured = self.measured()
         gpu_ms = sum(r.gpu_busy_ms or 0.0 for r in measured)
         capacity_ms = sum((r.wall_ms or 0.0) * max(1, len(r.devices)) for r in measured)
+        measure_ms = sum(r.measure_ms or 0.0 for r in self.records)
+        startups = [p["startup_s"] for p in self.processes.values() if p.get("startup_s") is not None]
         return {
             "tests": len(self.records),
+            "measure_ms": measure_ms,
+            "test_s": self.test_seconds,
+            "measure_share_pct": 100.0 * measure_ms / 1000 / self.test_seconds if self.test_seconds > 0 else 0.0,
+            "startup_s": max(startups) if startups else None,
             "profiled": len(measured),
             "with_gpu_work": sum(1 for r in measured if r.kernel_count or r.gpu_busy_ms),
             "gpu_busy_ms": gpu_ms,

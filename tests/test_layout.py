@@ -17,6 +17,7 @@ LAYERS = {
     "report": 5,  # what users read
     # pytest glue, the run's state and the command line: may import every layer
     "per_test": 6,
+    "measurement": 6,
     "session": 6,
     "fixtures": 6,
     "options": 6,

@@ -144,25 +144,37 @@ class RegionProfiler:
 
     # -- the guard -------------------------------------------------------------------------
     def _install_guard(self) -> None:
-        autograd_profile = getattr(self._torch.autograd.profiler, "profile", None)
-        original = getattr(autograd_profile, "_prepare_trace", None)
-        if original is None:  # very old torch: no guard, nested profilers are the user's risk
-            return
-        guard = self
+        def on_foreign_start() -> None:
+            if not self._starting:
+                self.step_aside("the test started its own torch.profiler session")
 
-        def _prepare_trace(prof_self: Any, *args: Any, **kwargs: Any) -> Any:
-            if not guard._starting:
-                guard.step_aside("the test started its own torch.profiler session")
-            return original(prof_self, *args, **kwargs)
-
-        autograd_profile._prepare_trace = _prepare_trace
-
-        def restore() -> None:
-            autograd_profile._prepare_trace = original
-
-        self._restore_guard = restore
+        self._restore_guard = guard_profiler_starts(self._torch, on_foreign_start)
 
     def _remove_guard(self) -> None:
         if self._restore_guard is not None:
             self._restore_guard()
             self._restore_guard = None
+
+
+def guard_profiler_starts(torch: Any, before_start: Callable[[], None]) -> Optional[Callable[[], None]]:
+    """Call ``before_start()`` whenever a torch.profiler or autograd-profiler session is about to start.
+
+    Wraps ``torch.autograd.profiler.profile._prepare_trace``, the step every such session goes
+    through; returns the function that puts the original back (None on a torch without it).
+    Guards nest: each restores the one it wrapped.
+    """
+    autograd_profile = getattr(torch.autograd.profiler, "profile", None)
+    original = getattr(autograd_profile, "_prepare_trace", None)
+    if original is None:  # very old torch: no guard, nested profilers are the user's risk
+        return None
+
+    def _prepare_trace(prof_self: Any, *args: Any, **kwargs: Any) -> Any:
+        before_start()
+        return original(prof_self, *args, **kwargs)
+
+    autograd_profile._prepare_trace = _prepare_trace
+
+    def restore() -> None:
+        autograd_profile._prepare_trace = original
+
+    return restore

@@ -21,12 +21,15 @@ class RunState(Protocol):
     settings: Any
     records: list[TestRecord]
     usage_errors: list[str]
+    trace_errors: list[str]
     thresholds_not_checked: list[str]
     baseline_messages: list[str]
     baseline: Optional[RunDoc]
     comparison: Optional[Comparison]
     fail_exprs: Sequence[FailExpr]
     metric_rows_written: int
+    #: per process (worker id or "main"): mode, source, startup_s, fallback, broken
+    processes: dict[str, dict[str, Any]]
     output_dir: Path
     written: list[Path]
 
@@ -84,12 +87,38 @@ def totals_line(state: RunState) -> str:
     )
 
 
+def measurement_lines(state: RunState) -> list[str]:
+    """How tests were measured: the profiler's one-time start-up, and what measuring cost."""
+    lines = []
+    t = state.totals()
+    processes = state.processes.values()
+    startups = [p["startup_s"] for p in processes if p.get("startup_s") is not None]
+    sources = sorted({p["source"] for p in processes if p.get("source")})
+    if startups:
+        each = f" (each of {len(startups)} processes; longest)" if len(startups) > 1 else ""
+        lines.append(f"profiler start-up {max(startups):.3f} s{each} ({', '.join(sources)}), not charged to any test")
+    if t["measure_ms"]:
+        lines.append(
+            f"measurement cost {t['measure_ms'] / 1000:.3f} s, {t['measure_share_pct']:.1f}% of the "
+            f"{t['test_s']:.2f} s the tests took ({_count(t['profiled'], 'test')} measured)"
+        )
+    return lines
+
+
+def measurement_warnings(state: RunState) -> list[str]:
+    """Why tests were measured the slow way, or not at all (one line per distinct reason)."""
+    reasons = [p.get("broken") or p.get("fallback") for p in state.processes.values()]
+    return list(dict.fromkeys(r for r in reasons if r))
+
+
 def write_summary(state: RunState, tr: Any) -> None:
     if not state.has_output() and not state.usage_errors and state.settings.compare is None:
         return  # with --gpu-util-compare the gate's outcome is always reported (it may set the exit status)
     tr.write_sep("-", SECTION)
     for error in state.usage_errors:
         tr.write_line(f"ERROR: {error}", red=True)
+    for problem in measurement_warnings(state) + state.trace_errors:
+        tr.write_line(f"WARNING: {problem}", yellow=True)
     if state.settings.enabled and state.no_cuda():
         tr.write_line(
             f"no CUDA device found: GPU fields are empty in the files ({_count(len(state.records), 'test')} ran)"
@@ -99,6 +128,8 @@ def write_summary(state: RunState, tr: Any) -> None:
         if state.measured():
             tr.write_line(table)
         tr.write_line(totals_line(state))
+        for line in measurement_lines(state):
+            tr.write_line(line)
         gpus = state.gpu_table()
         if len(gpus) > 1 or any(w != "main" for g in gpus for w in g["workers"]):
             tr.write_line(

@@ -95,6 +95,22 @@ class GpuColumns:
     def __len__(self) -> int:
         return len(self.starts_ns)
 
+    def take(self, indices: Sequence[int]) -> "GpuColumns":
+        """The events at ``indices`` (coded columns stay coded and keep sharing their codes)."""
+        rows = list(indices.tolist() if hasattr(indices, "tolist") else indices)
+        shared: dict[int, list[int]] = {}
+
+        def pick(column: Sequence[Any]) -> Sequence[Any]:
+            if isinstance(column, CodedColumn):
+                codes = shared.setdefault(id(column.codes), [column.codes[i] for i in rows])
+                return CodedColumn(codes, column.values)
+            if hasattr(column, "take"):  # numpy arrays
+                return column.take(rows)
+            return [column[i] for i in rows]
+
+        return GpuColumns(pick(self.names), pick(self.kinds), pick(self.devices), pick(self.streams),
+                          pick(self.starts_ns), pick(self.durs_ns))
+
     @classmethod
     def from_events(cls, events: Iterable[GpuEvent]) -> "GpuColumns":
         rows = list(events)

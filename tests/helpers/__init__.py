@@ -80,3 +80,65 @@ def read_json(path: Path) -> dict[str, Any]:
 
 def records_by_test(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {t["test"]: t for t in doc["tests"]}
+
+
+#: conftest for inner runs: a synthetic GPU (no CUDA needed) that --gpu-util's continuous capture
+#: reads through the plugin's pytest_gpuutil_event_source hook. Tests "launch" work with the
+#: ``gpu`` fixture: ``gpu.run("name", 300_000)`` occupies the fake GPU for 300 µs (the clock is
+#: real time, so windows and events are real), ``gpu.run(..., stream=8)`` on another stream.
+SYNTHETIC_CONFTEST = '''
+import time
+
+import pytest
+
+from pytest_gpuutil.traces.model import GpuColumns, GpuEvent
+
+
+class SyntheticGpu:
+    name = "synthetic"
+
+    def __init__(self):
+        self.collecting = False
+        self.events = []
+        self.starts = 0
+        self.drains = 0
+
+    # the event-source protocol
+    def start(self):
+        self.collecting = True
+        self.starts += 1
+
+    def stop(self):
+        self.collecting = False
+
+    def now(self):
+        return time.perf_counter_ns()
+
+    def pending_bytes(self):
+        return 200 * len(self.events)
+
+    def drain(self):
+        self.drains += 1
+        events, self.events = self.events, []
+        return GpuColumns.from_events(events), 0
+
+    # what tests call
+    def run(self, name, dur_ns, kind="kernel", stream=7, device=0):
+        start = self.now()
+        while self.now() < start + dur_ns:
+            pass
+        if self.collecting:
+            self.events.append(GpuEvent(name, kind, device, stream, start, dur_ns))
+
+
+GPU = SyntheticGpu()
+
+
+def pytest_gpuutil_event_source(config):
+    return GPU
+
+
+@pytest.fixture
+def gpu():
+    return GPU
+'''

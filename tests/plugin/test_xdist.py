@@ -115,7 +115,9 @@ def test_marked():
 def test_a_killed_worker_leaves_valid_files_with_every_other_test(pytester):
     pytester.makepyfile(test_rows=ROW_TESTS.format(
         count=20, body="if i == 7:\n        os._exit(1)  # the worker dies mid-run"))
-    result = run(pytester, "-n", "2", "--gpu-util")
+    # a flush after every test: a dead worker then loses only the test it was running (with the
+    # default flush it loses the tests since its last flush; tests/plugin/test_continuous.py)
+    result = run(pytester, "-n", "2", "--gpu-util", "--gpu-util-flush", "tests=1")
     assert result.ret == 1
     result.assert_outcomes(passed=19, failed=1)
     result.stdout.fnmatch_lines(["*worker 'gw*' crashed while running 'test_rows.py::test_row[[]7[]]'*"])

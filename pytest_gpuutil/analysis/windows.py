@@ -1,0 +1,246 @@
+"""Many windows at once: attribute GPU events to the windows they fall in, and summarise each window.
+
+A continuous capture holds the GPU work of many tests; each test's call phase is one window.
+``window_stats`` gives, for every window, what a per-test record needs (busy time, per-device
+busy, category times, mm/conv, kernel count, top kernel), in a few numpy passes over all events
+instead of one :func:`~pytest_gpuutil.analysis.summary.analyze` call per test. The definitions
+are analyze's, to the nanosecond (the tests compare both on real traces):
+
+- an event belongs to a window when it overlaps it: ``start <= window end`` and
+  ``end >= window start``, except an event of positive duration that ends exactly at the window
+  start; it is clipped to the window;
+- busy: the union of a window's events per device, summed over devices; the denominator of every
+  percentage is window length × devices that did work in the window.
+
+Windows must be sorted and must not overlap (they may touch), as the call phases of the tests
+of one process are.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from pytest_gpuutil.analysis.classify import (
+    MM_CONV_CATEGORIES,
+    KernelClassifier,
+    category_order,
+)
+from pytest_gpuutil.analysis.summary import (
+    KERNEL_KIND,
+    CategoryStat,
+    TraceSummary,
+    _coded,
+    _device_key,
+    _kernel_keys,
+    _pct,
+)
+from pytest_gpuutil.traces.model import GpuColumns, Window
+
+#: int64 headroom for the per-segment offsets of the segmented union (see _segment_unions)
+_OFFSET_LIMIT = 1 << 62
+
+
+@dataclass(frozen=True)
+class WindowStats:
+    """What one window's GPU work amounts to: the figures a per-test record holds."""
+
+    window: Window
+    busy_us: float
+    busy_pct: float
+    mm_conv_pct: float
+    kernel_count: int
+    event_count: int
+    #: (device, busy µs) for each device that did work, in device order
+    devices: tuple[tuple[str, float], ...]
+    categories: tuple[CategoryStat, ...]
+    top_kernel: Optional[str]
+
+    def category_pct_of_window(self, name: str) -> float:
+        return next((c.pct_of_window for c in self.categories if c.name == name), 0.0)
+
+    @classmethod
+    def from_summary(cls, summary: TraceSummary) -> "WindowStats":
+        """The same figures from a full analysis (a window profiled on its own)."""
+        return cls(
+            window=summary.window,
+            busy_us=summary.busy_us,
+            busy_pct=summary.busy_pct,
+            mm_conv_pct=summary.mm_conv_pct,
+            kernel_count=summary.kernel_count,
+            event_count=summary.event_count,
+            devices=tuple((d.device, d.busy_us) for d in summary.devices),
+            categories=summary.categories,
+            top_kernel=summary.top_kernels[0].name if summary.top_kernels else None,
+        )
+
+
+def assign_windows(starts: np.ndarray, ends: np.ndarray, window_starts: np.ndarray,
+                   window_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(event index, window index) for every event and every window it belongs to.
+
+    An event usually belongs to one window or none; one that spans a gap between windows is
+    listed once per window it overlaps.
+    """
+    if starts.size == 0 or window_starts.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    if (window_ends < window_starts).any() or (window_starts[1:] < window_ends[:-1]).any():
+        raise ValueError("windows must be sorted, each ending at or after its start, and must not overlap")
+    first = np.searchsorted(window_ends, starts, side="left")  # first window ending at or after the start
+    last = np.searchsorted(window_starts, ends, side="right") - 1  # last window starting at or before the end
+    counts = np.maximum(last - first + 1, 0)
+    events = np.repeat(np.arange(starts.size, dtype=np.int64), counts)
+    offsets = np.arange(events.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    windows = np.repeat(first, counts) + offsets
+    # an event of positive length that ends exactly where a window starts is not in it
+    touching = (ends[events] == window_starts[windows]) & (ends[events] > starts[events])
+    return events[~touching], windows[~touching]
+
+
+def _segment_unions(segments: np.ndarray, rel_starts: np.ndarray, rel_ends: np.ndarray,
+                    span: int) -> tuple[np.ndarray, np.ndarray]:
+    """Union length of the intervals of each segment: (segment ids, lengths), ids ascending.
+
+    Times are relative to their window (0..span). Sorted by (segment, start), every segment's
+    ends are lifted by ``segment × (span + 1)``, so one running maximum over all rows never
+    carries an end from one segment into the next.
+    """
+    if segments.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    order = np.lexsort((rel_starts, segments))
+    seg, s, e = segments[order], rel_starts[order], rel_ends[order]
+    ids, seg_index = np.unique(seg, return_inverse=True)
+    lift = seg_index.astype(np.int64) * (span + 1)
+    reach = np.maximum.accumulate(e + lift) - lift
+    new_segment = np.concatenate(([True], seg_index[1:] != seg_index[:-1]))
+    new_block = new_segment.copy()
+    new_block[1:] |= s[1:] > reach[:-1]
+    block_first = np.flatnonzero(new_block)
+    block_last = np.concatenate((block_first[1:] - 1, [seg.size - 1]))
+    lengths = reach[block_last] - s[block_first]
+    segment_first_block = np.flatnonzero(new_segment[block_first])
+    return ids, np.add.reduceat(lengths, segment_first_block)
+
+
+def _chunks(window_lengths: np.ndarray, rows_per_window: int) -> list[tuple[int, int]]:
+    """Window ranges small enough that segment offsets stay within int64."""
+    n = window_lengths.size
+    if n == 0 or n * rows_per_window * (int(window_lengths.max()) + 1) < _OFFSET_LIMIT:
+        return [(0, n)]
+    bounds, begin = [], 0
+    while begin < n:
+        end, longest = begin, 0
+        while end < n:
+            longest = max(longest, int(window_lengths[end]))
+            if (end - begin + 1) * rows_per_window * (longest + 1) >= _OFFSET_LIMIT and end > begin:
+                break
+            end += 1
+        bounds.append((begin, end))
+        begin = end
+    return bounds
+
+
+def window_stats(columns: GpuColumns, windows: Sequence[Window],
+                 classifier: Optional[KernelClassifier] = None) -> list[WindowStats]:
+    """Per-window figures for ``windows`` (sorted, not overlapping) over ``columns``."""
+    classifier = classifier or KernelClassifier()
+    if not windows:
+        return []
+    w_start = np.asarray([w.start_ns for w in windows], dtype=np.int64)
+    w_end = np.asarray([w.end_ns for w in windows], dtype=np.int64)
+    starts = np.asarray(columns.starts_ns, dtype=np.int64)
+    ends = starts + np.asarray(columns.durs_ns, dtype=np.int64)
+    event, win = assign_windows(starts, ends, w_start, w_end)
+
+    pair_codes, key_names, key_kinds = _kernel_keys(columns.names, columns.kinds)
+    key_cats = [classifier.classify(name, kind) for name, kind in zip(key_names, key_kinds)]
+    categories_seen = list(dict.fromkeys(key_cats))
+    cat_of_key = np.asarray([categories_seen.index(c) for c in key_cats], dtype=np.int64)
+    is_kernel_key = np.asarray([k == KERNEL_KIND for k in key_kinds], dtype=bool)
+    is_mm_cat = np.asarray([c in MM_CONV_CATEGORIES for c in categories_seen], dtype=bool)
+    device_codes, device_values = _coded(columns.devices)
+    text_of_code, device_names = _text_code_table(device_values)
+    devices = text_of_code[np.asarray(device_codes, dtype=np.int64)] if len(columns) else np.zeros(0, np.int64)
+
+    keys = pair_codes[event] if event.size else np.zeros(0, dtype=np.int64)
+    cats = cat_of_key[keys] if keys.size else keys
+    devs = devices[event] if event.size else np.zeros(0, dtype=np.int64)
+    rel_s = np.maximum(starts[event], w_start[win]) - w_start[win]
+    rel_e = np.minimum(ends[event], w_end[win]) - w_start[win]
+    n_windows, n_devs, n_cats = len(windows), max(1, len(device_names)), max(1, len(categories_seen))
+    lengths = w_end - w_start
+
+    dev_busy = np.zeros((n_windows, n_devs), dtype=np.int64)
+    cat_ns = np.zeros((n_windows, n_cats), dtype=np.int64)
+    mm_ns = np.zeros(n_windows, dtype=np.int64)
+    for begin, end in _chunks(lengths, n_devs * n_cats):
+        rows = (win >= begin) & (win < end)
+        span = int(lengths[begin:end].max()) if end > begin else 0
+        w, d, c, s, e = win[rows] - begin, devs[rows], cats[rows], rel_s[rows], rel_e[rows]
+        ids, total = _segment_unions(w * n_devs + d, s, e, span)
+        dev_busy[begin + ids // n_devs, ids % n_devs] = total
+        ids, total = _segment_unions((w * n_devs + d) * n_cats + c, s, e, span)
+        np.add.at(cat_ns, (begin + ids // (n_devs * n_cats), ids % n_cats), total)
+        mm = is_mm_cat[c] if c.size else np.zeros(0, dtype=bool)
+        ids, total = _segment_unions(w[mm] * n_devs + d[mm], s[mm], e[mm], span)
+        np.add.at(mm_ns, begin + ids // n_devs, total)
+
+    event_count = np.bincount(win, minlength=n_windows)
+    kernel_count = np.bincount(win[is_kernel_key[keys]], minlength=n_windows) if keys.size else event_count
+    cat_count = np.bincount(win * n_cats + cats, minlength=n_windows * n_cats).reshape(n_windows, n_cats)
+    present = np.bincount(win * n_devs + devs, minlength=n_windows * n_devs).reshape(n_windows, n_devs) > 0
+    top = _top_keys(win, keys, rel_e - rel_s, key_names, n_windows)
+    device_order = sorted(range(len(device_names)), key=lambda i: _device_key(device_names[i]))
+    names_in_order = category_order(categories_seen)
+    code_of = {name: i for i, name in enumerate(categories_seen)}
+
+    stats = []
+    for i, window in enumerate(windows):
+        busy = int(dev_busy[i].sum())
+        denominator = window.duration_ns * int(present[i].sum())
+        stats.append(WindowStats(
+            window=window,
+            busy_us=busy / 1000,
+            busy_pct=_pct(busy, denominator),
+            mm_conv_pct=_pct(int(mm_ns[i]), denominator),
+            kernel_count=int(kernel_count[i]),
+            event_count=int(event_count[i]),
+            devices=tuple((device_names[d], int(dev_busy[i, d]) / 1000) for d in device_order if present[i, d]),
+            categories=tuple(
+                CategoryStat(name, int(cat_ns[i, code_of[name]]) / 1000, _pct(int(cat_ns[i, code_of[name]]), busy),
+                             _pct(int(cat_ns[i, code_of[name]]), denominator), int(cat_count[i, code_of[name]]))
+                for name in names_in_order if cat_count[i, code_of[name]]
+            ),
+            top_kernel=key_names[top[i]] if top[i] >= 0 else None,
+        ))
+    return stats
+
+
+def _text_code_table(values: Sequence[Any]) -> tuple[np.ndarray, list[str]]:
+    """For each distinct id, the code of its text (device 0 and "0" are one device), and the texts."""
+    texts = [str(v) for v in values]
+    distinct = list(dict.fromkeys(texts))
+    index = {t: i for i, t in enumerate(distinct)}
+    return np.asarray([index[t] for t in texts], dtype=np.int64), distinct
+
+
+def _top_keys(win: np.ndarray, keys: np.ndarray, lengths: np.ndarray, key_names: list[str],
+              n_windows: int) -> np.ndarray:
+    """Per window, the (name, kind) key with the most clipped time; ties by name, then key (-1: none)."""
+    top = np.full(n_windows, -1, dtype=np.int64)
+    if keys.size == 0:
+        return top
+    n_keys = len(key_names)
+    pair = win * n_keys + keys
+    pairs, inverse = np.unique(pair, return_inverse=True)
+    totals = np.zeros(pairs.size, dtype=np.int64)
+    np.add.at(totals, inverse, lengths)
+    name_rank = np.argsort(np.argsort(np.asarray(key_names, dtype=object), kind="stable"), kind="stable")
+    pair_win, pair_key = pairs // n_keys, pairs % n_keys
+    order = np.lexsort((pair_key, name_rank[pair_key], -totals, pair_win))
+    first = order[np.concatenate(([True], pair_win[order][1:] != pair_win[order][:-1]))]
+    top[pair_win[first]] = pair_key[first]
+    return top

@@ -1,0 +1,237 @@
+"""One capture for many tests: mark each test's window, attribute the GPU work in bulk at a flush.
+
+The event source (CUPTI, or any object with the same five methods) keeps collecting across tests.
+Each test's call phase is a window: the GPU is synchronised and the source's clock read when it
+opens and again when it closes, so the test is charged for exactly the work it launched. At a
+flush, everything collected is drained once and split among the windows closed since the last
+flush (:func:`~pytest_gpuutil.analysis.windows.window_stats`); a
+:class:`~pytest_gpuutil.capture.flush_policy.FlushPolicy` says when.
+
+When another profiler is about to start (a test's own torch.profiler, ``gpu_trace``) or a fixture
+needs an unperturbed GPU (``kernel_bench``), the capture steps aside: the source flushes what it
+has and stops, and the window open at that moment is reported as not measured, with the reason.
+It resumes at the next window.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Protocol
+
+import numpy as np
+
+from pytest_gpuutil.analysis.classify import KernelClassifier
+from pytest_gpuutil.analysis.windows import WindowStats, assign_windows, window_stats
+from pytest_gpuutil.traces.model import GpuColumns, Window
+
+ALREADY_ACTIVE = "a torch.profiler session was already active"
+FOREIGN_PROFILER = "the test started its own torch.profiler session"
+
+
+class EventSource(Protocol):
+    """Where GPU work comes from: CUPTI on a GPU, a synthetic source in the plugin's own tests."""
+
+    name: str
+
+    def start(self) -> None: ...  # begin or resume collecting
+    def stop(self) -> None: ...  # keep what was collected, stop collecting
+    def now(self) -> int: ...  # the clock events are stamped with, in ns
+    def pending_bytes(self) -> int: ...  # collected and waiting (for the memory bound)
+    def drain(self) -> tuple[GpuColumns, int]: ...  # everything since the last drain, and records lost
+
+
+@dataclass(frozen=True)
+class WindowResult:
+    """What the capture found for one test's window."""
+
+    key: Any
+    wall_ms: float
+    stats: Optional[WindowStats]
+    #: why ``stats`` is None (not measured), or a remark about the figures; else ""
+    note: str
+    #: what measuring this test cost: its own window bookkeeping plus its share of the flush
+    measure_ms: float
+    #: the window's own events, when the capture was asked to keep them (for trace files)
+    events: Optional[GpuColumns] = None
+
+
+@dataclass
+class _Window:
+    key: Any
+    start_ns: int
+    perf_start: float
+    note: str
+    end_ns: int = 0
+    wall_ms: float = 0.0
+    own_s: float = 0.0
+
+
+@dataclass
+class ContinuousCapture:
+    """Windows over one long-running event source; see the module docstring."""
+
+    source: EventSource
+    classifier: KernelClassifier
+    #: waits for the GPU (torch.cuda.synchronize), so a window holds exactly its own work
+    synchronize: Callable[[], None]
+    #: whether another torch.profiler session is running now
+    profiler_active: Callable[[], bool] = lambda: False
+    keep_events: bool = False
+    started: bool = False
+    #: seconds the source took to start the first time (CUPTI's one-time start-up)
+    startup_s: Optional[float] = None
+    #: why the source cannot run at all (then every window is "not measured" with this note)
+    broken: str = ""
+    _open: Optional[_Window] = None
+    _closed: list[_Window] = field(default_factory=list)
+    _last_flush: float = field(default_factory=time.perf_counter)
+
+    # -- the source -----------------------------------------------------------------------------
+    def ensure_started(self) -> bool:
+        """Start or resume the source unless another profiler holds the GPU; False if it is not running."""
+        if self.broken:
+            return False
+        if self.profiler_active():
+            self._pause()
+            return False
+        if not self.started:
+            began = time.perf_counter()
+            try:
+                self.source.start()
+            except Exception as exc:  # noqa: BLE001 - a source that cannot start must not fail tests
+                self.broken = f"{self.source.name} did not start: {exc}"
+                return False
+            if self.startup_s is None:
+                self.startup_s = time.perf_counter() - began
+            self.started = True
+        return True
+
+    def _pause(self) -> None:
+        if self.started:
+            self.started = False
+            try:
+                self.source.stop()
+            except Exception as exc:  # noqa: BLE001
+                self.broken = f"{self.source.name} failed to stop: {exc}"
+
+    def before_foreign_profiler(self) -> None:
+        """Another profiler is about to start: hand CUPTI over (the open window is not measured)."""
+        self.step_aside(FOREIGN_PROFILER)
+        self._pause()
+
+    # -- windows --------------------------------------------------------------------------------
+    def begin(self, key: Any) -> None:
+        began = time.perf_counter()
+        note = ""
+        if not self.ensure_started():
+            note = self.broken or ALREADY_ACTIVE
+        start_ns = 0
+        if not note:
+            self.synchronize()
+            start_ns = self.source.now()
+        window = _Window(key, start_ns, 0.0, note)
+        window.perf_start = time.perf_counter()
+        window.own_s = window.perf_start - began
+        self._open = window
+
+    def step_aside(self, reason: str) -> None:
+        """Stop measuring the open window (someone else needs the profiler or a quiet GPU)."""
+        window = self._open
+        if window is None or window.note:
+            return
+        window.note = reason
+        self._pause()
+
+    def end(self) -> None:
+        window = self._open
+        if window is None:
+            return
+        self._open = None
+        began = time.perf_counter()
+        if not window.note:
+            self.synchronize()
+            window.end_ns = self.source.now()
+        window.wall_ms = (began - window.perf_start) * 1000
+        window.own_s += time.perf_counter() - began
+        self._closed.append(window)
+
+    @property
+    def pending_tests(self) -> int:
+        return len(self._closed)
+
+    def pending_bytes(self) -> int:
+        return self.source.pending_bytes() if self.started else 0
+
+    def seconds_since_flush(self) -> float:
+        return time.perf_counter() - self._last_flush
+
+    # -- flushing -------------------------------------------------------------------------------
+    def flush(self) -> list[WindowResult]:
+        """Figures for every window closed since the last flush, in the order they closed."""
+        began = time.perf_counter()
+        windows, self._closed = self._closed, []
+        self._last_flush = began
+        if not windows:
+            return []
+        measured = [w for w in windows if not w.note]
+        columns, dropped, error = GpuColumns(), 0, ""
+        if self.started or measured:
+            try:
+                columns, dropped = self.source.drain()
+            except Exception as exc:  # noqa: BLE001 - what was measured before stays; this batch says why
+                error = f"{self.source.name} could not be read: {exc}"
+        stats: dict[int, WindowStats] = {}
+        events: dict[int, GpuColumns] = {}
+        if measured and not error:
+            try:
+                stats, events = self._attribute(columns, measured)
+            except Exception as exc:  # noqa: BLE001 - a failing analysis must not end the session
+                error = f"the capture could not be split into tests: {exc}"
+        note = error or (f"{self.source.name} dropped {dropped} records in this batch: figures may be low" if dropped else "")
+        share = (time.perf_counter() - began) / len(windows)
+        return [
+            WindowResult(
+                key=w.key,
+                wall_ms=w.wall_ms,
+                stats=stats.get(id(w)),
+                note=w.note or note,
+                measure_ms=(w.own_s + share) * 1000,
+                events=events.get(id(w)),
+            )
+            for w in windows
+        ]
+
+    def _attribute(self, columns: GpuColumns, windows: list[_Window]) -> tuple[dict[int, WindowStats], dict[int, GpuColumns]]:
+        """Each window's figures (and events, when kept), in one pass when the windows are in order.
+
+        Windows out of order (the wall clock stepped back between tests) are done one at a time.
+        """
+        spans = [Window(w.start_ns, w.end_ns, "test_call") for w in windows]
+        in_order = all(a.end_ns <= b.start_ns for a, b in zip(spans, spans[1:]))
+        groups = [(windows, spans)] if in_order else [([w], [s]) for w, s in zip(windows, spans)]
+        stats: dict[int, WindowStats] = {}
+        events: dict[int, GpuColumns] = {}
+        for group, group_spans in groups:
+            for w, s in zip(group, window_stats(columns, group_spans, self.classifier)):
+                stats[id(w)] = s
+            if self.keep_events:
+                events.update(self._events_by_window(columns, group, group_spans))
+        return stats, events
+
+    @staticmethod
+    def _events_by_window(columns: GpuColumns, windows: list[_Window], spans: list[Window]) -> dict[int, GpuColumns]:
+        starts = np.asarray(columns.starts_ns, dtype=np.int64)
+        ends = starts + np.asarray(columns.durs_ns, dtype=np.int64)
+        event, win = assign_windows(starts, ends, np.asarray([s.start_ns for s in spans], dtype=np.int64),
+                                    np.asarray([s.end_ns for s in spans], dtype=np.int64))
+        order = np.argsort(win, kind="stable")
+        event, win = event[order], win[order]
+        bounds = np.searchsorted(win, np.arange(len(windows) + 1))
+        return {id(w): columns.take(event[bounds[i]:bounds[i + 1]]) for i, w in enumerate(windows)}
+
+    def close(self) -> list[WindowResult]:
+        """Flush what is left and stop the source (the end of the session)."""
+        self.end()
+        results = self.flush()
+        self._pause()
+        return results

@@ -1,0 +1,395 @@
+"""GPU work straight from NVIDIA's CUPTI activity API: kernels, memcpy and memset, read in bulk.
+
+torch.profiler (Kineto) records CUDA runtime calls too and turns every record into a Python
+object when it stops; for a test of 2,000 tiny kernels that is ~13 µs per kernel on an H100.
+Here CUPTI delivers its activity buffers to two ctypes callbacks that only keep them; a flush
+walks each buffer once and pulls the fields out with numpy, so a record costs well under a
+microsecond and nothing else is recorded.
+
+- The library is the ``libcupti`` that torch already loaded (found in ``/proc/self/maps`` and
+  opened with ``RTLD_NOLOAD``): a second copy would compete with Kineto for the driver.
+- Kineto shares that one CUPTI (before driver r610 a process has one activity-tracing client).
+  When a torch.profiler session starts, this source must already have flushed and disabled its
+  kinds (``stop()``); Kineto then replaces the callbacks, turns the kinds off when it stops and
+  leaves its own timestamp callback (raw TSC ticks) registered for good. ``start()`` therefore
+  registers the callbacks and enables the kinds every time, and the clock is checked each time.
+- Record layouts: every CUPTI version keeps the same offsets for the fields read here and only
+  appends fields, so the size of each kind's record is learned from the library itself
+  (``cuptiActivityGetNextRecord``) the first time that kind is seen.
+"""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from pytest_gpuutil.traces.model import CodedColumn, GpuColumns
+
+KIND_MEMCPY = 1
+KIND_MEMSET = 2
+KIND_KERNEL = 3
+KIND_CONCURRENT_KERNEL = 10
+KIND_MEMCPY2 = 22  # peer to peer
+#: the activity kinds this source turns on (CONCURRENT_KERNEL does not serialise kernels)
+ENABLED_KINDS = (KIND_CONCURRENT_KERNEL, KIND_MEMCPY, KIND_MEMCPY2, KIND_MEMSET)
+_KERNEL_KINDS = (KIND_KERNEL, KIND_CONCURRENT_KERNEL)
+_MEMCPY_KINDS = (KIND_MEMCPY, KIND_MEMCPY2)
+
+SUCCESS = 0
+MAX_LIMIT_REACHED = 12
+FLUSH_FORCED = 1
+BUFFER_BYTES = 8 << 20
+#: buffers kept for reuse; more are allocated (and later dropped) when CUPTI asks for them
+SPARE_BUFFERS = 4
+
+# Byte offsets, the same in every record version (CUpti_ActivityKernel4..13, Memcpy1..7, Memset1..5)
+START, END = 16, 24
+KERNEL_DEVICE, KERNEL_STREAM, KERNEL_NAME = 40, 48, 104
+COPY_KIND, COPY_SRC, COPY_DST = 4, 5, 6
+MEM_DEVICE, MEM_STREAM, MEMSET_MEMORY_KIND = 32, 40, 50
+
+# Kineto's names for memcpy and memset (libkineto/src/cupti_strings.cpp), so both sources agree
+MEMCPY_KIND_NAMES = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD",
+                     9: "HtoH", 10: "PtoP"}
+MEMORY_KIND_NAMES = {0: "Unknown", 1: "Pageable", 2: "Pinned", 3: "Device", 4: "Array", 5: "Managed",
+                     6: "Device Static", 7: "Managed Static"}
+
+
+class CuptiError(Exception):
+    """CUPTI is missing or refused a call; the message says which call and why."""
+
+
+@dataclass(frozen=True)
+class ParsedRecords:
+    """The records of some activity buffers, as columns (raw CUPTI clock)."""
+
+    kinds: np.ndarray  # CUPTI activity kind per record
+    starts: np.ndarray  # uint64 clock values
+    ends: np.ndarray
+    devices: np.ndarray
+    streams: np.ndarray
+    #: per record: the kernel's name pointer, or for memcpy (copy kind, src, dst) and memset
+    #: (memory kind) packed into one number; see ``label_key``
+    labels: np.ndarray
+
+    @classmethod
+    def empty(cls) -> "ParsedRecords":
+        z = np.zeros(0, dtype=np.uint64)
+        return cls(np.zeros(0, dtype=np.uint32), z, z, np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.uint32), z)
+
+    @classmethod
+    def concat(cls, parts: list["ParsedRecords"]) -> "ParsedRecords":
+        if not parts:
+            return cls.empty()
+        if len(parts) == 1:
+            return parts[0]
+        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in
+                     ("kinds", "starts", "ends", "devices", "streams", "labels")))
+
+    def __len__(self) -> int:
+        return int(self.kinds.size)
+
+
+def walk_records(buffer: np.ndarray, valid: int, size_of: Callable[[int, int], int]) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets and kinds of the records in ``buffer[:valid]``; ``size_of(kind, offset)`` gives a record's size."""
+    kinds32 = memoryview(buffer[:valid - valid % 4]).cast("I")
+    offsets, kinds = [], []
+    sizes: dict[int, int] = {}
+    offset = 0
+    while offset < valid:
+        kind = kinds32[offset >> 2]
+        size = sizes.get(kind)
+        if size is None:
+            size = sizes[kind] = size_of(kind, offset)
+            if size <= 0 or size % 8:
+                raise CuptiError(f"activity record of kind {kind} at byte {offset} has size {size}")
+        offsets.append(offset)
+        kinds.append(kind)
+        offset += size
+    if offset != valid:
+        raise CuptiError(f"activity buffer of {valid} bytes ends inside a record (walked to byte {offset})")
+    return np.asarray(offsets, dtype=np.int64), np.asarray(kinds, dtype=np.uint32)
+
+
+def parse_buffer(buffer: np.ndarray, valid: int, size_of: Callable[[int, int], int]) -> ParsedRecords:
+    """Kernel, memcpy and memset records of one buffer as columns; other kinds are skipped."""
+    if valid == 0:
+        return ParsedRecords.empty()
+    offsets, kinds = walk_records(buffer, valid, size_of)
+    wanted = np.isin(kinds, (*_KERNEL_KINDS, *_MEMCPY_KINDS, KIND_MEMSET))
+    offsets, kinds = offsets[wanted], kinds[wanted]
+    data = buffer[:valid - valid % 8]
+    u64, u32, u16 = data.view(np.uint64), data.view(np.uint32), data.view(np.uint16)
+    is_kernel = np.isin(kinds, _KERNEL_KINDS)
+    is_memset = kinds == KIND_MEMSET
+    device_at = np.where(is_kernel, offsets + KERNEL_DEVICE, offsets + MEM_DEVICE)
+    stream_at = np.where(is_kernel, offsets + KERNEL_STREAM, offsets + MEM_STREAM)
+    # each field read only from the records that have it (a short record may end a buffer)
+    labels = np.zeros(offsets.size, dtype=np.uint64)
+    at = offsets[is_kernel]
+    labels[is_kernel] = u64[(at + KERNEL_NAME) >> 3]
+    at = offsets[is_memset]
+    labels[is_memset] = u16[(at + MEMSET_MEMORY_KIND) >> 1]
+    is_copy = ~(is_kernel | is_memset)
+    at = offsets[is_copy]
+    labels[is_copy] = ((data[at + COPY_KIND].astype(np.uint64) << np.uint64(16))
+                       | (data[at + COPY_SRC].astype(np.uint64) << np.uint64(8)) | data[at + COPY_DST])
+    return ParsedRecords(
+        kinds=kinds,
+        starts=u64[(offsets + START) >> 3],
+        ends=u64[(offsets + END) >> 3],
+        devices=u32[device_at >> 2],
+        streams=u32[stream_at >> 2],
+        labels=labels,
+    )
+
+
+def label_name(kind: int, label: int, kernel_name: Callable[[int], str]) -> tuple[str, str]:
+    """(name, trace category) of a record from its kind and label, named as Kineto names them."""
+    if kind in _KERNEL_KINDS:
+        return kernel_name(label), "kernel"
+    if kind == KIND_MEMSET:
+        return f"Memset ({MEMORY_KIND_NAMES.get(label, 'Unrecognized')})", "gpu_memset"
+    copy_kind, src, dst = label >> 16, (label >> 8) & 0xFF, label & 0xFF
+    return (f"Memcpy {MEMCPY_KIND_NAMES.get(copy_kind, '<unknown>')} "
+            f"({MEMORY_KIND_NAMES.get(src, 'Unrecognized')} -> {MEMORY_KIND_NAMES.get(dst, 'Unrecognized')})",
+            "gpu_memcpy")
+
+
+def to_columns(records: ParsedRecords, kernel_name: Callable[[int], str]) -> GpuColumns:
+    """GpuColumns (names and kinds coded together) from parsed records whose times are already ns."""
+    if len(records) == 0:
+        return GpuColumns()
+    if (records.labels >> np.uint64(56)).any():
+        raise CuptiError("an activity record's kernel name pointer is outside the user address space")
+    key = (records.kinds.astype(np.uint64) << np.uint64(56)) | records.labels
+    distinct, codes = np.unique(key, return_inverse=True)
+    named = [label_name(int(k) >> 56, int(k) & ((1 << 56) - 1), kernel_name) for k in distinct.tolist()]
+    codes = codes.astype(np.int64).ravel()
+    starts = records.starts.astype(np.int64)
+    ends = np.maximum(records.ends.astype(np.int64), starts)
+    return GpuColumns(
+        names=CodedColumn(codes, [n for n, _ in named]),
+        kinds=CodedColumn(codes, [k for _, k in named]),
+        devices=records.devices.astype(np.int64),
+        streams=records.streams.astype(np.int64),
+        starts_ns=starts,
+        durs_ns=ends - starts,
+    )
+
+
+def find_loaded_library(maps_path: str = "/proc/self/maps") -> Optional[str]:
+    """The path of the libcupti this process has already loaded (torch loads it), or None."""
+    try:
+        with open(maps_path, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                path = line.rstrip("\n").split(None, 5)[-1] if line.count(" ") >= 5 else ""
+                if "libcupti.so" in os.path.basename(path):
+                    return path
+    except OSError:
+        return None
+    return None
+
+
+_REQUEST = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t),
+                            ctypes.POINTER(ctypes.c_size_t))
+_COMPLETE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t)
+
+
+def _bind(path: str) -> Any:
+    """The loaded libcupti with the prototypes used here (never loads a second copy)."""
+    lib = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)  # CDLL calls release the GIL
+    protos = {
+        "cuptiGetVersion": [ctypes.POINTER(ctypes.c_uint32)],
+        "cuptiGetResultString": [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)],
+        "cuptiGetTimestamp": [ctypes.POINTER(ctypes.c_uint64)],
+        "cuptiActivityEnable": [ctypes.c_int],
+        "cuptiActivityDisable": [ctypes.c_int],
+        "cuptiActivityFlushAll": [ctypes.c_uint32],
+        "cuptiActivityGetNextRecord": [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p)],
+        "cuptiActivityGetNumDroppedRecords": [ctypes.c_void_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_size_t)],
+        "cuptiActivityRegisterCallbacks": [_REQUEST, _COMPLETE],
+    }
+    for name, argtypes in protos.items():
+        fn = getattr(lib, name)
+        fn.argtypes = argtypes
+        fn.restype = ctypes.c_int
+    return lib
+
+
+class CuptiSource:
+    """Kernels, memcpy and memset from CUPTI, collected until ``drain()`` (one process, one instance).
+
+    ``start()`` (re)registers the buffer callbacks and enables the kinds; ``stop()`` flushes and
+    disables them (before another profiler takes CUPTI over). ``now()`` reads CUPTI's clock in
+    nanoseconds and records are converted the same way when they are flushed, so windows and
+    events always share one time line; ``drain()`` returns what was collected.
+    """
+
+    name = "CUPTI"
+
+    def __init__(self, library_path: Optional[str] = None, demangle: Optional[Callable[[str], str]] = None,
+                 buffer_bytes: int = BUFFER_BYTES):
+        path = library_path or find_loaded_library()
+        if path is None:
+            raise CuptiError("libcupti is not loaded in this process (a CPU build of torch, or torch not imported)")
+        try:
+            self._lib = _bind(path)
+        except (OSError, AttributeError) as exc:
+            raise CuptiError(f"cannot use {path}: {exc}") from None
+        self.library_path = path
+        self._demangle = demangle or (lambda name: name)
+        self._buffer_bytes = buffer_bytes
+        self._given: dict[int, np.ndarray] = {}  # address -> buffer CUPTI holds
+        self._spare: list[np.ndarray] = []
+        self._completed: list[tuple[np.ndarray, int]] = []
+        self._lock = threading.Lock()  # the callbacks run on CUPTI's threads
+        self._parsed: list[ParsedRecords] = []
+        self._names: dict[int, str] = {}
+        self._sizes: dict[int, int] = {}
+        self._dropped = 0
+        self._active = False
+        #: None while CUPTI's clock is wall-clock ns; else (ticks, ns, ns per tick) mapping Kineto's TSC ticks
+        self._tsc: Optional[tuple[int, int, float]] = None
+        # ctypes callbacks must outlive every call CUPTI may make to them: kept for the process
+        self._request_cb = _REQUEST(self._on_request)
+        self._complete_cb = _COMPLETE(self._on_complete)
+        version = ctypes.c_uint32()
+        self._check(self._lib.cuptiGetVersion(ctypes.byref(version)), "cuptiGetVersion")
+        self.version = version.value
+
+    # -- CUPTI's callbacks (run on CUPTI's threads; keep them short) ---------------------------
+    def _on_request(self, buffer_ptr: Any, size_ptr: Any, max_records_ptr: Any) -> None:
+        with self._lock:
+            buffer = self._spare.pop() if self._spare else np.empty(self._buffer_bytes, dtype=np.uint8)
+            address = buffer.ctypes.data
+            self._given[address] = buffer
+        buffer_ptr[0] = address
+        size_ptr[0] = buffer.size
+        max_records_ptr[0] = 0
+
+    def _on_complete(self, context: Any, stream: int, address: Optional[int], size: int, valid: int) -> None:
+        with self._lock:
+            buffer = self._given.pop(address or 0, None)
+            if buffer is not None:  # a buffer of ours (never touch another client's)
+                self._completed.append((buffer, valid))
+
+    # -- control --------------------------------------------------------------------------------
+    def _check(self, result: int, call: str) -> None:
+        if result != SUCCESS:
+            text = ctypes.c_char_p()
+            self._lib.cuptiGetResultString(result, ctypes.byref(text))
+            raise CuptiError(f"{call} failed: {text.value.decode() if text.value else 'error ' + str(result)}")
+
+    def start(self) -> None:
+        self._check(self._lib.cuptiActivityRegisterCallbacks(self._request_cb, self._complete_cb),
+                    "cuptiActivityRegisterCallbacks")
+        for kind in ENABLED_KINDS:
+            self._check(self._lib.cuptiActivityEnable(kind), f"cuptiActivityEnable({kind})")
+        self._active = True
+        self._tsc = self._clock_map()
+
+    def stop(self) -> None:
+        """Flush everything collected so far into this source, then turn the kinds off."""
+        if not self._active:
+            return
+        self._active = False
+        try:
+            self._flush()
+        finally:
+            for kind in ENABLED_KINDS:
+                self._lib.cuptiActivityDisable(kind)
+
+    def _ticks(self) -> int:
+        stamp = ctypes.c_uint64()
+        self._lib.cuptiGetTimestamp(ctypes.byref(stamp))
+        return stamp.value
+
+    def now(self) -> int:
+        """CUPTI's clock now, in the nanoseconds the records are converted to."""
+        return int(self._to_ns(np.asarray([self._ticks()], dtype=np.uint64))[0])
+
+    def _to_ns(self, ticks: np.ndarray) -> np.ndarray:
+        """Clock values as wall-clock ns: as they are, or TSC ticks mapped onto the wall clock."""
+        if self._tsc is None:
+            return ticks.astype(np.int64)
+        ref_ticks, ref_ns, ns_per_tick = self._tsc
+        offsets = ticks.astype(np.int64) - ref_ticks  # small enough for float64 to scale exactly to the ns
+        return ref_ns + np.rint(offsets.astype(np.float64) * ns_per_tick).astype(np.int64)
+
+    def pending_bytes(self) -> int:
+        with self._lock:
+            return sum(valid for _, valid in self._completed)
+
+    def drain(self) -> tuple[GpuColumns, int]:
+        """Everything collected since the last drain (flushed first) and how many records CUPTI dropped."""
+        if self._active:
+            self._flush()
+        records = ParsedRecords.concat(self._parsed)
+        self._parsed = []
+        dropped, self._dropped = self._dropped, 0
+        return to_columns(records, self._kernel_name), dropped
+
+    # -- internals ------------------------------------------------------------------------------
+    def _flush(self) -> None:
+        self._check(self._lib.cuptiActivityFlushAll(FLUSH_FORCED), "cuptiActivityFlushAll")
+        dropped = ctypes.c_size_t()
+        if self._lib.cuptiActivityGetNumDroppedRecords(None, 0, ctypes.byref(dropped)) == SUCCESS:
+            self._dropped += dropped.value
+        with self._lock:
+            completed, self._completed = self._completed, []
+        for buffer, valid in completed:
+            records = parse_buffer(buffer, valid, self._record_size(buffer, valid))
+            # in ns now, while the clock they were stamped with is still the one in place
+            self._parsed.append(dataclasses.replace(records, starts=self._to_ns(records.starts), ends=self._to_ns(records.ends)))
+            with self._lock:
+                if len(self._spare) < SPARE_BUFFERS:
+                    self._spare.append(buffer)
+
+    def _record_size(self, buffer: np.ndarray, valid: int) -> Callable[[int, int], int]:
+        """size_of(kind, offset) for parse_buffer: known sizes, else asked of CUPTI once per kind."""
+        base = buffer.ctypes.data
+
+        def size_of(kind: int, offset: int) -> int:
+            size = self._sizes.get(kind)
+            if size is None:
+                record = ctypes.c_void_p(base + offset)
+                result = self._lib.cuptiActivityGetNextRecord(ctypes.c_void_p(base), ctypes.c_size_t(valid), ctypes.byref(record))
+                if result == MAX_LIMIT_REACHED:  # the buffer's last record: it runs to the end
+                    return valid - offset
+                if result != SUCCESS or not record.value:
+                    raise CuptiError(f"cannot size activity records of kind {kind} (cuptiActivityGetNextRecord: {result})")
+                size = self._sizes[kind] = record.value - (base + offset)
+            return size
+
+        return size_of
+
+    def _kernel_name(self, pointer: int) -> str:
+        name = self._names.get(pointer)
+        if name is None:
+            raw = ctypes.string_at(pointer).decode("utf-8", errors="replace") if pointer else "<unnamed kernel>"
+            name = self._names[pointer] = self._demangle(raw)
+        return name
+
+    def _clock_map(self) -> Optional[tuple[int, int, float]]:
+        """None when CUPTI's clock is wall-clock nanoseconds (its default); else the TSC mapping.
+
+        After a torch.profiler session, Kineto's timestamp callback (raw TSC ticks) stays in place
+        for good. The ticks are mapped onto the wall clock (20 ms of calibration, once per process),
+        so windows and records before and after the switch stay on one time line, in order.
+        """
+        if abs(self._ticks() - time.time_ns()) < 60_000_000_000:
+            return None
+        if self._tsc is not None:
+            return self._tsc
+        t0, c0 = time.time_ns(), self._ticks()
+        while time.time_ns() - t0 < 20_000_000:
+            pass
+        t1, c1 = time.time_ns(), self._ticks()
+        return c1, t1, ((t1 - t0) / (c1 - c0) if c1 > c0 else 1.0)

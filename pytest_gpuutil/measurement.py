@@ -1,0 +1,198 @@
+"""How this process measures each test's call phase, and the profile each test ends up with.
+
+Two ways, chosen once before the first test:
+
+- **continuous** (the default on a CUDA machine): one event source (CUPTI, or what a
+  ``pytest_gpuutil_event_source`` hook returns) collects across tests; each call phase is a
+  window, and windows become profiles in bulk when the capture is flushed;
+- **per test**: a torch.profiler session around each call phase, when CUPTI cannot be used or
+  CPU activity is asked for (``--gpu-util-cpu``).
+
+torch is imported only by :meth:`Measurement.prepare`, which the plugin calls only under
+``--gpu-util``.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+if TYPE_CHECKING:
+    from pytest_gpuutil.analysis.classify import KernelClassifier
+    from pytest_gpuutil.analysis.windows import WindowStats
+    from pytest_gpuutil.capture.continuous import ContinuousCapture, EventSource
+    from pytest_gpuutil.capture.flush_policy import FlushPolicy
+    from pytest_gpuutil.capture.profiler import RegionProfiler
+    from pytest_gpuutil.traces.model import GpuColumns, Window
+
+CONTINUOUS = "continuous"
+PER_TEST = "per_test"
+OFF = "off"
+
+
+@dataclass(frozen=True)
+class TestProfile:
+    """What measuring one test's call phase gave (``stats`` None: not measured, ``note`` says why)."""
+
+    __test__ = False
+
+    wall_ms: Optional[float]
+    stats: Optional[WindowStats]
+    note: str = ""
+    #: what measuring this test cost (None when it was not measured at all)
+    measure_ms: Optional[float] = None
+    #: the window and its events, kept for a trace file (continuous capture with --gpu-util-traces)
+    window: Optional[Window] = None
+    events: Optional[GpuColumns] = None
+    #: the per-test torch.profiler session, kept for a trace file (per-test profiling)
+    profiler: Optional[RegionProfiler] = None
+
+
+class _StepAside:
+    """What a fixture calls when it needs the profiler or a quiet GPU (see TestResults.quiet_measurement)."""
+
+    def __init__(self, capture: ContinuousCapture):
+        self._capture = capture
+
+    def step_aside(self, reason: str, warn: bool = True) -> None:
+        self._capture.step_aside(reason)
+
+
+class Measurement:
+    """Per-test measurement of one process (a plain run or one xdist worker)."""
+
+    def __init__(self, classifier: KernelClassifier, keep_events: bool, cpu_activity: bool, policy: FlushPolicy):
+        self.classifier = classifier
+        self.keep_events = keep_events
+        self.cpu_activity = cpu_activity
+        self.policy = policy
+        self.mode = OFF
+        self.cuda = False
+        #: what the continuous capture reads from ("CUPTI"), or why there is none
+        self.source_name = ""
+        self.fallback_reason = ""
+        self.capture: Optional[ContinuousCapture] = None
+        self._torch: Any = None
+        self._restore_guard: Optional[Callable[[], None]] = None
+        self._profilers: dict[str, RegionProfiler] = {}
+        self._begun: dict[str, float] = {}
+        self._prepare_s: Optional[float] = None
+
+    @property
+    def startup_s(self) -> Optional[float]:
+        """Everything done once before the first test: loading the capture, starting its source."""
+        return self._prepare_s if self.capture is not None else None
+
+    # -- set-up -----------------------------------------------------------------------------------
+    def prepare(self, torch: Any, cuda: bool, source: Optional[EventSource]) -> None:
+        """Choose how to measure and start the capture, before the first test (its start-up is charged to none)."""
+        began = time.perf_counter()
+        try:
+            self._prepare(torch, cuda, source)
+        finally:
+            self._prepare_s = time.perf_counter() - began
+
+    def _prepare(self, torch: Any, cuda: bool, source: Optional[EventSource]) -> None:
+        self._torch, self.cuda = torch, cuda
+        if self.cpu_activity:
+            self.mode = PER_TEST
+            return
+        if source is None and cuda:
+            from pytest_gpuutil.capture.cupti import CuptiError, CuptiSource
+
+            try:
+                source = CuptiSource(demangle=getattr(torch._C, "_demangle", None))
+            except CuptiError as exc:
+                self.fallback_reason = f"CUPTI not usable ({exc}): each test profiled with torch.profiler (slower)"
+        if source is None:
+            self.mode = PER_TEST if cuda else OFF
+            return
+        from pytest_gpuutil.capture.continuous import ContinuousCapture
+        from pytest_gpuutil.capture.profiler import guard_profiler_starts
+
+        enabled = getattr(torch.autograd, "_profiler_enabled", None)
+        self.capture = ContinuousCapture(
+            source,
+            self.classifier,
+            synchronize=torch.cuda.synchronize if cuda else (lambda: None),
+            profiler_active=(lambda: bool(enabled())) if enabled is not None else (lambda: False),
+            keep_events=self.keep_events,
+        )
+        self.mode = CONTINUOUS
+        self.source_name = source.name
+        self._restore_guard = guard_profiler_starts(torch, self.capture.before_foreign_profiler)
+        if not self.capture.ensure_started() and self.capture.broken:
+            warnings.warn(f"pytest-gpuutil: {self.capture.broken}; tests are not measured", stacklevel=2)
+
+    # -- per test ---------------------------------------------------------------------------------
+    def begin(self, nodeid: str, results: Any) -> Optional[TestProfile]:
+        """Open the test's window (or start its profiler); a profile at once if it cannot be measured."""
+        if self.mode == CONTINUOUS:
+            self.capture.begin(nodeid)
+            results.measurement = _StepAside(self.capture)
+        elif self.mode == PER_TEST:
+            from pytest_gpuutil.capture.profiler import RegionProfiler
+
+            began = time.perf_counter()
+            profiler = RegionProfiler(self.classifier, cuda=self.cuda, cpu_activity=self.cpu_activity,
+                                      keep=self.keep_events)
+            try:
+                profiler.start()
+            except Exception as exc:  # noqa: BLE001 - profiling must never fail the test
+                return TestProfile(None, None, f"profiler did not start: {exc}")
+            self._profilers[nodeid] = profiler
+            self._begun[nodeid] = time.perf_counter() - began
+            results.measurement = profiler
+        return None
+
+    def end(self, nodeid: str, results: Any) -> Optional[TestProfile]:
+        """Close the window; the profile now if it is already known (per-test profiling), else None."""
+        results.measurement = None
+        if self.mode == CONTINUOUS:
+            self.capture.end()
+            return None
+        profiler = self._profilers.pop(nodeid, None)
+        if profiler is None:
+            return None
+        began = time.perf_counter()
+        try:
+            region = profiler.stop()
+        except Exception as exc:  # noqa: BLE001
+            return TestProfile(None, None, f"profiler error: {exc}")
+        from pytest_gpuutil.analysis.windows import WindowStats
+
+        stats = WindowStats.from_summary(region.summary) if region.summary is not None and self.cuda else None
+        cost_ms = (self._begun.pop(nodeid, 0.0) + time.perf_counter() - began) * 1000
+        return TestProfile(region.wall_ms, stats, region.note, cost_ms, region.window,
+                           profiler=profiler if profiler.prof is not None else None)
+
+    # -- flushing -------------------------------------------------------------------------------
+    @property
+    def pending_tests(self) -> int:
+        return self.capture.pending_tests if self.capture is not None else 0
+
+    def flush_due(self) -> Optional[str]:
+        capture = self.capture
+        if capture is None or not capture.pending_tests:
+            return None
+        return self.policy.reason(capture.pending_tests, capture.pending_bytes(), capture.seconds_since_flush())
+
+    def flush(self) -> dict[str, TestProfile]:
+        """Profiles of every window closed since the last flush, by node id."""
+        return _profiles(self.capture.flush()) if self.capture is not None else {}
+
+    def close(self) -> dict[str, TestProfile]:
+        """The session's end: what is left, then the source stops and the guard comes off."""
+        profiles = _profiles(self.capture.close()) if self.capture is not None else {}
+        if self._restore_guard is not None:
+            self._restore_guard()
+            self._restore_guard = None
+        return profiles
+
+
+def _profiles(results: list[Any]) -> dict[str, TestProfile]:
+    """TestProfiles, by node id, from a continuous capture's WindowResults."""
+    return {r.key: TestProfile(r.wall_ms, r.stats, r.note, r.measure_ms,
+                               r.stats.window if r.stats is not None else None, r.events)
+            for r in results}

@@ -1,0 +1,202 @@
+"""The continuous capture and its flush policy, in process, with a synthetic event source."""
+from __future__ import annotations
+
+import pytest
+
+from pytest_gpuutil import GpuColumns, GpuEvent, KernelClassifier
+from pytest_gpuutil.capture.continuous import (
+    ALREADY_ACTIVE,
+    FOREIGN_PROFILER,
+    ContinuousCapture,
+)
+from pytest_gpuutil.capture.flush_policy import FlushPolicy
+
+
+class ScriptedSource:
+    """A clock the test moves by hand, and events the test places on it."""
+
+    name = "scripted"
+
+    def __init__(self) -> None:
+        self.clock = 1_000
+        self.events: list[GpuEvent] = []
+        self.collecting = False
+        self.calls: list[str] = []
+        self.fail_start = ""
+
+    def start(self) -> None:
+        self.calls.append("start")
+        if self.fail_start:
+            raise RuntimeError(self.fail_start)
+        self.collecting = True
+
+    def stop(self) -> None:
+        self.calls.append("stop")
+        self.collecting = False
+
+    def now(self) -> int:
+        return self.clock
+
+    def pending_bytes(self) -> int:
+        return 100 * len(self.events)
+
+    def drain(self) -> tuple[GpuColumns, int]:
+        self.calls.append("drain")
+        events, self.events = self.events, []
+        return GpuColumns.from_events(events), 2
+
+    def kernel(self, name: str, dur: int, gap: int = 10) -> None:
+        if self.collecting:
+            self.events.append(GpuEvent(name, "kernel", "0", "7", self.clock + gap, dur))
+        self.clock += gap + dur + gap
+
+
+def capture(source: ScriptedSource, **kwargs) -> ContinuousCapture:
+    synced = []
+    cap = ContinuousCapture(source, KernelClassifier(), synchronize=lambda: synced.append(1), **kwargs)
+    cap.ensure_started()
+    return cap
+
+
+def test_windows_are_split_at_the_flush() -> None:
+    source = ScriptedSource()
+    cap = capture(source)
+    cap.begin("a")
+    source.kernel("nvjet_x", 100)
+    source.kernel("nvjet_x", 50)
+    cap.end()
+    source.kernel("between_tests", 1_000)  # teardown/setup: in no window
+    cap.begin("b")
+    cap.end()
+    assert cap.pending_tests == 2
+    results = cap.flush()
+    assert [r.key for r in results] == ["a", "b"]
+    a, b = results
+    assert (a.stats.kernel_count, a.stats.busy_us, a.stats.top_kernel) == (2, 0.15, "nvjet_x")
+    assert (b.stats.kernel_count, b.stats.busy_us) == (0, 0.0)
+    assert a.note == b.note == "scripted dropped 2 records in this batch: figures may be low"
+    assert a.measure_ms > 0 and b.measure_ms > 0
+    assert cap.pending_tests == 0 and cap.flush() == []
+
+
+def test_stepping_aside_leaves_the_window_unmeasured_and_resumes_next_time() -> None:
+    source = ScriptedSource()
+    cap = capture(source)
+    cap.begin("a")
+    source.kernel("k", 10)
+    cap.step_aside("kernel_bench times this test")
+    source.kernel("not_collected", 10)
+    cap.end()
+    cap.begin("b")
+    source.kernel("k", 20)
+    cap.end()
+    a, b = cap.flush()
+    assert a.stats is None and a.note == "kernel_bench times this test"
+    assert b.stats.kernel_count == 1 and b.stats.busy_us == 0.02
+    assert source.calls == ["start", "stop", "start", "drain"]
+
+
+def test_a_foreign_profiler_between_tests_keeps_what_was_collected() -> None:
+    source = ScriptedSource()
+    cap = capture(source)
+    cap.begin("a")
+    source.kernel("k", 10)
+    cap.end()
+    cap.before_foreign_profiler()  # e.g. a fixture starting torch.profiler in setup
+    active = [True]
+    cap.profiler_active = lambda: active[0]
+    cap.begin("b")  # the fixture's profiler is still running
+    cap.end()
+    active[0] = False
+    cap.begin("c")
+    source.kernel("k", 30)
+    cap.end()
+    a, b, c = cap.flush()
+    assert a.stats.kernel_count == 1
+    assert b.stats is None and b.note == ALREADY_ACTIVE
+    assert c.stats.kernel_count == 1 and c.stats.busy_us == 0.03
+    assert FOREIGN_PROFILER == "the test started its own torch.profiler session"
+
+
+def test_a_source_that_does_not_start_marks_every_window() -> None:
+    source = ScriptedSource()
+    source.fail_start = "CUPTI_ERROR_NOT_INITIALIZED"
+    cap = capture(source)
+    assert cap.broken == "scripted did not start: CUPTI_ERROR_NOT_INITIALIZED"
+    cap.begin("a")
+    cap.end()
+    (a,) = cap.flush()
+    assert a.stats is None and a.note == cap.broken
+
+
+def test_kept_events_are_each_windows_own() -> None:
+    source = ScriptedSource()
+    cap = capture(source, keep_events=True)
+    for key, n in (("a", 2), ("b", 0), ("c", 3)):
+        cap.begin(key)
+        for _ in range(n):
+            source.kernel(f"k_{key}", 5)
+        cap.end()
+    results = cap.flush()
+    assert [len(r.events) for r in results] == [2, 0, 3]
+    assert set(results[2].events.names) == {"k_c"}
+
+
+def test_close_flushes_the_open_window_and_stops() -> None:
+    source = ScriptedSource()
+    cap = capture(source)
+    cap.begin("interrupted")
+    source.kernel("k", 10)
+    (result,) = cap.close()
+    assert result.key == "interrupted" and result.stats.kernel_count == 1
+    assert source.calls[-1] == "stop"
+
+
+@pytest.mark.parametrize(
+    ("pending", "nbytes", "seconds", "expected"),
+    [
+        (99, 0, 0.0, None),
+        (100, 0, 0.0, "100 tests"),
+        (1, 64 << 20, 0.0, "64.0 MB of events"),
+        (1, 0, 10.0, "10.0 s since the last flush"),
+        (0, 0, 99.0, None),  # nothing waiting: no flush however long it has been
+    ],
+)
+def test_flush_policy_rules(pending: int, nbytes: int, seconds: float, expected) -> None:
+    assert FlushPolicy().reason(pending, nbytes, seconds) == expected
+
+
+def test_flush_policy_text() -> None:
+    assert FlushPolicy.parse("tests=5, seconds=0.5 megabytes=8", "x") == FlushPolicy(5, 0.5, 8.0)
+    assert FlushPolicy.parse("", "x") == FlushPolicy()
+    for bad, message in (("tests=0", "positive whole"), ("tests=2.5", "positive whole"), ("secs=1", "is not tests=N"),
+                         ("seconds=soon", "is not a number"), ("megabytes=-1", "positive number")):
+        with pytest.raises(ValueError, match=message):
+            FlushPolicy.parse(bad, "--gpu-util-flush")
+
+
+def test_windows_out_of_order_are_split_one_at_a_time() -> None:
+    """The wall clock stepped back between two tests: each window still gets its own events."""
+    source = ScriptedSource()
+    cap = capture(source)
+    cap.begin("a")
+    source.kernel("k_a", 40)
+    cap.end()
+    source.clock -= 10_000
+    cap.begin("b")
+    source.kernel("k_b", 70)
+    cap.end()
+    a, b = cap.flush()
+    assert (a.stats.kernel_count, a.stats.busy_us, a.stats.top_kernel) == (1, 0.04, "k_a")
+    assert (b.stats.kernel_count, b.stats.busy_us, b.stats.top_kernel) == (1, 0.07, "k_b")
+
+
+def test_an_analysis_that_fails_is_a_note_not_a_crash() -> None:
+    source = ScriptedSource()
+    cap = capture(source)
+    cap.begin("a")
+    source.kernel("k", 10)
+    source.clock -= 1_000  # the window ends before it starts
+    cap.end()
+    (a,) = cap.flush()
+    assert a.stats is None and a.note.startswith("the capture could not be split into tests: windows must be")

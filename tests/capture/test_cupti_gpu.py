@@ -1,0 +1,134 @@
+"""The CUPTI event source on a real GPU: skipped without CUDA, run on the H100/H200 before any claim."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def _source():
+    from pytest_gpuutil.capture.cupti import CuptiSource
+
+    return CuptiSource(demangle=torch._C._demangle)
+
+
+@pytest.fixture
+def capture():
+    """A continuous capture over CUPTI, handing CUPTI over to torch.profiler as the plugin does."""
+    from pytest_gpuutil import KernelClassifier
+    from pytest_gpuutil.capture.continuous import ContinuousCapture
+    from pytest_gpuutil.capture.profiler import guard_profiler_starts
+
+    capture = ContinuousCapture(_source(), KernelClassifier(), synchronize=torch.cuda.synchronize,
+                                profiler_active=lambda: bool(torch.autograd._profiler_enabled()), keep_events=True)
+    restore = guard_profiler_starts(torch, capture.before_foreign_profiler)
+    assert capture.ensure_started(), capture.broken
+    yield capture
+    capture.close()
+    restore()
+
+
+def _workload():
+    a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
+    for _ in range(5):
+        b = torch.relu(a @ a) + 1
+    a.to("cpu")
+    q = torch.randn(4, 8, 512, 64, device="cuda", dtype=torch.float16)
+    torch.nn.functional.scaled_dot_product_attention(q, q, q)
+    return b
+
+
+def _kineto_names():
+    """Kernel names and counts of the workload as torch.profiler records them."""
+    from collections import Counter
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        _workload()
+        torch.cuda.synchronize()
+    from pytest_gpuutil.capture.live_events import trace_from_profiler
+
+    trace = trace_from_profiler(prof)
+    return Counter(zip(trace.columns.names, trace.columns.kinds))
+
+
+def test_cupti_sees_the_same_kernels_as_torch_profiler(capture):
+    from collections import Counter
+
+    _workload()
+    torch.cuda.synchronize()
+    expected = _kineto_names()  # the capture steps aside for it, and resumes at the next window
+    capture.begin("w")
+    _workload()
+    capture.end()
+    (result,) = capture.flush()
+    got = Counter(zip(result.events.names, result.events.kinds))
+    assert got == expected
+    assert result.stats.kernel_count >= 10 and result.stats.busy_us > 0
+    assert {c.name for c in result.stats.categories} >= {"gemm", "attention", "memcpy"}
+
+
+def test_spin_lengths_agree_with_cuda_events_before_and_after_a_torch_profiler_session(capture):
+    """5 ms spins timed by CUPTI and by CUDA event pairs, on both of CUPTI's clocks.
+
+    After a torch.profiler session CUPTI stamps records with Kineto's raw TSC ticks, which the
+    source maps onto the wall clock. An event pair also holds its spin's launch gap (the first
+    launch after CUPTI is re-enabled can take hundreds of µs), so the shortest of three spins is
+    compared, to 2 %, and the two rounds' CUPTI/event ratios with each other, to 0.5 %.
+    """
+    cycles = 10_000_000
+    torch.cuda._sleep(cycles)
+    torch.cuda.synchronize()
+    ratios = []
+    for round_ in ("first", "after torch.profiler"):
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(3)]
+        capture.begin(round_)
+        for start, end in pairs:
+            start.record()
+            torch.cuda._sleep(cycles)
+            end.record()
+            torch.cuda.synchronize()
+        time.sleep(0.002)
+        capture.end()
+        (result,) = capture.flush()
+        assert result.stats.kernel_count == 3
+        cupti_us = min(int(d) for d in result.events.durs_ns) / 1000
+        truth_us = min(start.elapsed_time(end) for start, end in pairs) * 1000
+        assert cupti_us == pytest.approx(truth_us, rel=0.02), round_
+        ratios.append(cupti_us / truth_us)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
+            torch.ones(8, device="cuda").sum()
+    assert ratios[1] == pytest.approx(ratios[0], rel=0.005), ratios
+
+
+def test_many_tiny_kernels_are_all_counted_and_cheap_to_read(capture):
+    x = torch.zeros(256, device="cuda")
+    capture.begin("launch_bound")
+    for _ in range(20_000):
+        x.add_(1)
+    capture.end()
+    began = time.perf_counter()
+    (result,) = capture.flush()
+    flush_s = time.perf_counter() - began
+    assert result.stats.kernel_count == 20_000 and result.note == ""
+    assert flush_s < 1.0, flush_s  # generous bound: about 20 ms on an H100
+
+
+def test_the_plugin_measures_with_cupti_and_says_so(pytester):
+    pytester.makepyfile(
+        """
+        import torch
+        def test_matmul():
+            a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+            for _ in range(10):
+                a @ a
+        """
+    )
+    result = pytester.runpytest_subprocess("--gpu-util", "--gpu-util-traces=all", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["profiler start-up * s (CUPTI), not charged to any test",
+                                 "measurement cost * s, *% of the * s the tests took (1 test measured)"])
+    assert "Fatal Python error" not in result.stderr.str() and result.ret == 0

@@ -1,0 +1,156 @@
+"""CUPTI activity buffers parsed into columns, on buffers laid out as CUPTI 13.0 writes them.
+
+The layouts (offsets of kind, start, end, device, stream, name / copy kinds / memory kind) are
+those of cupti_activity.h: CUpti_ActivityKernel10 (216 bytes), Memcpy6 (96), MemcpyPtoP4 (96),
+Memset4 (88). The real thing runs in tests/capture/test_cupti_gpu.py on a GPU.
+"""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from pytest_gpuutil.capture.cupti import (
+    KIND_CONCURRENT_KERNEL,
+    KIND_MEMCPY,
+    KIND_MEMCPY2,
+    KIND_MEMSET,
+    CuptiError,
+    find_loaded_library,
+    label_name,
+    parse_buffer,
+    to_columns,
+)
+
+SIZES = {KIND_CONCURRENT_KERNEL: 216, KIND_MEMCPY: 96, KIND_MEMCPY2: 96, KIND_MEMSET: 88, 17: 40}
+
+
+def kernel(start: int, end: int, device: int, stream: int, name_ptr: int) -> bytes:
+    record = bytearray(216)
+    struct.pack_into("<I", record, 0, KIND_CONCURRENT_KERNEL)
+    struct.pack_into("<QQ", record, 16, start, end)
+    struct.pack_into("<III", record, 40, device, 1, stream)
+    struct.pack_into("<Q", record, 104, name_ptr)
+    return bytes(record)
+
+
+def memcpy(start: int, end: int, copy_kind: int, src: int, dst: int, device: int = 0, stream: int = 7,
+           kind: int = KIND_MEMCPY) -> bytes:
+    record = bytearray(96)
+    struct.pack_into("<IBBBB", record, 0, kind, copy_kind, src, dst, 0)
+    struct.pack_into("<QQQ", record, 8, 1 << 20, start, end)
+    struct.pack_into("<III", record, 32, device, 1, stream)
+    return bytes(record)
+
+
+def memset(start: int, end: int, memory_kind: int = 3) -> bytes:
+    record = bytearray(88)
+    struct.pack_into("<II", record, 0, KIND_MEMSET, 0)
+    struct.pack_into("<QQQ", record, 8, 4096, start, end)
+    struct.pack_into("<III", record, 32, 0, 1, 7)
+    struct.pack_into("<H", record, 50, memory_kind)
+    return bytes(record)
+
+
+def other(kind: int = 17) -> bytes:
+    return struct.pack("<I", kind) + bytes(36)
+
+
+def buffer_of(*records: bytes) -> tuple[np.ndarray, int]:
+    data = b"".join(records)
+    buf = np.zeros(len(data) + 64, dtype=np.uint8)  # room after the valid bytes, as in a real buffer
+    buf[:len(data)] = np.frombuffer(data, dtype=np.uint8)
+    return buf, len(data)
+
+
+def size_of(kind: int, offset: int) -> int:
+    return SIZES[kind]
+
+
+def test_kernels_memcpy_and_memset_become_columns() -> None:
+    buf, valid = buffer_of(
+        kernel(1_000, 1_500, 0, 7, 0x7F00_0000_1000),
+        memcpy(2_000, 2_300, 2, 3, 1),  # DtoH, device -> pageable
+        other(),  # a kind this source does not read: skipped
+        kernel(3_000, 3_040, 1, 9, 0x7F00_0000_2000),
+        memset(4_000, 4_010),
+        memcpy(5_000, 5_100, 10, 3, 3, kind=KIND_MEMCPY2),
+    )
+    records = parse_buffer(buf, valid, size_of)
+    assert records.kinds.tolist() == [10, 1, 10, 2, 22]
+    assert records.starts.tolist() == [1_000, 2_000, 3_000, 4_000, 5_000]
+    assert records.ends.tolist() == [1_500, 2_300, 3_040, 4_010, 5_100]
+    assert records.devices.tolist() == [0, 0, 1, 0, 0]
+    assert records.streams.tolist() == [7, 7, 9, 7, 7]
+    names = {0x7F00_0000_1000: "_Z6gemm_kv", 0x7F00_0000_2000: "nvjet_sm90_tst"}
+    cols = to_columns(records, names.__getitem__)
+    assert list(cols.names) == ["_Z6gemm_kv", "Memcpy DtoH (Device -> Pageable)", "nvjet_sm90_tst",
+                                "Memset (Device)", "Memcpy PtoP (Device -> Device)"]
+    assert list(cols.kinds) == ["kernel", "gpu_memcpy", "kernel", "gpu_memset", "gpu_memcpy"]
+    assert cols.names.codes is cols.kinds.codes  # coded together: the analysis classifies each pair once
+    assert cols.durs_ns.tolist() == [500, 300, 40, 10, 100]
+
+
+def test_a_kernels_name_is_looked_up_once() -> None:
+    buf, valid = buffer_of(*(kernel(i * 10, i * 10 + 5, 0, 7, 0x7F00_0000_1000) for i in range(50)))
+    asked = []
+
+    def name(pointer: int) -> str:
+        asked.append(pointer)
+        return "k"
+
+    cols = to_columns(parse_buffer(buf, valid, size_of), name)
+    assert len(cols) == 50 and asked == [0x7F00_0000_1000]
+
+
+def test_sizes_are_asked_once_per_kind_per_buffer() -> None:
+    buf, valid = buffer_of(kernel(0, 1, 0, 7, 8), kernel(2, 3, 0, 7, 8), memset(4, 5), memset(6, 7))
+    asked = []
+
+    def counting(kind: int, offset: int) -> int:
+        asked.append((kind, offset))
+        return SIZES[kind]
+
+    assert len(parse_buffer(buf, valid, counting)) == 4
+    assert asked == [(KIND_CONCURRENT_KERNEL, 0), (KIND_MEMSET, 432)]
+
+
+def test_a_buffer_that_ends_inside_a_record_is_an_error() -> None:
+    buf, valid = buffer_of(kernel(0, 1, 0, 7, 8), memset(4, 5))
+    with pytest.raises(CuptiError, match="ends inside a record"):
+        parse_buffer(buf, valid - 8, size_of)
+    with pytest.raises(CuptiError, match="has size 12"):
+        parse_buffer(buf, valid, lambda kind, offset: 12)
+
+
+def test_an_empty_buffer_is_no_records() -> None:
+    assert len(parse_buffer(np.zeros(64, dtype=np.uint8), 0, size_of)) == 0
+    assert len(to_columns(parse_buffer(np.zeros(64, dtype=np.uint8), 0, size_of), str)) == 0
+
+
+@pytest.mark.parametrize(
+    ("kind", "label", "expected"),
+    [
+        (KIND_MEMCPY, (1 << 16) | (2 << 8) | 3, "Memcpy HtoD (Pinned -> Device)"),
+        (KIND_MEMCPY, (8 << 16) | (3 << 8) | 3, "Memcpy DtoD (Device -> Device)"),
+        (KIND_MEMCPY, (99 << 16) | (42 << 8) | 5, "Memcpy <unknown> (Unrecognized -> Managed)"),
+        (KIND_MEMSET, 3, "Memset (Device)"),
+        (KIND_MEMSET, 5, "Memset (Managed)"),
+    ],
+)
+def test_memcpy_and_memset_are_named_as_kineto_names_them(kind: int, label: int, expected: str) -> None:
+    assert label_name(kind, label, str)[0] == expected
+
+
+def test_the_loaded_library_is_found_in_the_process_maps(tmp_path) -> None:
+    maps = tmp_path / "maps"
+    maps.write_text(
+        "7f00-7f01 r-xp 00000000 08:01 123 /usr/lib/libc.so.6\n"
+        "7f02-7f03 r-xp 00000000 08:01 456 /venv/site-packages/nvidia/cu13/lib/libcupti.so.13\n"
+        "7f04-7f05 rw-p 00000000 00:00 0 \n"
+    )
+    assert find_loaded_library(str(maps)) == "/venv/site-packages/nvidia/cu13/lib/libcupti.so.13"
+    maps.write_text("7f00-7f01 r-xp 00000000 08:01 123 /usr/lib/libc.so.6\n")
+    assert find_loaded_library(str(maps)) is None
+    assert find_loaded_library(str(tmp_path / "missing")) is None
