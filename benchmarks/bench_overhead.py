@@ -1,7 +1,7 @@
 """(GPU) What --gpu-util costs on the suite shapes users have, measured side by side.
 
     python benchmarks/bench_overhead.py --out DIR [--repeats 3] [--suites small,launch_bound,gpu_bound]
-                                        [--extra-args "..."]
+                                        [--extra-args "..."] [--variant NAME=ARGS ...] [--before DIR]
 
 Runs each suite of ``benchmarks/overhead_suites/`` plain and with ``--gpu-util``, alternating
 (plain, gpu_util, plain, gpu_util, ...) in fresh processes, ``--repeats`` times, and reads
@@ -15,12 +15,19 @@ pytest's own reported time ("N passed in X s") and the plugin's one-time profile
      "startup_s": median start-up over all runs}
 
 and prints a short table last. Needs CUDA.
+
+``--variant NAME=ARGS`` adds more --gpu-util runs to each round (for example
+``flush_each=--gpu-util-flush tests=1`` or ``torch=--gpu-util-source torch``), and ``--before DIR``
+one with the pytest_gpuutil package found in DIR (an older commit: ``git archive COMMIT
+pytest_gpuutil | tar -x -C DIR``); they land under each suite's ``variants``, with the ratio
+computed the same way (a version that prints no start-up line has none subtracted).
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
 import json
+import os
 import re
 import shlex
 import statistics
@@ -54,12 +61,17 @@ def first_float(pattern: re.Pattern[str], output: str) -> Optional[float]:
     return float(match.group(1)) if match else None
 
 
-def run_suite(suite: str, gpu_util: bool, out_dir: Path, extra: list[str]) -> dict[str, Any]:
+def run_suite(suite: str, gpu_util: bool, out_dir: Path, extra: list[str], package_dir: Optional[str] = None) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "pytest", str(HERE / "overhead_suites" / SUITES[suite]), "-q", "-p", "no:cacheprovider",
            "--rootdir", str(HERE / "overhead_suites")]
     if gpu_util:
         cmd += ["--gpu-util", f"--gpu-util-dir={out_dir / f'gpu_util_{suite}'}", *extra]
-    res = subprocess.run(cmd, capture_output=True, text=True)
+    env = dict(os.environ)
+    if package_dir:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (package_dir, env.get("PYTHONPATH"))))
+    # run from the output folder: `python -m` puts the working directory first on sys.path, where it
+    # would shadow the package of --before
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=out_dir)
     output = res.stdout + res.stderr
     if res.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{output[-4000:]}")
@@ -67,26 +79,39 @@ def run_suite(suite: str, gpu_util: bool, out_dir: Path, extra: list[str]) -> di
             "measure_s": first_float(MEASURE, output), "tail": output.strip().splitlines()[-6:]}
 
 
-def measure(suites: list[str], repeats: int, out_dir: Path, extra: list[str]) -> dict[str, Any]:
-    found: dict[str, dict[str, list[Any]]] = {s: {"plain_s": [], "gpu_util_s": [], "startup_s": [], "measure_s": []} for s in suites}
+def _ratios(times: list[float], startups: list[Optional[float]], plain: list[float]) -> dict[str, Any]:
+    """Median over rounds of (time - start-up) / plain, and of time / plain."""
+    return {
+        "ratio": statistics.median((t - (s or 0.0)) / p for t, s, p in zip(times, startups, plain)),
+        "ratio_with_startup": statistics.median(t / p for t, p in zip(times, plain)),
+    }
+
+
+def measure(suites: list[str], repeats: int, out_dir: Path, extra: list[str],
+            variants: dict[str, tuple[list[str], Optional[str]]]) -> dict[str, Any]:
+    runs: dict[str, dict[str, dict[str, list[Any]]]] = {
+        s: {name: {"s": [], "startup_s": [], "measure_s": []} for name in ("plain", "gpu_util", *variants)} for s in suites}
     tails: dict[str, list[str]] = {}
     for _ in range(repeats):
         for suite in suites:
-            plain = run_suite(suite, False, out_dir, extra)
-            profiled = run_suite(suite, True, out_dir, extra)
-            found[suite]["plain_s"].append(plain["seconds"])
-            found[suite]["gpu_util_s"].append(profiled["seconds"])
-            found[suite]["startup_s"].append(profiled["startup_s"])
-            found[suite]["measure_s"].append(profiled["measure_s"])
-            tails[suite] = profiled["tail"]
+            for name, (args, package) in {"plain": ([], None), "gpu_util": (extra, None), **variants}.items():
+                got = run_suite(suite, name != "plain", out_dir, args, package)
+                for key, value in (("s", got["seconds"]), ("startup_s", got["startup_s"]), ("measure_s", got["measure_s"])):
+                    runs[suite][name][key].append(value)
+                if name == "gpu_util":
+                    tails[suite] = got["tail"]
     result: dict[str, Any] = {}
-    for suite, f in found.items():
-        startups = [s or 0.0 for s in f["startup_s"]]
+    for suite, by_name in runs.items():
+        plain, main = by_name["plain"]["s"], by_name["gpu_util"]
         result[suite] = {
-            **f,
-            "ratio": statistics.median((g - s) / p for g, s, p in zip(f["gpu_util_s"], startups, f["plain_s"])),
-            "ratio_with_startup": statistics.median(g / p for g, p in zip(f["gpu_util_s"], f["plain_s"])),
+            "plain_s": plain,
+            "gpu_util_s": main["s"],
+            "startup_s": main["startup_s"],
+            "measure_s": main["measure_s"],
+            **_ratios(main["s"], main["startup_s"], plain),
             "last_gpu_util_tail": tails[suite],
+            "variants": {name: {**by_name[name], **_ratios(by_name[name]["s"], by_name[name]["startup_s"], plain)}
+                         for name in variants},
         }
     return result
 
@@ -104,7 +129,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--suites", default=",".join(SUITES))
     parser.add_argument("--extra-args", default="", help="more options for the --gpu-util runs")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS",
+                        help="another --gpu-util run per round with these options (repeatable)")
+    parser.add_argument("--before", metavar="DIR", help="also run the pytest_gpuutil package in DIR (variant 'before')")
     args = parser.parse_args(argv)
+    variants: dict[str, tuple[list[str], Optional[str]]] = {}
+    for spec in args.variant:
+        name, sep, options = spec.partition("=")
+        if not sep or not name:
+            parser.error(f"--variant {spec!r}: expected NAME=ARGS")
+        variants[name] = (shlex.split(options), None)
+    if args.before:
+        variants["before"] = ([], str(Path(args.before).resolve()))
     args.out.mkdir(parents=True, exist_ok=True)
     suites = [s for s in args.suites.split(",") if s]
     unknown = [s for s in suites if s not in SUITES]
@@ -112,16 +148,21 @@ def main(argv: Optional[list[str]] = None) -> int:
         parser.error(f"unknown suite(s) {unknown}; known: {', '.join(SUITES)}")
     doc = {**machine(), "date": dt.date.today().isoformat(), "repeats": args.repeats,
            "extra_args": args.extra_args,
-           "suites": measure(suites, args.repeats, Path(tempfile.mkdtemp(prefix="overhead_")), shlex.split(args.extra_args))}
+           "variants": {name: {"args": a, "package": p} for name, (a, p) in variants.items()},
+           "suites": measure(suites, args.repeats, Path(tempfile.mkdtemp(prefix="overhead_")), shlex.split(args.extra_args),
+                             variants)}
     startups = [s for suite in doc["suites"].values() for s in suite["startup_s"] if s is not None]
     doc["startup_s"] = statistics.median(startups) if startups else None
     (args.out / "overhead.json").write_text(json.dumps(doc, indent=2) + "\n")
     print(f"{doc['gpu']}, torch {doc['torch']}, {doc['date']}; start-up {doc['startup_s']} s (median)")
-    print(f"{'suite':14} {'plain s':>22} {'--gpu-util s':>22} {'ratio':>6} {'w/ start-up':>11}")
+    print(f"{'suite':14} {'run':12} {'seconds':>36} {'ratio':>6} {'w/ start-up':>11}")
     for suite, s in doc["suites"].items():
-        plain = "/".join(f"{v:.2f}" for v in s["plain_s"])
-        prof = "/".join(f"{v:.2f}" for v in s["gpu_util_s"])
-        print(f"{suite:14} {plain:>22} {prof:>22} {s['ratio']:6.3f} {s['ratio_with_startup']:11.3f}")
+        rows = [("plain", s["plain_s"], None), ("gpu_util", s["gpu_util_s"], s)]
+        rows += [(name, v["s"], v) for name, v in s["variants"].items()]
+        for name, seconds, ratios in rows:
+            times = "/".join(f"{v:.2f}" for v in seconds)
+            tail = f"{ratios['ratio']:6.3f} {ratios['ratio_with_startup']:11.3f}" if ratios else ""
+            print(f"{suite:14} {name:12} {times:>36} {tail}")
     return 0
 
 

@@ -206,7 +206,9 @@ def run_duty(torch: Any, args: argparse.Namespace, trace_dir: str, errors: list)
         plugin = attempt(errors, f"{label}: --gpu-util", lambda: gpu_util_plugin_run(plan, trace_dir, label))
         if plugin is not None:
             row["plugin_pct"] = plugin["busy_pct"]
-            row["plugin_truth_pct"] = truth_busy_pct([spin_ms] * (plan.periods + 1), plugin["wall_ms"])
+            # the spin length as calibrated in the pytest process itself, just before and after the test
+            row["plugin_spin_ms"] = plugin["spin_ms"]
+            row["plugin_truth_pct"] = truth_busy_pct([plugin["spin_ms"]] * (plan.periods + 1), plugin["wall_ms"])
         seed = attempt(errors, f"{label}: benchmark_utilization",
                        lambda: seed_benchmark_utilization(workload, label))
         if seed is not None and records:
@@ -233,8 +235,25 @@ def gpu_trace_run(workload: Callable[[], None], label: str) -> Any:
 
 
 PLUGIN_TEST = """
-import time, torch
-def test_duty():
+import json, time, torch
+
+def _calibrate(name):
+    # back-to-back spins under one event pair: one launch gap in 20 spins, and the clock of this process now
+    torch.cuda._sleep({cycles})
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(20):
+        torch.cuda._sleep({cycles})
+    end.record()
+    end.synchronize()
+    with open(name, "w") as handle:
+        json.dump(start.elapsed_time(end) / 20, handle)
+
+def test_1_calibrate_before():
+    _calibrate("spin_before.json")
+
+def test_2_duty():
     marker = torch.zeros(1, device="cuda")
     torch.cuda._sleep({cycles})
     for _ in range({periods}):
@@ -242,6 +261,9 @@ def test_duty():
         torch.cuda.synchronize()
         time.sleep({sleep_s})
     marker.add_(1)
+
+def test_3_calibrate_after():
+    _calibrate("spin_after.json")
 """
 
 
@@ -263,8 +285,9 @@ def gpu_util_plugin_run(plan: Any, trace_dir: str, label: str) -> dict[str, floa
     if res.returncode != 0:
         raise RuntimeError(res.stdout[-2000:] + res.stderr[-1000:])
     doc = json.load(open(os.path.join(folder, "out", "gpu_util.json")))
-    record = next(t for t in doc["tests"] if t["test"].endswith("test_duty"))
-    return {"busy_pct": record["busy_pct"], "wall_ms": record["wall_ms"]}
+    record = next(t for t in doc["tests"] if t["test"].endswith("test_2_duty"))
+    spins = [json.load(open(os.path.join(folder, name))) for name in ("spin_before.json", "spin_after.json")]
+    return {"busy_pct": record["busy_pct"], "wall_ms": record["wall_ms"], "spin_ms": sum(spins) / len(spins)}
 
 
 def _duty_figures(trace: Any) -> tuple[float, float, float]:

@@ -31,6 +31,27 @@ def nvidia_smi_gpus() -> list[dict[str, str]]:
     return gpus
 
 
+def nvidia_driver_version(path: str = "/proc/driver/nvidia/version") -> Optional[str]:
+    """The NVIDIA driver's version from the kernel module's own file (Linux; no subprocess)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            match = re.search(r"Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)", handle.read())
+    except OSError:
+        return None
+    return match.group(1) if match else None
+
+
+def torch_gpus(torch_module: Any) -> list[dict[str, str]]:
+    """The GPUs this process sees, as nvidia_smi_gpus() lists them, asked of CUDA through torch."""
+    if not torch_module.cuda.is_available():
+        return []
+    count = torch_module.cuda.device_count()
+    physical = visible_gpu_ids(physical_count=count)
+    driver = nvidia_driver_version() or ""
+    return [{"index": physical[i] if i < len(physical) else str(i), "name": torch_module.cuda.get_device_name(i),
+             "uuid": "", "driver": driver} for i in range(count)]
+
+
 def visible_gpu_ids(environ: Optional[dict[str, str]] = None, physical_count: Optional[int] = None) -> list[str]:
     """Physical GPU ids this process may use: CUDA_VISIBLE_DEVICES if set, else 0..count-1."""
     env = os.environ if environ is None else environ
@@ -60,9 +81,17 @@ def git_commit(cwd: Optional[str] = None) -> Optional[str]:
 
 
 def machine_info(cwd: Optional[str] = None, torch_module: Any = None) -> dict[str, Any]:
-    """What ran the tests. ``torch_module`` is passed in when the caller has imported torch."""
-    gpus = nvidia_smi_gpus()
-    visible = visible_gpu_ids(physical_count=len(gpus))
+    """What ran the tests. ``torch_module`` is passed in when the caller has imported torch.
+
+    With torch, the GPUs come from CUDA and the driver from /proc (no subprocess, while tests run
+    on the GPU); without it, from nvidia-smi, which never initialises CUDA in this process.
+    """
+    gpus = torch_gpus(torch_module) if torch_module is not None else []
+    if gpus and gpus[0]["driver"]:
+        visible = [g["index"] for g in gpus]
+    else:
+        gpus = nvidia_smi_gpus()
+        visible = visible_gpu_ids(physical_count=len(gpus))
     by_index = {g["index"]: g for g in gpus}
     by_uuid = {g["uuid"]: g for g in gpus}
     visible_gpus = [by_index.get(v) or by_uuid.get(v) for v in visible]

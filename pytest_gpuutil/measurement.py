@@ -62,8 +62,10 @@ class _StepAside:
 class Measurement:
     """Per-test measurement of one process (a plain run or one xdist worker)."""
 
-    def __init__(self, classifier: KernelClassifier, keep_events: bool, cpu_activity: bool, policy: FlushPolicy):
+    def __init__(self, classifier: KernelClassifier, keep_events: bool, cpu_activity: bool, policy: FlushPolicy,
+                 use_cupti: bool = True):
         self.classifier = classifier
+        self.use_cupti = use_cupti
         self.keep_events = keep_events
         self.cpu_activity = cpu_activity
         self.policy = policy
@@ -98,7 +100,7 @@ class Measurement:
         if self.cpu_activity:
             self.mode = PER_TEST
             return
-        if source is None and cuda:
+        if source is None and cuda and self.use_cupti:
             from pytest_gpuutil.capture.cupti import CuptiError, CuptiSource
 
             try:

@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional
 from pytest_gpuutil.capture.flush_policy import FlushPolicy
 
 TRACE_MODES = ("none", "failed", "all")
+SOURCES = ("cupti", "torch")
 
 
 def non_negative_int(text: str) -> int:
@@ -29,6 +30,13 @@ def trace_mode(text: str) -> str:
     value = str(text).strip().lower()
     if value not in TRACE_MODES:
         raise argparse.ArgumentTypeError(f"expected one of {', '.join(TRACE_MODES)}, got {text!r}")
+    return value
+
+
+def event_source(text: str) -> str:
+    value = str(text).strip().lower()
+    if value not in SOURCES:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(SOURCES)}, got {text!r}")
     return value
 
 
@@ -92,6 +100,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("--gpu-util-compare-strict", "fail when there is no baseline to compare with", kind="flag", default=False),
     OptionSpec("--gpu-util-compare-any-machine", "compare even with a baseline from another GPU model", kind="flag", default=False),
     OptionSpec("--gpu-util-thresholds", "default @pytest.mark.gpu_util thresholds for all tests, e.g. 'min_busy_pct=20 max_kernel_count=5000'", metavar="K=V ..."),
+    OptionSpec("--gpu-util-source", "where GPU work is read from: cupti (one capture for all tests, the default; falls "
+               "back to torch when CUPTI cannot be used) or torch (a torch.profiler session per test, slower)",
+               parse=event_source, default="cupti", metavar="SOURCE"),
     OptionSpec("--gpu-util-flush", "turn the capture into per-test records after N tests, S seconds or M MB of events, "
                "whichever comes first (default 'tests=100 seconds=10 megabytes=64'); a crashed xdist worker loses "
                "at most the tests since its last flush", parse=flush_policy, default=FlushPolicy(), metavar="'tests=N seconds=S'"),
@@ -171,6 +182,7 @@ class Settings:
     pin: bool
     kernel_rules: tuple[str, ...]
     flush: FlushPolicy = FlushPolicy()
+    source: str = "cupti"
 
 
 def read_settings(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Settings:
@@ -193,4 +205,5 @@ def read_settings(getoption: Callable[[str], Any], getini: Callable[[str], Any])
         pin=values["gpu_util_pin"],
         kernel_rules=tuple(getini("gpu_util_kernel_rules") or ()),
         flush=values["gpu_util_flush"],
+        source=values["gpu_util_source"],
     )

@@ -6,6 +6,7 @@ it imports nothing heavy: torch is imported only when a test is profiled or a fi
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generator, Optional
 
@@ -141,7 +142,8 @@ class GpuUtilHooks:
         state = self.state
         controller = session.config.pluginmanager.has_plugin("dsession")  # xdist's: it runs no test itself
         if state.settings.enabled and not session.config.option.collectonly and not controller:
-            source = session.config.hook.pytest_gpuutil_event_source(config=session.config)
+            source = (session.config.hook.pytest_gpuutil_event_source(config=session.config)
+                      if state.settings.source == "cupti" else None)
             state.prepare_measurement(source)  # the profiler's one-time start-up, before any test
         yield
         if state.is_worker:
@@ -153,6 +155,7 @@ class GpuUtilHooks:
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         state = self.state
+        began = time.perf_counter()
         leftovers = state.close_measurement(self._finalize)
         if state.is_worker:
             # what no report could carry (the run stopped early): the controller reads it when this worker ends
@@ -163,6 +166,7 @@ class GpuUtilHooks:
             state.finish()
         except OSError as exc:
             state.usage_errors.append(f"could not write results to {state.output_dir}: {exc}")
+        state.finish_s = time.perf_counter() - began
         if state.usage_errors:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
 

@@ -120,7 +120,8 @@ class GpuUtilSession:
             raise SetupError(str(exc)) from None
         self.records: list[TestRecord] = []
         self.measurement = Measurement(self.classifier, keep_events=settings.traces != "none",
-                                       cpu_activity=settings.cpu_activity, policy=settings.flush)
+                                       cpu_activity=settings.cpu_activity, policy=settings.flush,
+                                       use_cupti=settings.source == "cupti")
         #: profiles known and not yet in a record, by node id
         self.profiles: dict[str, TestProfile] = {}
         #: tests whose call phase had a window in the continuous capture, until their record is built
@@ -130,6 +131,8 @@ class GpuUtilSession:
         #: per process (worker id or "main"): event source, its start-up, how tests were measured
         self.processes: dict[str, dict[str, Any]] = {}
         self.test_seconds = 0.0
+        #: seconds the session's end took here: the last flush, writing gpu_util.csv/json
+        self.finish_s = 0.0
         self.trace_errors: list[str] = []
         self.metric_rows_written = 0
         self.thresholds_not_checked: list[str] = []
@@ -453,11 +456,13 @@ class GpuUtilSession:
         measured = self.measured()
         gpu_ms = sum(r.gpu_busy_ms or 0.0 for r in measured)
         capacity_ms = sum((r.wall_ms or 0.0) * max(1, len(r.devices)) for r in measured)
-        measure_ms = sum(r.measure_ms or 0.0 for r in self.records)
+        in_tests_ms = sum(r.measure_ms or 0.0 for r in self.records)
+        measure_ms = in_tests_ms + (self.finish_s * 1000 if in_tests_ms else 0.0)
         startups = [p["startup_s"] for p in self.processes.values() if p.get("startup_s") is not None]
         return {
             "tests": len(self.records),
             "measure_ms": measure_ms,
+            "measure_in_tests_ms": in_tests_ms,
             "test_s": self.test_seconds,
             "measure_share_pct": 100.0 * measure_ms / 1000 / self.test_seconds if self.test_seconds > 0 else 0.0,
             "startup_s": max(startups) if startups else None,

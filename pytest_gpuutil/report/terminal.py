@@ -99,8 +99,9 @@ def measurement_lines(state: RunState) -> list[str]:
         lines.append(f"profiler start-up {max(startups):.3f} s{each} ({', '.join(sources)}), not charged to any test")
     if t["measure_ms"]:
         lines.append(
-            f"measurement cost {t['measure_ms'] / 1000:.3f} s, {t['measure_share_pct']:.1f}% of the "
-            f"{t['test_s']:.2f} s the tests took ({_count(t['profiled'], 'test')} measured)"
+            f"measurement cost {t['measure_ms'] / 1000:.3f} s ({t['measure_in_tests_ms'] / 1000:.3f} s with the tests, "
+            f"the rest at the end), {t['measure_share_pct']:.1f}% of the {t['test_s']:.2f} s the tests took "
+            f"({_count(t['profiled'], 'test')} measured)"
         )
     return lines
 

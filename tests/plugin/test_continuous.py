@@ -89,7 +89,7 @@ def test_two_streams(gpu):
     assert streams["gpu_busy_ms"] == pytest.approx(0.4, abs=1e-9)
     result.stdout.fnmatch_lines([
         "profiler start-up * s (synthetic), not charged to any test",
-        "measurement cost * s, *% of the * s the tests took (3 tests measured)",
+        "measurement cost * s (* s with the tests, the rest at the end), *% of the * s the tests took (3 tests measured)",
     ])
 
 
@@ -198,6 +198,15 @@ def test_never_run(gpu):
     got = records(pytester)
     assert set(got) == {"test_stop.py::test_a", "test_stop.py::test_b"}
     assert got["test_stop.py::test_b"]["kernel_count"] == 1
+
+
+def test_source_torch_profiles_each_test_on_its_own(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(SYNTHETIC_CONFTEST)
+    pytester.makepyfile(test_five=FIVE_TESTS)
+    result = run(pytester, "--gpu-util", "--gpu-util-source", "torch")
+    result.assert_outcomes(passed=5)
+    assert "profiler start-up" not in result.stdout.str()  # no continuous capture, no synthetic GPU
+    assert all(r["gpu_busy_ms"] is None for r in records(pytester).values())  # no CUDA here: nothing measured
 
 
 def test_a_bad_flush_option_is_a_usage_error(pytester: pytest.Pytester) -> None:
