@@ -11,10 +11,12 @@ Definitions (the README repeats them):
 """
 from __future__ import annotations
 
+import operator
+from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
-
-import numpy as np
+from heapq import nlargest
+from itertools import accumulate, compress
+from typing import TYPE_CHECKING, Any, Iterable, NamedTuple, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import (
     COMMUNICATION,
@@ -23,7 +25,16 @@ from pytest_gpuutil.analysis.classify import (
     KernelClassifier,
     category_order,
 )
-from pytest_gpuutil.traces.model import CodedColumn, Trace, Window
+from pytest_gpuutil.traces.model import (
+    CodedColumn,
+    GpuColumns,
+    Trace,
+    Window,
+    use_plain_python,
+)
+
+if TYPE_CHECKING:
+    import numpy as np
 
 KERNEL_KIND = "kernel"
 
@@ -158,11 +169,26 @@ def choose_window(trace: Trace, window: Optional[Window] = None) -> Window:
     if trace.profiler_span is not None:
         return Window(trace.profiler_span[0], trace.profiler_span[1], "profiler")
     cols = trace.columns
-    if len(cols):
-        starts = np.asarray(cols.starts_ns, dtype=np.int64)
-        ends = starts + np.asarray(cols.durs_ns, dtype=np.int64)
-        return Window(int(starts.min()), int(ends.max()), "gpu_span")
-    return Window(0, 0, "none")
+    if not len(cols):
+        return Window(0, 0, "none")
+    if _plain(cols):
+        ends = map(int.__add__, cols.starts_ns, cols.durs_ns)
+        return Window(min(cols.starts_ns), max(ends), "gpu_span")
+    np = _numpy()
+    starts = np.asarray(cols.starts_ns, dtype=np.int64)
+    ends = starts + np.asarray(cols.durs_ns, dtype=np.int64)
+    return Window(int(starts.min()), int(ends.max()), "gpu_span")
+
+
+def _numpy():  # type: ignore[no-untyped-def]
+    import numpy  # not for a small trace in a process without numpy (see use_plain_python)
+
+    return numpy
+
+
+def _plain(cols: GpuColumns) -> bool:
+    """True when ``cols`` are analysed in plain Python: plain lists, few events, numpy not loaded."""
+    return not hasattr(cols.starts_ns, "dtype") and not hasattr(cols.durs_ns, "dtype") and use_plain_python(len(cols))
 
 
 def _pct(part: float, whole: float) -> float:
@@ -183,8 +209,19 @@ def _coded(column: Sequence[Any]) -> tuple[Sequence[int], list[Any]]:
     return _codes(column)
 
 
+def _kernel_pairs(names: Sequence[str], kinds: Sequence[str]) -> tuple[list[int], list[str], list[str]]:
+    """Each event's code for its (name, kind) pair, and the pairs' names and kinds (plain lists)."""
+    if isinstance(names, CodedColumn) and isinstance(kinds, CodedColumn) and names.codes is kinds.codes:
+        pair_of_code, pairs = _codes(list(zip(names.values, kinds.values)))  # a few values, not every row
+        codes = list(map(pair_of_code.__getitem__, names.codes))
+    else:
+        codes, pairs = _codes(list(zip(names, kinds)))
+    return codes, [name for name, _ in pairs], [kind for _, kind in pairs]
+
+
 def _kernel_keys(names: Sequence[str], kinds: Sequence[str]) -> tuple["np.ndarray", list[str], list[str]]:
     """Each event's code for its (name, kind) pair, and the pairs' names and kinds."""
+    np = _numpy()
     if isinstance(names, CodedColumn) and isinstance(kinds, CodedColumn) and names.codes is kinds.codes:
         pair_of_code, pairs = _codes(list(zip(names.values, kinds.values)))  # a few values, not every row
         codes = np.asarray(pair_of_code, dtype=np.int64)[np.asarray(names.codes, dtype=np.int64)]
@@ -199,15 +236,24 @@ def _kernel_keys(names: Sequence[str], kinds: Sequence[str]) -> tuple["np.ndarra
 
 def _text_codes(ids: Sequence[Any], keep_idx: "np.ndarray") -> tuple["np.ndarray", list[str]]:
     """Codes of the kept events' ids, grouped by their text (device 0 and "0" are one device)."""
+    np = _numpy()
     codes, distinct = _coded(ids)
     text_codes, texts = _codes([str(v) for v in distinct])
     return np.asarray(text_codes, dtype=np.int64)[np.asarray(codes, dtype=np.int64)[keep_idx]], texts
+
+
+def _plain_text_codes(ids: Sequence[Any]) -> tuple[list[int], list[str]]:
+    """Every event's code for the text of its id, and the texts (plain lists)."""
+    codes, distinct = _coded(ids)
+    text_codes, texts = _codes([str(v) for v in distinct])
+    return list(map(text_codes.__getitem__, codes)), texts
 
 
 def _blocks(starts: "np.ndarray", ends: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
     """Union of intervals sorted by start, as arrays of disjoint block starts and ends."""
     if starts.size == 0:
         return starts, ends
+    np = _numpy()
     reach = np.maximum.accumulate(ends)
     first = np.flatnonzero(starts[1:] > reach[:-1]) + 1
     first = np.concatenate(([0], first))
@@ -220,6 +266,50 @@ def _union_ns(starts: "np.ndarray", ends: "np.ndarray") -> int:
     return int((block_ends - block_starts).sum())
 
 
+def _plain_blocks(starts: Sequence[int], ends: Sequence[int]) -> tuple[list[int], list[int]]:
+    """:func:`_blocks` on lists: a block ends where the next start is past every end so far."""
+    if not starts:
+        return [], []
+    reach = list(accumulate(ends, max))  # the furthest end so far, as numpy's maximum.accumulate
+    new_block = list(map(operator.gt, starts[1:], reach))  # the next start is past every end so far
+    return [starts[0], *compress(starts[1:], new_block)], [*compress(reach, new_block), reach[-1]]
+
+
+def _plain_union_ns(starts: Sequence[int], ends: Sequence[int]) -> int:
+    """The length of the union of intervals sorted by start: :func:`_plain_blocks`, summed as it goes."""
+    if not starts:
+        return 0
+    total, first, reach = 0, starts[0], ends[0]
+    for start, end in zip(starts, ends):
+        if start > reach:
+            total += reach - first
+            first = start
+        if end > reach:
+            reach = end
+    return total + reach - first
+
+
+class _Figures(NamedTuple):
+    """What both ways of computing (numpy arrays, plain lists) give; ``analyze`` builds the summary."""
+
+    busy_ns: int
+    mm_conv_ns: int
+    comm_ns: int
+    compute_ns: int
+    overlap_ns: int
+    #: per category code
+    cat_ns: list[int]
+    cat_count: list[int]
+    #: per (name, kind) pair: events and their total clipped time (ns, as floats)
+    counts: list[int]
+    totals: list[float]
+    devices: list[DeviceStat]
+    streams: list[StreamStat]
+    idle: list[IdleGap]
+    kernel_count: int
+    event_count: int
+
+
 def analyze(
     trace: Trace,
     classifier: Optional[KernelClassifier] = None,
@@ -227,12 +317,79 @@ def analyze(
     top: int = 10,
     gap_count: int = 5,
 ) -> TraceSummary:
-    """Analyse ``trace`` over ``window`` (see the module docstring for the definitions)."""
+    """Analyse ``trace`` over ``window`` (see the module docstring for the definitions).
+
+    Small traces in a process without numpy are computed in plain Python, big ones with numpy;
+    both give the same figures to the nanosecond (the tests compare them on every real trace).
+    """
     classifier = classifier or KernelClassifier()
     win = choose_window(trace, window)
-    ws, we = win.start_ns, win.end_ns
     cols = trace.columns
+    plain = _plain(cols)
+    # One classification per distinct (name, kind) pair; memcpy/memset go by kind.
+    pair_codes, key_names, key_kinds = (_kernel_pairs if plain else _kernel_keys)(cols.names, cols.kinds)
+    key_cats = [classifier.classify(name, kind) for name, kind in zip(key_names, key_kinds)]
+    cat_of_key, categories_seen = _codes(key_cats)
+    figures = (_plain_figures if plain else _numpy_figures)(
+        cols, win, pair_codes, key_kinds, cat_of_key, categories_seen, gap_count
+    )
+    return _summary(trace.path, win, figures, key_names, key_cats, categories_seen, top, gap_count)
 
+
+def _summary(path: str, win: Window, f: _Figures, key_names: list[str], key_cats: list[str],
+             categories_seen: list[str], top: int, gap_count: int) -> TraceSummary:
+    """The summary's records from the figures."""
+    denominator = win.duration_ns * len(f.devices)
+    code_of = {name: i for i, name in enumerate(categories_seen)}
+    categories = tuple(
+        CategoryStat(
+            name,
+            f.cat_ns[code_of[name]] / 1000,
+            _pct(f.cat_ns[code_of[name]], f.busy_ns),
+            _pct(f.cat_ns[code_of[name]], denominator),
+            f.cat_count[code_of[name]],
+        )
+        for name in category_order(n for n, i in code_of.items() if f.cat_count[i])
+    )
+    kernel_stats = sorted(
+        (
+            KernelStat(key_names[i], key_cats[i], f.counts[i], f.totals[i] / 1000,
+                       f.totals[i] / 1000 / f.counts[i], _pct(f.totals[i], denominator))
+            for i in range(len(key_names))
+            if f.counts[i]
+        ),
+        key=lambda k: (-k.total_us, k.name),
+    )
+    comm_code = code_of.get(COMMUNICATION, -1)
+    overlap = (
+        Overlap(f.comm_ns / 1000, f.compute_ns / 1000, f.overlap_ns / 1000, _pct(f.overlap_ns, f.comm_ns))
+        if comm_code >= 0 and f.cat_count[comm_code]
+        else None
+    )
+    return TraceSummary(
+        path=path,
+        window=win,
+        busy_us=f.busy_ns / 1000,
+        busy_pct=_pct(f.busy_ns, denominator),
+        mm_conv_us=f.mm_conv_ns / 1000,
+        mm_conv_pct=_pct(f.mm_conv_ns, denominator),
+        kernel_count=f.kernel_count,
+        event_count=f.event_count,
+        categories=categories,
+        devices=tuple(f.devices),
+        streams=tuple(f.streams),
+        top_kernels=tuple(kernel_stats[:top]) if top > 0 else tuple(kernel_stats),
+        idle_gaps=tuple(sorted(f.idle, key=lambda g: -g.dur_us)[:gap_count]),
+        overlap=overlap,
+        top_other=tuple(k for k in kernel_stats if k.category == OTHER)[:top],
+    )
+
+
+def _numpy_figures(cols: GpuColumns, win: Window, pair_codes: "np.ndarray", key_kinds: list[str],
+                   cat_codes_of_key: list[int], categories_seen: list[str], gap_count: int) -> _Figures:
+    """The figures over int64 arrays: what big traces and the live capture take."""
+    np = _numpy()
+    ws, we = win.start_ns, win.end_ns
     starts = np.asarray(cols.starts_ns, dtype=np.int64)
     durs = np.asarray(cols.durs_ns, dtype=np.int64)
     ends = starts + durs
@@ -241,10 +398,6 @@ def analyze(
     starts = np.maximum(starts[keep_idx], ws)
     ends = np.minimum(ends[keep_idx], we)
 
-    # One classification per distinct (name, kind) pair; memcpy/memset go by kind.
-    pair_codes, key_names, key_kinds = _kernel_keys(cols.names, cols.kinds)
-    key_cats = [classifier.classify(name, kind) for name, kind in zip(key_names, key_kinds)]
-    cat_codes_of_key, categories_seen = _codes(key_cats)
     key_codes = pair_codes[keep_idx]
     cat_of_key = np.asarray(cat_codes_of_key, dtype=np.int64)
     cats = cat_of_key[key_codes] if key_codes.size else key_codes
@@ -257,7 +410,6 @@ def analyze(
     is_mm[mm_codes] = True
     comm_code = categories_seen.index(COMMUNICATION) if COMMUNICATION in categories_seen else -1
     present_devices = sorted(set(devs.tolist()), key=lambda d: _device_key(device_names[d]))
-    denominator = win.duration_ns * len(present_devices)
 
     busy_ns = mm_conv_ns = comm_ns = compute_ns = overlap_ns = 0
     cat_ns = [0] * len(categories_seen)
@@ -295,50 +447,105 @@ def analyze(
             m = st == code
             stream_stats.append(StreamStat(name, stream_names[code], _union_ns(s[m], e[m]) / 1000, int(m.sum())))
 
-    cat_count = np.bincount(cats, minlength=len(categories_seen)) if cats.size else np.zeros(len(categories_seen), int)
-    code_of = {name: i for i, name in enumerate(categories_seen)}
-    categories = tuple(
-        CategoryStat(
-            name,
-            cat_ns[code_of[name]] / 1000,
-            _pct(cat_ns[code_of[name]], busy_ns),
-            _pct(cat_ns[code_of[name]], denominator),
-            int(cat_count[code_of[name]]),
-        )
-        for name in category_order(n for n, i in code_of.items() if cat_count[i])
-    )
-    counts = np.bincount(key_codes, minlength=len(key_names)) if key_codes.size else np.zeros(0, int)
-    totals = np.bincount(key_codes, weights=(ends - starts), minlength=len(key_names)) if key_codes.size else counts
-    kernel_stats = sorted(
-        (
-            KernelStat(key_names[i], key_cats[i], int(counts[i]), float(totals[i]) / 1000,
-                       float(totals[i]) / 1000 / int(counts[i]), _pct(float(totals[i]), denominator))
-            for i in np.flatnonzero(counts).tolist()
-        ),
-        key=lambda k: (-k.total_us, k.name),
-    )
-    overlap = (
-        Overlap(comm_ns / 1000, compute_ns / 1000, overlap_ns / 1000, _pct(overlap_ns, comm_ns))
-        if comm_code >= 0 and cat_count[comm_code]
-        else None
-    )
-    return TraceSummary(
-        path=trace.path,
-        window=win,
-        busy_us=busy_ns / 1000,
-        busy_pct=_pct(busy_ns, denominator),
-        mm_conv_us=mm_conv_ns / 1000,
-        mm_conv_pct=_pct(mm_conv_ns, denominator),
-        kernel_count=int(is_kernel_key[key_codes].sum()) if key_codes.size else 0,
-        event_count=int(keep_idx.size),
-        categories=categories,
-        devices=tuple(device_stats),
-        streams=tuple(stream_stats),
-        top_kernels=tuple(kernel_stats[:top]) if top > 0 else tuple(kernel_stats),
-        idle_gaps=tuple(sorted(idle, key=lambda g: -g.dur_us)[:gap_count]),
-        overlap=overlap,
-        top_other=tuple(k for k in kernel_stats if k.category == OTHER)[:top],
-    )
+    n_keys, n_cats = len(key_kinds), len(categories_seen)
+    cat_count = np.bincount(cats, minlength=n_cats).tolist() if cats.size else [0] * n_cats
+    counts = np.bincount(key_codes, minlength=n_keys).tolist() if key_codes.size else [0] * n_keys
+    totals = (np.bincount(key_codes, weights=(ends - starts), minlength=n_keys).tolist() if key_codes.size
+              else [0.0] * n_keys)
+    kernel_count = int(is_kernel_key[key_codes].sum()) if key_codes.size else 0
+    return _Figures(busy_ns, mm_conv_ns, comm_ns, compute_ns, overlap_ns, cat_ns, cat_count, counts, totals,
+                    device_stats, stream_stats, idle, kernel_count, int(keep_idx.size))
+
+
+def _plain_figures(cols: GpuColumns, win: Window, pair_codes: list[int], key_kinds: list[str],
+                   cat_of_key: list[int], categories_seen: list[str], gap_count: int) -> _Figures:
+    """The figures of :func:`_numpy_figures` in plain Python, for small traces (no numpy import).
+
+    The per-event work runs in C where it can (``map``, ``sorted``, ``compress``, ``Counter``).
+    """
+    ws, we = win.start_ns, win.end_ns
+    starts, durs = list(cols.starts_ns), list(cols.durs_ns)
+    ends = list(map(operator.add, starts, durs))
+    dev_codes, device_names = _plain_text_codes(cols.devices)
+    str_codes, stream_names = _plain_text_codes(cols.streams)
+    cat_of_event = list(map(cat_of_key.__getitem__, pair_codes))
+    if starts and (min(starts) < ws or max(ends) > we):  # some event reaches outside the window
+        kept = [i for i, (s, e, d) in enumerate(zip(starts, ends, durs))
+                if not (s > we or e < ws or (e == ws and d > 0))]
+        starts = [max(start, ws) for start in starts]
+        ends = [min(end, we) for end in ends]
+        keys = list(map(pair_codes.__getitem__, kept))
+        lengths = list(map(operator.sub, map(ends.__getitem__, kept), map(starts.__getitem__, kept)))
+        cat_count = _tally(map(cat_of_event.__getitem__, kept), len(categories_seen))
+    else:  # all inside: nothing clipped, nothing dropped (what the profiler's span gives)
+        kept, keys, lengths = range(len(starts)), pair_codes, durs
+        cat_count = _tally(cat_of_event, len(categories_seen))
+    counts = _tally(keys, len(key_kinds))
+    totals = [0] * len(key_kinds)
+    for key, length in zip(keys, lengths):
+        totals[key] += length
+    is_kernel_key = [k == KERNEL_KIND for k in key_kinds]
+    kernel_count = sum(map(is_kernel_key.__getitem__, keys))
+
+    by_device: dict[int, list[int]] = {}
+    if len(device_names) == 1:  # one device: no need to sort the events out
+        by_device = {0: list(kept)} if kept else {}
+    else:
+        for i in kept:
+            on_device = by_device.get(dev_codes[i])
+            if on_device is None:
+                on_device = by_device[dev_codes[i]] = []
+            on_device.append(i)
+    mm_cats = {i for i, c in enumerate(categories_seen) if c in MM_CONV_CATEGORIES}
+    comm_code = categories_seen.index(COMMUNICATION) if COMMUNICATION in categories_seen else -1
+    busy_ns = mm_conv_ns = comm_ns = compute_ns = overlap_ns = 0
+    cat_ns = [0] * len(categories_seen)
+    device_stats = []
+    stream_stats = []
+    idle: list[IdleGap] = []
+    for d in sorted(by_device, key=lambda d: _device_key(device_names[d])):
+        order = sorted(by_device[d], key=starts.__getitem__)  # stable, as numpy's argsort(kind="stable")
+        s, e = list(map(starts.__getitem__, order)), list(map(ends.__getitem__, order))
+        c, st = list(map(cat_of_event.__getitem__, order)), list(map(str_codes.__getitem__, order))
+        block_starts, block_ends = _plain_blocks(s, e)
+        dev_busy = sum(block_ends) - sum(block_starts)
+        busy_ns += dev_busy
+        name = device_names[d]
+        device_stats.append(DeviceStat(name, dev_busy / 1000, _pct(dev_busy, win.duration_ns), len(order)))
+        gap_starts = [ws, *block_ends]
+        gap_lengths = list(map(operator.sub, [*block_starts, we], gap_starts))
+        for i in nlargest(gap_count, range(len(gap_lengths)), key=gap_lengths.__getitem__):  # stable, as sorted()
+            if gap_lengths[i] > 0:
+                idle.append(IdleGap(name, (gap_starts[i] - ws) / 1000, gap_lengths[i] / 1000))
+        present_cats = set(c)
+        for code in present_cats:
+            cat_ns[code] += dev_busy if len(present_cats) == 1 else _plain_union_where(s, e, map(code.__eq__, c))
+        if mm_cats:
+            mm_conv_ns += _plain_union_where(s, e, map(mm_cats.__contains__, c))
+        if comm_code in present_cats:
+            dev_comm = _plain_union_where(s, e, map(comm_code.__eq__, c))
+            dev_compute = _plain_union_where(s, e, map(comm_code.__ne__, c))
+            comm_ns += dev_comm
+            compute_ns += dev_compute
+            overlap_ns += dev_comm + dev_compute - dev_busy
+        stream_count = _tally(st, len(stream_names))
+        for code in sorted(set(st), key=stream_names.__getitem__):
+            union = dev_busy if stream_count[code] == len(st) else _plain_union_where(s, e, map(code.__eq__, st))
+            stream_stats.append(StreamStat(name, stream_names[code], union / 1000, stream_count[code]))
+    return _Figures(busy_ns, mm_conv_ns, comm_ns, compute_ns, overlap_ns, cat_ns, cat_count, counts,
+                    list(map(float, totals)), device_stats, stream_stats, idle, kernel_count, len(kept))
+
+
+def _plain_union_where(starts: list[int], ends: list[int], chosen: Iterable[bool]) -> int:
+    """:func:`_plain_union_ns` of the intervals where ``chosen`` is true (in C: one mask, two picks)."""
+    mask = list(chosen)
+    return _plain_union_ns(list(compress(starts, mask)), list(compress(ends, mask)))
+
+
+def _tally(codes: Iterable[int], size: int) -> list[int]:
+    """How many times each code in ``range(size)`` occurs (counted in C)."""
+    found = Counter(codes)
+    return [found.get(code, 0) for code in range(size)]
 
 
 def _device_key(device: str) -> tuple[int, Any]:

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import os
 import sys
@@ -73,6 +71,9 @@ def render(summaries: Sequence[TraceSummary], fmt: str, several: bool) -> str:
             return ""
         return json.dumps(docs if several else docs[0], indent=2) + "\n"
     if fmt == "csv":
+        import csv
+        import io
+
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(CSV_FIELDS)

@@ -15,11 +15,15 @@ non-GPU events for each GPU one). It is used only when all of these hold, and ot
 returns None so the general reader takes over (same numbers, slower):
 
 - msgspec has checked the whole document is valid JSON (a truncated or corrupt file never
-  gives a smaller number), and it has a ``traceEvents`` array;
+  gives a smaller number), and it has a ``traceEvents`` array whose every element is an object
+  (the general reader reports any other element with its index);
 - the document has no backslash at all, so no escaped quote or ``\\u`` escape can hide a
   ``"cat"`` key or change a name;
-- every ``"cat"`` key whose value is a GPU-work category (or the profiler's ``"Trace"`` span),
-  in any spacing, starts exactly Kineto's layout: name, pid, tid, ``ts``, ``dur``, and
+- the array's text is found without parsing: its key is the first ``"traceEvents"`` in the
+  text and sits in the top-level object, and only plain members (strings, numbers, literals)
+  follow the array, as Kineto writes them (``traceName``);
+- every ``"cat"`` key's value is a string, and every one that is a GPU-work category (or the
+  profiler's ``"Trace"`` span), in any spacing, starts exactly Kineto's layout: name, pid, tid, ``ts``, ``dur``, and
   ``args.device`` / ``args.stream`` (device and stream come from args, as in the general reader);
 - every ``ts`` and ``dur`` is written ``d.ddd`` (three decimals, at most 15 digits before the
   point, no negative ``dur``), and every device and stream is a plain number;
@@ -30,19 +34,21 @@ Each distinct kernel (kind and name), device and stream is kept once, with a cod
 """
 from __future__ import annotations
 
+import functools
 import re
 from operator import itemgetter
-from typing import Any, NamedTuple, Optional
-
-import msgspec
-import numpy as np
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
 from pytest_gpuutil.traces.exact_times import micros_to_ns
-from pytest_gpuutil.traces.model import CodedColumn, GpuColumns
+from pytest_gpuutil.traces.model import CodedColumn, GpuColumns, use_plain_python
+
+if TYPE_CHECKING:
+    import numpy as np
 
 _LINE_BREAK = rb",\s*"  # between members torch writes on separate lines
 
 
+@functools.lru_cache(maxsize=None)  # compiled when first needed: each layout's pattern costs ~2 ms
 def _kept_event_pattern(same_line: bytes) -> "re.Pattern[bytes]":
     """One row per ``"cat"`` key with a kept value, in any spacing: (kind and name, times, place,
     span times), e.g. ``kernel", "name": "gemm``, ``12.345, "dur": 0.800`` and ``0, "context": 1,
@@ -64,25 +70,39 @@ def _kept_event_pattern(same_line: bytes) -> "re.Pattern[bytes]":
         rb'Trace"' + brk + rb'(?:"name": "[^"]*"' + brk + rb'"pid": [^,]*' + brk + rb'"tid": [^,]*' + brk + rb'|)'
         + times
     )
-    return re.compile(
-        rb'"cat"\s*:\s*"(?=(?:kernel|gpu_memcpy|gpu_memset|Trace)")(?:' + gpu_event + rb"|" + span_event + rb")?"
+    return re.compile(  # a "cat" that is not a string gives an empty row too: the general reader reports it
+        rb'"cat"\s*+:\s*+(?:"(?=(?:kernel|gpu_memcpy|gpu_memset|Trace)")(?:' + gpu_event + rb"|" + span_event
+        + rb')?|(?!"))'  # possessive spaces: no second try at each of the many other "cat" keys
     )
 
 
 #: torch 2.11 writes an event's members on a few lines (a tighter pattern runs faster); 2.13, one per line
-_ONE_LINE_EVENT, _LINE_PER_MEMBER_EVENT = _kept_event_pattern(b", "), _kept_event_pattern(_LINE_BREAK)
+_ONE_LINE, _LINE_PER_MEMBER = b", ", _LINE_BREAK
 _ONE_LINE_MARK = b'"ph": "X", "cat": "'
 _KIND_AND_NAME = re.compile(rb'(kernel|gpu_memcpy|gpu_memset)",\s*"name": "(.*)', re.DOTALL)
 _PLACE = re.compile(rb'([0-9]+),\s*"context": [0-9]+,\s*"stream": ([0-9]+)')
 _WHITESPACE = b" \t\r\n"
 
 
-class _Document(msgspec.Struct):
-    traceEvents: msgspec.Raw = msgspec.Raw()
-    baseTimeNanoseconds: Any = None
+@functools.lru_cache(maxsize=None)  # built when first needed: a small trace never imports msgspec
+def _document_decoder() -> tuple[Any, tuple[type[Exception], ...]]:
+    """msgspec's decoder of a trace document that checks every event is an object, and its errors."""
+    import msgspec
+
+    any_object = msgspec.defstruct("_Object", [], gc=False)  # members skipped: it checks each event is an object
+    document = msgspec.defstruct(
+        "_Document", [("traceEvents", Union[list[any_object], None], None), ("baseTimeNanoseconds", Any, None)]
+    )
+    return msgspec.json.Decoder(document), (msgspec.DecodeError, msgspec.ValidationError)
 
 
-_DOCUMENT = msgspec.json.Decoder(_Document)
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_STRING = re.compile(rb'"[^"]*"')  # a whole string: the document has no backslash
+#: from the array's closing bracket to the end: plain members, then the top-level object's end
+_PLAIN_MEMBERS_TO_END = re.compile(
+    rb'\]\s*(?:,\s*"[^"]*"\s*:\s*(?:"[^"]*"|[-+.0-9eE]+|true|false|null)\s*)*\}\s*'
+)
+_TAIL_BYTES = 1 << 16
 
 
 class KinetoEvents(NamedTuple):
@@ -95,22 +115,27 @@ class KinetoEvents(NamedTuple):
 
 def read_kineto_layout(data: Any) -> Optional[KinetoEvents]:
     """The events in ``data`` (bytes or a buffer), or None when any guard above fails."""
+    decoder, errors = _document_decoder()
     try:
-        document = _DOCUMENT.decode(data)  # skips what it does not keep, but checks all of it
-    except (msgspec.DecodeError, msgspec.ValidationError):
+        document = decoder.decode(data)  # skips what it does not keep, but checks all of it
+    except errors:
         return None
-    events = memoryview(document.traceEvents)
-    if not events or events[:1] != b"[" or data.find(b"\\") != -1:
+    if document.traceEvents is None or data.find(b"\\") != -1:
+        return None
+    base_time = document.baseTimeNanoseconds
+    del document  # one small object per event, checked: not kept while the events are read
+    events = _events_text(data)
+    if events is None:
         return None
     one_line = data.find(_ONE_LINE_MARK, 0, 1 << 22) != -1  # a guess: the other layout just declines
-    rows = (_ONE_LINE_EVENT if one_line else _LINE_PER_MEMBER_EVENT).findall(events)
+    rows = _kept_event_pattern(_ONE_LINE if one_line else _LINE_PER_MEMBER).findall(events)
     kinds_names, times, places, span_times = (list(map(itemgetter(i), rows)) for i in range(4))
     gpu_rows, span_rows = len(rows) - times.count(b""), len(rows) - span_times.count(b"")
     if gpu_rows + span_rows != len(rows):  # an event not in Kineto's layout
         return None
     span = None
     if span_rows:
-        first_span = _micros_to_ns([next(filter(None, span_times))])
+        first_span = _micros_to_ns([next(filter(None, span_times))], plain=True)
         if first_span is None:
             return None
         span = (int(first_span[0]), int(first_span[0] + first_span[1]))
@@ -126,7 +151,7 @@ def read_kineto_layout(data: Any) -> Optional[KinetoEvents]:
         kinds_and_names = [(kind.decode(), name.decode()) for kind, name in map(re.Match.groups, split_keys)]
     except UnicodeDecodeError:
         return None
-    ns = _micros_to_ns(times)
+    ns = _micros_to_ns(times, plain=use_plain_python(len(times)))
     if ns is None:
         return None
     places = _coded(places)
@@ -142,7 +167,27 @@ def read_kineto_layout(data: Any) -> Optional[KinetoEvents]:
         ns[0::2],
         ns[1::2],
     )
-    return KinetoEvents(columns, span, document.baseTimeNanoseconds)
+    return KinetoEvents(columns, span, base_time)
+
+
+def _events_text(data: Any) -> Optional[memoryview]:
+    """The text of the top-level ``traceEvents`` array, found without parsing; None when unsure.
+
+    Only for a valid JSON document without backslashes, where every string is ``"[^"]*"``.
+    """
+    key = _EVENTS_KEY.search(data)
+    if key is None:
+        return None
+    prefix = _STRING.sub(b"", data[: key.start()])  # strings removed: only structure is left
+    if prefix.count(b"{") - prefix.count(b"}") != 1 or prefix.count(b"[") != prefix.count(b"]"):
+        return None  # the first "traceEvents" key is not a member of the top-level object
+    end = data.rfind(b"]", max(key.end(), len(data) - _TAIL_BYTES))
+    if end == -1 or not _PLAIN_MEMBERS_TO_END.fullmatch(data, end):
+        return None
+    before = bytes(data[max(key.end() - 1, end - 256) : end]).rstrip()
+    if before[-1:] not in (b"}", b"["):
+        return None  # the last bracket closes something else than an array of objects
+    return memoryview(data)[key.end() - 1 : end + 1]
 
 
 def _coded(rows: list[bytes]) -> CodedColumn:
@@ -161,11 +206,11 @@ def _positions(values: list, wanted: Any) -> list[int]:
     return found
 
 
-def _micros_to_ns(times: list[bytes]) -> Optional[np.ndarray]:
+def _micros_to_ns(times: list[bytes], plain: bool = False) -> Optional[Union["np.ndarray", list[int]]]:
     """``[b'12.345, "dur": 0.800', ...]`` (µs) to ``[12345, 800, ...]`` ns, exactly; None unless
     every ``ts`` is written ``-d.ddd`` or ``d.ddd`` and every ``dur`` ``d.ddd`` (see
     :func:`micros_to_ns`)."""
     joined = b",".join(times).translate(None, _WHITESPACE)  # 12.345,"dur":0.800,...
     if b'"dur":-' in joined:
         return None  # a negative duration: the general reader reports it
-    return micros_to_ns(joined.replace(b',"dur":', b","), 2 * len(times), signed=True)
+    return micros_to_ns(joined.replace(b',"dur":', b","), 2 * len(times), signed=True, plain=plain)

@@ -9,14 +9,20 @@ from pytest_gpuutil import KernelClassifier, Window, analyze, read_trace, rule
 from pytest_gpuutil.traces.model import GpuEvent, Trace
 from tests.helpers.reference import (
     DATA,
-    PUBLISHED_BUSY_US,
+    PUBLISHED_BUSY_NS,
+    PUBLISHED_SPAN_NS,
     exact_union_us,
     load_events,
     plain_sum_us,
+    us_to_ns,
 )
 
-TRACES = sorted(PUBLISHED_BUSY_US)
-ONE_NS_US = 0.001
+TRACES = sorted(PUBLISHED_BUSY_NS)
+
+
+def ns(us: float) -> int:
+    """A time the analyzer gives in µs, as whole nanoseconds (it computes in integer ns)."""
+    return round(us * 1000)
 
 
 def summary(name: str, **kwargs):
@@ -24,32 +30,33 @@ def summary(name: str, **kwargs):
 
 
 @pytest.mark.parametrize("name", TRACES)
-def test_busy_matches_exact_reference(name):
-    got = summary(name).busy_us
-    want = float(exact_union_us(load_events(name)))
-    assert got == pytest.approx(want, rel=1e-9, abs=1e-9)
+def test_busy_matches_exact_reference_to_the_nanosecond(name):
+    assert ns(summary(name).busy_us) == us_to_ns(exact_union_us(load_events(name)))
 
 
 @pytest.mark.parametrize("name", TRACES)
-def test_busy_matches_published_reference(name):
-    """1e-6 relative, or the ±1 ns that float64 absolute timestamps (≈4.4e12 µs) put in the table."""
-    got = summary(name).busy_us
-    want = PUBLISHED_BUSY_US[name]
-    assert abs(got - want) <= max(1e-6 * want, 1.5 * ONE_NS_US)
+def test_busy_matches_published_reference_to_the_nanosecond(name):
+    """tests/data/TRACES.md gives exact unions (decimal arithmetic on the JSON text): no allowance."""
+    assert ns(summary(name).busy_us) == PUBLISHED_BUSY_NS[name]
 
 
-@pytest.mark.parametrize("name", ["bmm_bf16", "linear_fp16", "user_annotations"])
-def test_published_reference_differs_by_float_rounding_only(name):
-    """Where we differ from the table, the exact Decimal union agrees with us, not with the table."""
-    exact = exact_union_us(load_events(name))
-    assert summary(name).busy_us == float(exact)
-    assert abs(exact - Decimal(str(PUBLISHED_BUSY_US[name]))) <= Decimal("0.0015")
+@pytest.mark.parametrize("name", TRACES)
+def test_independent_reference_matches_the_published_table(name):
+    assert us_to_ns(exact_union_us(load_events(name))) == PUBLISHED_BUSY_NS[name]
+
+
+@pytest.mark.parametrize("name", [n for n in TRACES if PUBLISHED_SPAN_NS[n]])
+def test_gpu_span_matches_published_span_to_the_nanosecond(name):
+    trace = read_trace(DATA / f"{name}.json.gz")
+    s = analyze(Trace(trace.path, trace.columns, profiler_span=None))
+    assert s.window_source == "gpu_span"
+    assert ns(s.window_us) == PUBLISHED_SPAN_NS[name]
 
 
 def test_two_streams_union_less_than_sum():
     s = summary("two_streams_overlap")
     kernel_sum = float(plain_sum_us(load_events("two_streams_overlap")))
-    assert kernel_sum == pytest.approx(5528.743, abs=2e-3)
+    assert plain_sum_us(load_events("two_streams_overlap")) == Decimal("5528.743")  # TRACES.md
     assert s.busy_us < kernel_sum
     assert {st.stream for st in s.streams} >= {"7", "47"} or len(s.streams) >= 2
     assert sum(st.busy_us for st in s.streams) > s.busy_us  # streams overlap in time
@@ -60,7 +67,8 @@ def test_user_annotations_are_not_busy():
     with_annotations = float(exact_union_us(events, cats=("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")))
     s = summary("user_annotations")
     assert s.busy_us < with_annotations
-    assert s.busy_us == pytest.approx(979.937, abs=1e-3)
+    assert ns(s.busy_us) == 979_937  # TRACES.md
+    assert plain_sum_us(events) == Decimal("977.537")  # the kernel sum TRACES.md gives
     assert all(k.name for k in s.top_kernels)
     assert not any("nccl" in k.name or k.category == "gpu_user_annotation" for k in s.top_kernels)
 
@@ -83,7 +91,7 @@ def test_window_falls_back_to_gpu_span():
     trace = read_trace(DATA / "duty_cycle_25.json.gz")
     s = analyze(Trace(trace.path, trace.columns, profiler_span=None))
     assert s.window_source == "gpu_span"
-    assert s.window_us == pytest.approx(20667.217, abs=2e-3)  # the published span
+    assert ns(s.window_us) == 20_667_218  # the published span
 
 
 def test_explicit_window_clips_work():

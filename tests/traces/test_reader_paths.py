@@ -11,8 +11,8 @@ import pytest
 from pytest_gpuutil import TraceError, analyze, read_trace
 from pytest_gpuutil.traces.kineto_layout import read_kineto_layout
 from pytest_gpuutil.traces.model import CodedColumn, Trace
+from pytest_gpuutil.traces.msgspec_reader import _DOCUMENT
 from pytest_gpuutil.traces.reader import (
-    _DOCUMENT,
     MAP_FILES_FROM_BYTES,
     _read_bytes,
     trace_from_json,
