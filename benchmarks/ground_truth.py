@@ -209,6 +209,8 @@ def run_duty(torch: Any, args: argparse.Namespace, trace_dir: str, errors: list)
             # the spin length as calibrated in the pytest process itself, just before and after the test
             row["plugin_spin_ms"] = plugin["spin_ms"]
             row["plugin_truth_pct"] = truth_busy_pct([plugin["spin_ms"]] * (plan.periods + 1), plugin["wall_ms"])
+            row["plugin_spin_slope_ms"] = plugin["spin_slope_ms"]
+            row["plugin_slope_truth_pct"] = truth_busy_pct([plugin["spin_slope_ms"]] * (plan.periods + 1), plugin["wall_ms"])
         seed = attempt(errors, f"{label}: benchmark_utilization",
                        lambda: seed_benchmark_utilization(workload, label))
         if seed is not None and records:
@@ -220,6 +222,7 @@ def run_duty(torch: Any, args: argparse.Namespace, trace_dir: str, errors: list)
                                ("ours_live_truth_window_pct", "truth_pct"), ("seed_pct", "seed_truth_pct"),
                                ("gpu_trace_run_pct", "gpu_trace_run_truth_pct"), ("plugin_pct", "plugin_truth_pct")):
             row[key.replace("_pct", "_err_pts")] = error_points(row.get(key), row.get(truth_key))
+        row["plugin_slope_err_pts"] = error_points(row.get("plugin_pct"), row.get("plugin_slope_truth_pct"))
         rows.append(row)
         print(f"  {label}: truth {row.get('truth_pct')}, ours {row.get('ours_truth_window_pct')}, "
               f"seed {row.get('seed_pct')}", file=sys.stderr)
@@ -237,18 +240,24 @@ def gpu_trace_run(workload: Callable[[], None], label: str) -> Any:
 PLUGIN_TEST = """
 import json, time, torch
 
-def _calibrate(name):
-    # back-to-back spins under one event pair: one launch gap in 20 spins, and the clock of this process now
-    torch.cuda._sleep({cycles})
+def _back_to_back(cycles, n=20):
+    torch.cuda._sleep(cycles)
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
-    for _ in range(20):
-        torch.cuda._sleep({cycles})
+    for _ in range(n):
+        torch.cuda._sleep(cycles)
     end.record()
     end.synchronize()
+    return start.elapsed_time(end) / n
+
+def _calibrate(name):
+    # 20 back-to-back spins under one event pair (one launch gap in 20), on the clock of this process
+    # now; per spin that still holds the GPU's gap between two kernels. Spins of twice the cycles
+    # give the slope, which holds no gap (nor the kernel's own fixed cost): the truth lies between.
+    one, two = _back_to_back({cycles}), _back_to_back(2 * {cycles})
     with open(name, "w") as handle:
-        json.dump(start.elapsed_time(end) / 20, handle)
+        json.dump({{"back_to_back": one, "slope": two - one}}, handle)
 
 def test_1_calibrate_before():
     _calibrate("spin_before.json")
@@ -287,7 +296,9 @@ def gpu_util_plugin_run(plan: Any, trace_dir: str, label: str) -> dict[str, floa
     doc = json.load(open(os.path.join(folder, "out", "gpu_util.json")))
     record = next(t for t in doc["tests"] if t["test"].endswith("test_2_duty"))
     spins = [json.load(open(os.path.join(folder, name))) for name in ("spin_before.json", "spin_after.json")]
-    return {"busy_pct": record["busy_pct"], "wall_ms": record["wall_ms"], "spin_ms": sum(spins) / len(spins)}
+    return {"busy_pct": record["busy_pct"], "wall_ms": record["wall_ms"],
+            "spin_ms": sum(s["back_to_back"] for s in spins) / len(spins),
+            "spin_slope_ms": sum(s["slope"] for s in spins) / len(spins)}
 
 
 def _duty_figures(trace: Any) -> tuple[float, float, float]:
@@ -301,7 +312,8 @@ def _duty_figures(trace: Any) -> tuple[float, float, float]:
 
 DUTY_HEADERS = ["duty", "truth %", "ours %", "err pts", "ours live %", "err pts", "ours profiler-span %",
                 "err pts", "gpu_trace.run truth %", "gpu_trace.run %", "err pts", "--gpu-util truth %",
-                "--gpu-util %", "err pts", "seed truth %", "benchmark_utilization %", "err pts"]
+                "--gpu-util %", "err pts", "--gpu-util slope truth %", "err pts", "seed truth %", "benchmark_utilization %",
+                "err pts"]
 
 
 def duty_table_rows(duty: dict[str, Any]) -> list[list[Any]]:
@@ -310,6 +322,7 @@ def duty_table_rows(duty: dict[str, Any]) -> list[list[Any]]:
              r.get("ours_live_truth_window_err_pts"), r.get("ours_profiler_span_pct"),
              r.get("ours_profiler_span_err_pts"), r.get("gpu_trace_run_truth_pct"), r.get("gpu_trace_run_pct"),
              r.get("gpu_trace_run_err_pts"), r.get("plugin_truth_pct"), r.get("plugin_pct"), r.get("plugin_err_pts"),
+             r.get("plugin_slope_truth_pct"), r.get("plugin_slope_err_pts"),
              r.get("seed_truth_pct"), r.get("seed_pct"), r.get("seed_err_pts")]
             for r in duty["rows"]]
 

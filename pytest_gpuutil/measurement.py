@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pytest_gpuutil.analysis.windows import WindowStats
     from pytest_gpuutil.capture.continuous import ContinuousCapture, EventSource
     from pytest_gpuutil.capture.flush_policy import FlushPolicy
+    from pytest_gpuutil.capture.memory import DeviceMemory, MemoryMeter
     from pytest_gpuutil.capture.profiler import RegionProfiler
     from pytest_gpuutil.traces.model import GpuColumns, Window
 
@@ -49,6 +50,18 @@ class TestProfile:
     profiler: Optional[RegionProfiler] = None
 
 
+@dataclass(frozen=True)
+class TestMemory:
+    """GPU memory of one test's call phase, per device (empty: CUDA was not in use)."""
+
+    __test__ = False
+
+    devices: tuple[DeviceMemory, ...]
+    #: the meter's mark at the call's start (the memory history is replayed from there)
+    start: Any
+    cost_ms: float
+
+
 class _StepAside:
     """What a fixture calls when it needs the profiler or a quiet GPU (see TestResults.quiet_measurement)."""
 
@@ -63,8 +76,14 @@ class Measurement:
     """Per-test measurement of one process (a plain run or one xdist worker)."""
 
     def __init__(self, classifier: KernelClassifier, keep_events: bool, cpu_activity: bool, policy: FlushPolicy,
-                 use_cupti: bool = True):
+                 use_cupti: bool = True, memory_history: bool = False):
         self.classifier = classifier
+        self.memory_history = memory_history
+        #: GPU memory counters, when CUDA is there (with any way of measuring, or none)
+        self.meter: Optional[MemoryMeter] = None
+        #: each finished call's memory, by node id, until its record takes it
+        self.memory: dict[str, TestMemory] = {}
+        self._memory_start: dict[str, tuple[Any, float]] = {}
         self.use_cupti = use_cupti
         self.keep_events = keep_events
         self.cpu_activity = cpu_activity
@@ -97,6 +116,10 @@ class Measurement:
 
     def _prepare(self, torch: Any, cuda: bool, source: Optional[EventSource]) -> None:
         self._torch, self.cuda = torch, cuda
+        if cuda:
+            from pytest_gpuutil.capture.memory import MemoryMeter
+
+            self.meter = MemoryMeter(torch, history=self.memory_history)
         if self.cpu_activity:
             self.mode = PER_TEST
             return
@@ -130,6 +153,12 @@ class Measurement:
     # -- per test ---------------------------------------------------------------------------------
     def begin(self, nodeid: str, results: Any) -> Optional[TestProfile]:
         """Open the test's window (or start its profiler); a profile at once if it cannot be measured."""
+        if self.meter is not None:
+            began = time.perf_counter()
+            try:
+                self._memory_start[nodeid] = (self.meter.begin(), time.perf_counter() - began)
+            except Exception:  # noqa: BLE001 - memory figures are then missing, the test runs on
+                pass
         if self.mode == CONTINUOUS:
             self.capture.begin(nodeid)
             results.measurement = _StepAside(self.capture)
@@ -153,7 +182,9 @@ class Measurement:
         results.measurement = None
         if self.mode == CONTINUOUS:
             self.capture.end()
+            self._end_memory(nodeid)
             return None
+        self._end_memory(nodeid)
         profiler = self._profilers.pop(nodeid, None)
         if profiler is None:
             return None
@@ -168,6 +199,18 @@ class Measurement:
         cost_ms = (self._begun.pop(nodeid, 0.0) + time.perf_counter() - began) * 1000
         return TestProfile(region.wall_ms, stats, region.note, cost_ms, region.window,
                            profiler=profiler if profiler.prof is not None else None)
+
+    def _end_memory(self, nodeid: str) -> None:
+        started = self._memory_start.pop(nodeid, None)
+        if started is None or self.meter is None:
+            return
+        start, begin_cost = started
+        began = time.perf_counter()
+        try:
+            devices = self.meter.end(start)
+        except Exception:  # noqa: BLE001
+            return
+        self.memory[nodeid] = TestMemory(devices, start, (begin_cost + time.perf_counter() - began) * 1000)
 
     # -- flushing -------------------------------------------------------------------------------
     @property

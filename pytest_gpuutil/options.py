@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence
 
 from pytest_gpuutil.capture.flush_policy import FlushPolicy
 
@@ -66,13 +67,37 @@ def plain_string(text: str) -> str:
     return str(text).strip()
 
 
+def baseline_spec(text: str) -> str:
+    """A baseline NAME or PATH for --gpu-util-compare (test paths are kept apart by keep_test_paths)."""
+    value = str(text).strip()
+    if not value:
+        raise argparse.ArgumentTypeError("expected a baseline NAME or a .json PATH, got an empty value")
+    return value
+
+
+def fail_expressions(text: str) -> str:
+    """One --gpu-util-fail value: METRIC:N or METRIC:N%, several comma- or space-separated."""
+    from pytest_gpuutil.gates.regression import (
+        parse_fail_exprs,  # only when the option is used
+    )
+
+    value = str(text).strip()
+    try:
+        exprs = parse_fail_exprs(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if not exprs:
+        raise argparse.ArgumentTypeError("expected METRIC:N or METRIC:N%, got an empty value")
+    return value
+
+
 @dataclass(frozen=True)
 class OptionSpec:
     """One option: its flag, its ini key (``dest``), its type and help."""
 
     flag: str
     help: str
-    kind: str = "value"  # "flag" (store_true) | "value" | "optional" (nargs='?') | "list" (nargs='+')
+    kind: str = "value"  # "flag" (store_true) | "value" | "optional" (nargs='?') | "append" (one per use, repeatable)
     parse: Callable[[str], Any] = plain_string
     default: Any = None
     metavar: Optional[str] = None
@@ -83,7 +108,7 @@ class OptionSpec:
 
     @property
     def ini_type(self) -> str:
-        return {"flag": "bool", "list": "args"}.get(self.kind, "string")
+        return {"flag": "bool", "append": "args"}.get(self.kind, "string")
 
 
 OPTIONS: tuple[OptionSpec, ...] = (
@@ -92,11 +117,15 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("--gpu-util-top", "tests listed in the summary, by GPU time (0 = all; default 10)", parse=non_negative_int, default=10, metavar="N"),
     OptionSpec("--gpu-util-dir", "output folder for CSV/JSON/traces (default .gpu_util)", default=".gpu_util", metavar="DIR"),
     OptionSpec("--gpu-util-traces", "write a gzip'd Chrome trace per test: none, failed or all (default none)", parse=trace_mode, default="none", metavar="MODE"),
+    OptionSpec("--gpu-util-html", "write a self-contained HTML report to PATH (no value: DIR/report.html)", kind="optional", metavar="PATH"),
     OptionSpec("--gpu-util-tables", "metric tables to write, comma-separated (default: all registered)", parse=table_list, metavar="A,B"),
     OptionSpec("--gpu-util-save", "save this run as baseline NAME under DIR/baselines/<machine id>/", parse=nonempty_name, metavar="NAME"),
     OptionSpec("--gpu-util-autosave", "save this run as a timestamped baseline", kind="flag", default=False),
-    OptionSpec("--gpu-util-compare", "compare with a baseline: NAME or PATH (no value: the latest for this machine)", kind="optional", metavar="NAME|PATH"),
-    OptionSpec("--gpu-util-fail", "what counts as a regression, e.g. busy_pct:5 gpu_busy_ms:10% (default busy_pct:5 mm_conv_pct:5 gpu_busy_ms:10%)", kind="list", metavar="EXPR"),
+    OptionSpec("--gpu-util-compare", "compare with a baseline: NAME or PATH.json (no value, or a test path after it: the "
+               "latest for this machine)", kind="optional", parse=baseline_spec, metavar="NAME|PATH"),
+    OptionSpec("--gpu-util-fail", "what counts as a regression, one expression per use (repeatable; a value may also hold "
+               "several, comma-separated), e.g. --gpu-util-fail busy_pct:5 --gpu-util-fail gpu_busy_ms:10% "
+               "(default busy_pct:5 mm_conv_pct:5 gpu_busy_ms:10%)", kind="append", parse=fail_expressions, metavar="EXPR"),
     OptionSpec("--gpu-util-compare-strict", "fail when there is no baseline to compare with", kind="flag", default=False),
     OptionSpec("--gpu-util-compare-any-machine", "compare even with a baseline from another GPU model", kind="flag", default=False),
     OptionSpec("--gpu-util-thresholds", "default @pytest.mark.gpu_util thresholds for all tests, e.g. 'min_busy_pct=20 max_kernel_count=5000'", metavar="K=V ..."),
@@ -106,6 +135,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("--gpu-util-flush", "turn the capture into per-test records after N tests, S seconds or M MB of events, "
                "whichever comes first (default 'tests=100 seconds=10 megabytes=64'); a crashed xdist worker loses "
                "at most the tests since its last flush", parse=flush_policy, default=FlushPolicy(), metavar="'tests=N seconds=S'"),
+    OptionSpec("--gpu-util-memory-history", "record every GPU allocation with its Python stack (slower): a test over "
+               "a memory limit or out of memory then reports the allocations at its peak and saves a snapshot",
+               kind="flag", default=False),
     OptionSpec("--gpu-util-pin", "under pytest-xdist, pin worker i to GPU i mod count (sets CUDA_VISIBLE_DEVICES)", kind="flag", default=False),
 )
 
@@ -134,8 +166,8 @@ def add_options(parser: Any) -> None:
             kwargs["metavar"] = spec.metavar
             if spec.kind == "optional":
                 kwargs.update(nargs="?", const=COMPARE_LATEST)
-            elif spec.kind == "list":
-                kwargs.update(nargs="+", type=str)
+            elif spec.kind == "append":
+                kwargs.update(action="append")
         group.addoption(spec.flag, **kwargs)
         parser.addini(spec.dest, spec.help, type=spec.ini_type, default=None)
     for name, ini_type, help_text in INI_ONLY:
@@ -146,6 +178,77 @@ class OptionError(Exception):
     """A bad option or ini value; the plugin turns it into pytest.UsageError."""
 
 
+def is_test_path(text: str, invocation_dir: Path) -> bool:
+    """True when a word after an option with an optional value is a test path, not the value.
+
+    A node id (``::``), a ``.py`` file or an existing folder is a test path; anything else (a
+    baseline name, a ``.json`` or ``.html`` path, whether or not it exists) is the option's value.
+    """
+    if not text or text.startswith("-"):
+        return False
+    return "::" in text or text.endswith(".py") or (invocation_dir / text).is_dir()
+
+
+def keep_test_paths(args: Sequence[str], invocation_dir: Path) -> tuple[list[str], list[str]]:
+    """The command line with every test path after an optional-value option kept a test path.
+
+    argparse gives ``--gpu-util-compare tests/test_x.py`` the path as the option's value and cannot
+    give it back, so the option is written ``--gpu-util-compare=latest`` there (no value) before
+    pytest parses the line. Returns the new arguments and the test paths so kept. A second
+    expression after ``--gpu-util-fail EXPR`` is an OptionError (see misplaced_expression).
+    """
+    optional = {spec.flag for spec in OPTIONS if spec.kind == "optional"}
+    out, kept = list(args), []
+    for index, arg in enumerate(out):
+        if arg == "--":
+            break
+        following = out[index + 1] if index + 1 < len(out) else ""
+        if arg in optional and is_test_path(following, invocation_dir):
+            out[index] = f"{arg}={COMPARE_LATEST}"
+            kept.append(following)
+    for spec in OPTIONS:
+        if spec.kind == "append":
+            problem = misplaced_expression(out, spec.flag, invocation_dir)
+            if problem:
+                raise OptionError(problem)
+    return out, kept
+
+
+def misplaced_expression(args: Sequence[str], flag: str, cwd: Path) -> Optional[str]:
+    """What is wrong when a fail expression follows ``FLAG EXPR`` as a word of its own, else None.
+
+    ``FLAG`` takes one expression per use, so that word would be read as a test path (or a
+    file name); a word that names something on disk is left alone.
+    """
+    for index, arg in enumerate(args):
+        if arg == "--":
+            break
+        name, has_value, value = arg.partition("=")
+        if name != flag or (not has_value and index + 1 >= len(args)):
+            continue
+        if not has_value:
+            value = args[index + 1]
+        stray_at = index + (1 if has_value else 2)
+        stray = args[stray_at] if stray_at < len(args) else ""
+        if _is_expression(stray) and not (cwd / stray).exists():
+            return (
+                f"{flag} takes one expression per use: {stray!r} after {flag} {value} would not be read as one; "
+                f"write {flag} {value} {flag} {stray} (or {flag} {value},{stray})"
+            )
+    return None
+
+
+def _is_expression(text: str) -> bool:
+    """True for a word that parses as fail expressions (METRIC:N or METRIC:N%)."""
+    if not text or text.startswith("-") or ":" not in text:
+        return False
+    try:
+        fail_expressions(text)
+    except argparse.ArgumentTypeError:
+        return False
+    return True
+
+
 def resolve(spec: OptionSpec, cli_value: Any, ini_value: Any) -> Any:
     """The option's value: the command line if given, else the ini key, else the default."""
     if cli_value is not None and not (spec.kind == "flag" and cli_value is False):
@@ -154,9 +257,9 @@ def resolve(spec: OptionSpec, cli_value: Any, ini_value: Any) -> Any:
         return spec.default
     if spec.kind == "flag":
         return bool(ini_value)
-    if spec.kind == "list":
-        return list(ini_value)
     try:
+        if spec.kind == "append":
+            return [spec.parse(value) for value in ini_value]
         return spec.parse(ini_value)
     except argparse.ArgumentTypeError as exc:
         raise OptionError(f"ini key {spec.dest} (option {spec.flag}): {exc}") from None
@@ -183,6 +286,9 @@ class Settings:
     kernel_rules: tuple[str, ...]
     flush: FlushPolicy = FlushPolicy()
     source: str = "cupti"
+    memory_history: bool = False
+    #: where to write the HTML report: None = no report, "" = <output_dir>/report.html
+    html: Optional[str] = None
 
 
 def read_settings(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Settings:
@@ -206,4 +312,6 @@ def read_settings(getoption: Callable[[str], Any], getini: Callable[[str], Any])
         kernel_rules=tuple(getini("gpu_util_kernel_rules") or ()),
         flush=values["gpu_util_flush"],
         source=values["gpu_util_source"],
+        memory_history=values["gpu_util_memory_history"],
+        html=None if values["gpu_util_html"] is None else "" if values["gpu_util_html"] == COMPARE_LATEST else values["gpu_util_html"],
     )

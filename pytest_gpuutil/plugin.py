@@ -12,7 +12,12 @@ from typing import TYPE_CHECKING, Any, Generator, Optional
 
 import pytest
 
-from pytest_gpuutil.options import OptionError, add_options, read_settings
+from pytest_gpuutil.options import (
+    OptionError,
+    add_options,
+    keep_test_paths,
+    read_settings,
+)
 
 if TYPE_CHECKING:
     from pytest_gpuutil.fixtures import (
@@ -24,13 +29,26 @@ if TYPE_CHECKING:
     from pytest_gpuutil.session import GpuUtilSession
 
 MARKER = (
-    "gpu_util(min_busy_pct=None, min_mm_conv_pct=None, max_gpu_ms=None, max_kernel_count=None): "
-    "fail the test when --gpu-util measures it below/above these limits"
+    "gpu_util(min_busy_pct=None, min_mm_conv_pct=None, max_gpu_ms=None, max_kernel_count=None, max_memory=None, "
+    "max_leak=None): fail the test when --gpu-util measures it below/above these limits (sizes like '2 GiB')"
 )
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) -> None:
+    """A test path after an option with an optional value stays a test path (see keep_test_paths)."""
+    try:
+        fixed, kept = keep_test_paths(args, Path(early_config.invocation_params.dir))
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if kept:
+        args[:] = fixed  # pytest parses this same list next
+        early = early_config.known_args_namespace  # parsed already: initial conftests come from its paths
+        early.file_or_dir = [*(early.file_or_dir or []), *kept]
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -61,6 +79,11 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(GpuUtilHooks(state), "gpuutil-session")
+    if not worker_id and config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None):
+        # pytest-html writes a report: its rows get the GPU figures
+        from pytest_gpuutil.report.html_report import PytestHtmlInterop
+
+        config.pluginmanager.register(PytestHtmlInterop(), "gpuutil-pytest-html")
 
 
 if TYPE_CHECKING:
@@ -207,6 +230,9 @@ class GpuUtilHooks:
         if report.when == "call":
             self._check_thresholds(item, report)
             self._benchmark_extra_info(item)
+            memory = state.measurement.memory.get(item.nodeid)
+            if report.failed and memory is not None and any(d.ooms for d in memory.devices):
+                self._memory_section(item, report)
         elif report.when == "teardown":
             results = _results(item)
             if not (state.settings.enabled or results.kernel_bench or results.gpu_trace or results.metric_rows
@@ -247,8 +273,9 @@ class GpuUtilHooks:
         return self._thresholds_apply(item) or "benchmark" in getattr(item, "funcargs", {})
 
     def _needs_record_now(self, item: pytest.Item) -> bool:
-        """Its record is needed at its teardown: the last test, a JUnit file, or a record hook."""
-        if item.stash.get(LAST_KEY, False) or getattr(item.config.option, "xmlpath", None):
+        """Its record is needed at its teardown: the last test, a JUnit or pytest-html file, or a record hook."""
+        option = item.config.option
+        if item.stash.get(LAST_KEY, False) or getattr(option, "xmlpath", None) or getattr(option, "htmlpath", None):
             return True
         folder = item.path.parent
         if folder not in self._record_hooks:  # conftest files can implement it per folder
@@ -268,7 +295,8 @@ class GpuUtilHooks:
             thresholds = merge(thresholds, Thresholds.from_kwargs(marker.kwargs, f"@pytest.mark.gpu_util on {item.nodeid}"))
         if thresholds is None or thresholds.is_empty:
             return
-        record = state.make_record(item.nodeid, outcome_of({"call": report}), state.profiles.get(item.nodeid), _results(item))
+        record = state.make_record(item.nodeid, outcome_of({"call": report}), state.profiles.get(item.nodeid),
+                                   _results(item), state.measurement.memory.get(item.nodeid))
         record = _hooked_record(item, record, "call")
         misses = check(thresholds, record)
         if misses is None:
@@ -278,6 +306,14 @@ class GpuUtilHooks:
         if misses and report.passed:
             report.outcome = "failed"
             report.longrepr = "\n".join(m.message for m in misses)
+        if any(m.threshold_name in ("max_memory", "max_leak") for m in misses):
+            self._memory_section(item, report)
+
+    def _memory_section(self, item: pytest.Item, report: pytest.TestReport) -> None:
+        """Where the memory went, in the failure report of a test over a memory limit or out of memory."""
+        text = self.state.memory_report(item.nodeid)
+        if text:
+            report.sections.append(("GPU memory (pytest-gpuutil)", text))
 
     def _benchmark_extra_info(self, item: pytest.Item) -> None:
         """pytest-benchmark interop: GPU metrics of this test into benchmark.extra_info."""

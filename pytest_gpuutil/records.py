@@ -16,9 +16,14 @@ NUMERIC_FIELDS = (
     "memcpy_pct",
     "kernel_count",
     "measure_ms",
+    "peak_alloc_mb",
+    "peak_reserved_mb",
+    "leaked_mb",
+    "alloc_retries",
+    "ooms",
 )
 #: The TestRecord fields that hold a mapping.
-MAPPING_FIELDS = ("gpu_busy_us_by_device", "categories", "kernel_bench", "gpu_trace")
+MAPPING_FIELDS = ("gpu_busy_us_by_device", "categories", "kernel_bench", "gpu_trace", "memory_by_device")
 #: Columns of gpu_util.csv, in order. Every TestRecord field that is a scalar.
 CSV_COLUMNS = ("test", "outcome", *NUMERIC_FIELDS, "top_kernel", "devices", "worker")
 
@@ -41,6 +46,14 @@ class TestRecord:
     kernel_count: int | None = None
     #: what measuring this test cost the run (window bookkeeping, its share of a flush, its record)
     measure_ms: float | None = None
+    #: GPU memory of the call phase in MiB (2**20 bytes), the largest over devices; None: not measured
+    peak_alloc_mb: float | None = None
+    peak_reserved_mb: float | None = None
+    #: allocated at the end of the call minus at its start, summed over devices
+    leaked_mb: float | None = None
+    #: the caching allocator's retries (a full cache freed and tried again) and out-of-memory errors
+    alloc_retries: int | None = None
+    ooms: int | None = None
     top_kernel: str | None = None
     #: device ids that did GPU work, as they appear in the trace (``"0"``, ``"1"``)
     devices: tuple[str, ...] = ()
@@ -54,6 +67,9 @@ class TestRecord:
     kernel_bench: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     #: results of the gpu_trace fixture in this test: label -> summary dict
     gpu_trace: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: the same per physical GPU: {"0": {"peak_alloc_mb": ..., "peak_reserved_mb": ..., "leaked_mb": ...,
+    #: "alloc_retries": ..., "ooms": ..., "allocated_end_mb": ..., "reserved_end_mb": ...}}
+    memory_by_device: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     #: why GPU fields are empty ("no CUDA device", "profiler already active", ...), else ""
     note: str = ""
 

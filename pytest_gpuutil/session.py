@@ -25,6 +25,7 @@ from pytest_gpuutil.analysis.classify import (
     KernelClassifier,
     parse_rules,
 )
+from pytest_gpuutil.capture.memory import MIB, format_size
 from pytest_gpuutil.gates.baseline import (
     BaselineError,
     RunDoc,
@@ -42,7 +43,7 @@ from pytest_gpuutil.gates.regression import (
 )
 from pytest_gpuutil.gates.thresholds import Thresholds, parse_ini
 from pytest_gpuutil.machine import machine_info, visible_gpu_ids
-from pytest_gpuutil.measurement import CONTINUOUS, Measurement, TestProfile
+from pytest_gpuutil.measurement import CONTINUOUS, Measurement, TestMemory, TestProfile
 from pytest_gpuutil.options import COMPARE_LATEST, Settings
 from pytest_gpuutil.records import TestRecord
 from pytest_gpuutil.report.files import run_document, write_run_files
@@ -78,6 +79,10 @@ class PendingTest:
 def safe_name(nodeid: str) -> str:
     """A file name for a test id."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid).strip("_")[:180]
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
 
 
 def outcome_of(phases: dict[str, Any]) -> str:
@@ -121,7 +126,7 @@ class GpuUtilSession:
         self.records: list[TestRecord] = []
         self.measurement = Measurement(self.classifier, keep_events=settings.traces != "none",
                                        cpu_activity=settings.cpu_activity, policy=settings.flush,
-                                       use_cupti=settings.source == "cupti")
+                                       use_cupti=settings.source == "cupti", memory_history=settings.memory_history)
         #: profiles known and not yet in a record, by node id
         self.profiles: dict[str, TestProfile] = {}
         #: tests whose call phase had a window in the continuous capture, until their record is built
@@ -218,21 +223,25 @@ class GpuUtilSession:
         self.baseline = doc
 
     # -- per test (worker or plain run) --------------------------------------------------------
-    def make_record(self, nodeid: str, outcome: str, profile: Optional[TestProfile], results: TestResults) -> TestRecord:
+    def make_record(self, nodeid: str, outcome: str, profile: Optional[TestProfile], results: TestResults,
+                    memory: Optional[TestMemory] = None) -> TestRecord:
         common = dict(
             test=nodeid,
             outcome=outcome,
             worker=self.worker_id,
             kernel_bench=dict(results.kernel_bench),
             gpu_trace=dict(results.gpu_trace),
+            **self._memory_fields(memory),
         )
+        memory_note = self._memory_note(memory)
         if profile is None:
             note = NO_CUDA_NOTE if self.settings.enabled and self._cuda is False else ""
-            return TestRecord(**common, note=note)
+            return TestRecord(**common, note=_join(note, memory_note))
         stats = profile.stats
+        measure_ms = None if profile.measure_ms is None else profile.measure_ms + (memory.cost_ms if memory else 0.0)
         if stats is None:
-            return TestRecord(**common, wall_ms=profile.wall_ms, measure_ms=profile.measure_ms,
-                              note=profile.note or NO_CUDA_NOTE)
+            return TestRecord(**common, wall_ms=profile.wall_ms, measure_ms=measure_ms,
+                              note=_join(profile.note or NO_CUDA_NOTE, memory_note))
         return TestRecord(
             **common,
             wall_ms=profile.wall_ms,
@@ -243,7 +252,7 @@ class GpuUtilSession:
             communication_pct=stats.category_pct_of_window(COMMUNICATION),
             memcpy_pct=stats.category_pct_of_window(MEMCPY),
             kernel_count=stats.kernel_count,
-            measure_ms=profile.measure_ms,
+            measure_ms=measure_ms,
             top_kernel=stats.top_kernel,
             devices=tuple(device for device, _ in stats.devices),
             gpu_busy_us_by_device={self.physical_id(device): busy_us for device, busy_us in stats.devices},
@@ -252,8 +261,71 @@ class GpuUtilSession:
                          "count": c.count}
                 for c in stats.categories
             },
-            note=profile.note,
+            note=_join(profile.note, memory_note),
         )
+
+    def _memory_fields(self, memory: Optional[TestMemory]) -> dict[str, Any]:
+        """The record's memory fields: the largest peaks over devices, leaks and errors summed."""
+        if memory is None or not memory.devices:
+            return {}
+        devices = memory.devices
+        return {
+            "peak_alloc_mb": max(d.peak_alloc for d in devices) / MIB,
+            "peak_reserved_mb": max(d.peak_reserved for d in devices) / MIB,
+            "leaked_mb": sum(d.leaked for d in devices) / MIB,
+            "alloc_retries": sum(d.alloc_retries for d in devices),
+            "ooms": sum(d.ooms for d in devices),
+            "memory_by_device": {
+                self.physical_id(d.device): {
+                    "peak_alloc_mb": d.peak_alloc / MIB, "peak_reserved_mb": d.peak_reserved / MIB,
+                    "leaked_mb": d.leaked / MIB, "alloc_retries": d.alloc_retries, "ooms": d.ooms,
+                    "allocated_end_mb": d.allocated_end / MIB, "reserved_end_mb": d.reserved_end / MIB,
+                }
+                for d in devices
+            },
+        }
+
+    @staticmethod
+    def _memory_note(memory: Optional[TestMemory]) -> str:
+        """What was live when a call that ran out of GPU memory ended."""
+        if memory is None or not any(d.ooms for d in memory.devices):
+            return ""
+        return "; ".join(
+            f"out of GPU memory on device {d.device}: {format_size(d.allocated_end)} allocated, "
+            f"{format_size(d.reserved_end)} reserved when the call ended (peak {format_size(d.peak_alloc)})"
+            for d in memory.devices if d.ooms
+        )
+
+    def memory_report(self, nodeid: str) -> str:
+        """For a test over a memory limit or out of memory: the largest allocations live at its peak,
+        with their stacks, and where its snapshot was saved (needs --gpu-util-memory-history)."""
+        memory = self.measurement.memory.get(nodeid)
+        meter = self.measurement.meter
+        if memory is None or meter is None:
+            return ""
+        if not meter.history:
+            return "(run with --gpu-util-memory-history for the allocations at the peak and a memory snapshot)"
+        lines = []
+        for device in memory.devices:
+            try:
+                allocations = meter.peak_allocations(memory.start, int(device.device))
+            except Exception as exc:  # noqa: BLE001 - the failure report must still come out
+                lines.append(f"device {device.device}: could not read the memory history: {exc}")
+                continue
+            if allocations:
+                lines.append(f"largest allocations live at the peak on device {device.device}:")
+            for allocation in allocations:
+                where = allocation.frames[0] if allocation.frames else "(no Python stack)"
+                lines.append(f"  {format_size(allocation.size):>10}  {where}")
+                lines.extend(f"              {frame}" for frame in allocation.frames[1:4])
+        path = self.output_dir / "memory" / f"{safe_name(nodeid)}.pickle"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            meter.dump_snapshot(str(path))
+            lines.append(f"memory snapshot: {path} (open it at https://pytorch.org/memory_viz)")
+        except Exception as exc:  # noqa: BLE001
+            lines.append(f"could not save the memory snapshot {path}: {exc}")
+        return "\n".join(lines)
 
     # -- measuring (worker or plain run) -----------------------------------------------------------
     def prepare_measurement(self, source: Any) -> None:
@@ -325,7 +397,8 @@ class GpuUtilSession:
             began = time.perf_counter()
             self.windowed.discard(test.nodeid)
             profile = self.profiles.pop(test.nodeid, None)
-            record = finalize(test.item, self.make_record(test.nodeid, test.outcome, profile, test.results))
+            memory = self.measurement.memory.pop(test.nodeid, None)
+            record = finalize(test.item, self.make_record(test.nodeid, test.outcome, profile, test.results, memory))
             self._write_trace(record, profile)
             if record.measure_ms is not None:
                 record = dataclasses.replace(record, measure_ms=record.measure_ms + (time.perf_counter() - began) * 1000)
@@ -435,10 +508,26 @@ class GpuUtilSession:
             return
         records = sorted(self.records, key=lambda r: r.test)
         created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-        doc = run_document(records, self.machine_info(), created, gpus=self.gpu_table(), totals=self.totals())
+        thresholds = {**dict.fromkeys(self.thresholds_not_checked, "not_checked"), **dict.fromkeys(self.threshold_failures, "failed")}
+        doc = run_document(records, self.machine_info(), created, gpus=self.gpu_table(), totals=self.totals(),
+                           thresholds=thresholds)
         self.written.extend(write_run_files(self.output_dir, records, doc))
         for name in filter(None, (self.settings.save, free_autosave_name(self.output_dir, self.machine_info()) if self.settings.autosave else None)):
             self.written.append(save_baseline(doc, self.output_dir, name))
+        if self.settings.html is not None:
+            from pytest_gpuutil.report.html_report import (
+                DEFAULT_NAME,
+                baseline_view_of,
+                write_html_report,
+            )
+
+            target = self.invocation_dir / self.settings.html if self.settings.html else self.output_dir / DEFAULT_NAME
+            view = baseline_view_of(self.baseline, records, self.fail_exprs, self.comparison) if self.baseline else None
+            try:
+                self.written.append(write_html_report(target, doc, baseline=view, traces_dir=self.output_dir / "traces",
+                                                      trace_name=safe_name))
+            except OSError as exc:
+                self.usage_errors.append(f"--gpu-util-html: could not write {target}: {exc}")
 
     # -- aggregates ------------------------------------------------------------------------------
     def no_cuda(self) -> bool:

@@ -13,7 +13,8 @@ USAGE = """usage: gpuutil COMMAND ...
 
 commands:
   analyze TRACE [TRACE ...] [--format table|json|csv]   analyse torch.profiler traces
-  compare BASELINE.json CURRENT.json [--fail EXPR ...]  compare two --gpu-util runs (exit 1 on regression)
+  compare BASELINE.json CURRENT.json [--fail EXPR]...   compare two --gpu-util runs (exit 1 on regression)
+  report RUN.json [--baseline BASELINE.json] [-o OUT]   render a run as a self-contained HTML report
 """
 
 
@@ -31,6 +32,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from pytest_gpuutil.cli.compare import main as compare_main
 
         return compare_main(rest)
-    print(f"error: unknown command {command!r} (expected analyze or compare)", file=sys.stderr)
+    if command == "report":
+        from pytest_gpuutil.cli.report import main as report_main
+
+        return report_main(rest)
+    print(f"error: unknown command {command!r} (expected analyze, compare or report)", file=sys.stderr)
     return EXIT_USAGE
 

@@ -1,4 +1,4 @@
-"""``gpuutil compare BASELINE.json CURRENT.json [--fail EXPR ...]``: gate a run against a baseline.
+"""``gpuutil compare BASELINE.json CURRENT.json [--fail EXPR]...``: gate a run against a baseline.
 
 Exit status: 0 no regression, 1 at least one regression, 2 bad input (missing or corrupt file,
 bad ``--fail`` expression); bad input is reported as one ``error: ...`` line on stderr.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import NoReturn, Sequence, TextIO
 
 from pytest_gpuutil.gates.baseline import BaselineError, load_run_doc, machine_id
@@ -18,6 +19,7 @@ from pytest_gpuutil.gates.regression import (
     parse_fail_exprs,
     regression_table,
 )
+from pytest_gpuutil.options import misplaced_expression
 
 PROG = "gpuutil compare"
 
@@ -27,7 +29,8 @@ EXIT_USAGE = 2
 
 FAIL_HELP = (
     "fail when METRIC gets worse by more than N (absolute: points for *_pct, ms for *_ms) or "
-    "N%% (relative), e.g. busy_pct:5 or gpu_busy_ms:10%%; repeatable, or space/comma separated. "
+    "N%% (relative), e.g. busy_pct:5 or gpu_busy_ms:10%%; one expression per use, repeatable (a value may "
+    "also hold several, comma-separated). "
     f"Default: {' '.join(DEFAULT_FAIL_EXPRS).replace('%', '%%')}. Metrics: {', '.join(METRICS)}"
 )
 
@@ -73,8 +76,12 @@ def main(
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
     parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    problem = misplaced_expression(words, "--fail", Path.cwd())
+    if problem:
+        return _error(err, problem)
     try:
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args = parser.parse_args(words)
     except _UsageError as exc:
         return _error(err, str(exc))
     except SystemExit as exc:  # --help

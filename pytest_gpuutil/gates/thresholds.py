@@ -18,6 +18,8 @@ class _Rule:
     metric: str
     is_min: bool
     max_value: float | None  # upper bound on the threshold itself (100 for percentages)
+    #: a size limit ("2 GiB", kept in bytes) on a memory field in MiB
+    is_size: bool = False
 
 
 _RULES: Mapping[str, _Rule] = MappingProxyType({
@@ -25,10 +27,15 @@ _RULES: Mapping[str, _Rule] = MappingProxyType({
     "min_mm_conv_pct": _Rule("mm_conv_pct", True, 100.0),
     "max_gpu_ms": _Rule("gpu_busy_ms", False, None),
     "max_kernel_count": _Rule("kernel_count", False, None),
+    "max_memory": _Rule("peak_alloc_mb", False, None, is_size=True),
+    "max_leak": _Rule("leaked_mb", False, None, is_size=True),
 })
 
 #: Record fields whose presence means the test was measured on a GPU.
 _GPU_FIELDS = ("gpu_busy_ms", "busy_pct", "kernel_count")
+#: Record fields whose presence means the test's GPU memory was measured.
+_MEMORY_FIELDS = ("peak_alloc_mb", "leaked_mb")
+_MIB = 1 << 20
 
 
 
@@ -40,6 +47,9 @@ class Thresholds:
     min_mm_conv_pct: float | None = None
     max_gpu_ms: float | None = None
     max_kernel_count: float | None = None
+    #: bytes
+    max_memory: float | None = None
+    max_leak: float | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -59,6 +69,14 @@ class Thresholds:
         for key, value in kwargs.items():
             if value is None:
                 values[key] = None
+                continue
+            if _RULES[key].is_size:
+                from pytest_gpuutil.capture.memory import parse_size
+
+                try:
+                    values[key] = float(parse_size(value))
+                except ValueError as exc:
+                    raise ValueError(f"{where}: {key}: {exc}") from None
                 continue
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"{where}: {key} must be a number, got {value!r}")
@@ -87,20 +105,31 @@ def merge(default: Thresholds | None, marker: Thresholds | None) -> Thresholds:
     )
 
 
+#: a size with its unit may be written with a space ("max_memory=2 GiB")
+_SIZE_UNIT = re.compile(r"^(?:[KMGT]i?B|B)$", re.IGNORECASE)
+
+
 def parse_ini(text: str | None, where: str = "gpu_util_thresholds") -> Thresholds:
-    """Parse ``min_busy_pct=20 max_kernel_count=5000`` (space or comma separated)."""
+    """Parse ``min_busy_pct=20 max_kernel_count=5000 max_memory=2 GiB`` (space or comma separated)."""
     if not text or not text.strip():
         return Thresholds()
     normalized = re.sub(r"\s*=\s*", "=", text.strip())
-    values: dict[str, float] = {}
+    tokens: list[str] = []
     for token in re.split(r"[\s,]+", normalized):
-        if not token:
-            continue
+        if token and tokens and "=" not in token and _SIZE_UNIT.match(token):
+            tokens[-1] += token  # "2" "GiB" -> "2GiB"
+        elif token:
+            tokens.append(token)
+    values: dict[str, float | str] = {}
+    for token in tokens:
         key, sep, raw = token.partition("=")
         if not sep or not key or not raw:
             raise ValueError(f"{where}: expected KEY=NUMBER, got {token!r}")
         if key in values:
             raise ValueError(f"{where}: {key} given twice")
+        if key in _RULES and _RULES[key].is_size:
+            values[key] = raw
+            continue
         try:
             number = float(raw)
         except ValueError:
@@ -121,6 +150,13 @@ class ThresholdMiss:
     @property
     def message(self) -> str:
         """One line, e.g. ``gpu_util: busy_pct 12.3 is below min_busy_pct=20``."""
+        if _RULES[self.threshold_name].is_size:
+            from pytest_gpuutil.capture.memory import format_size
+
+            limit = f"{self.threshold_name}={format_size(self.threshold)}"
+            if self.measured is None:
+                return f"gpu_util: {self.metric} was not measured, required by {limit}"
+            return f"gpu_util: {self.metric} {format_size(self.measured * _MIB)} is above {limit}"
         limit = f"{self.threshold_name}={compact_number(self.threshold)}"
         if self.measured is None:
             return f"gpu_util: {self.metric} was not measured, required by {limit}"
@@ -143,24 +179,31 @@ def has_gpu_data(record: TestRecord) -> bool:
     return any(getattr(record, name) is not None for name in _GPU_FIELDS)
 
 
+def has_memory_data(record: TestRecord) -> bool:
+    """True when the record holds GPU memory figures (False without CUDA)."""
+    return any(getattr(record, name) is not None for name in _MEMORY_FIELDS)
+
+
 def check(thresholds: Thresholds, record: TestRecord) -> tuple[ThresholdMiss, ...] | None:
     """Misses of ``record`` against ``thresholds``; ``()`` is a pass, None means not checked.
 
-    None when limits are set but the record has no GPU data (no CUDA): the test was not checked,
-    which must never count as a pass. A set limit whose metric is missing from an otherwise
-    measured record is a miss with ``measured=None``.
+    Limits on GPU work need GPU data in the record, memory limits need memory figures (a test the
+    profiler stepped aside for still has those). None when no set limit could be checked (no
+    CUDA): the test was not checked, which must never count as a pass. A set limit whose metric is
+    missing from an otherwise measured record is a miss with ``measured=None``.
     """
     if thresholds.is_empty:
         return ()
-    if not has_gpu_data(record):
-        return None
+    checkable = {False: has_gpu_data(record), True: has_memory_data(record)}
     misses = []
+    checked = False
     for name, rule in _RULES.items():
         limit = getattr(thresholds, name)
-        if limit is None:
+        if limit is None or not checkable[rule.is_size]:
             continue
-        raw = getattr(record, rule.metric)
-        measured = _measured(raw)
-        if measured is None or (measured < limit if rule.is_min else measured > limit):
+        checked = True
+        measured = _measured(getattr(record, rule.metric))
+        value = None if measured is None else (measured * _MIB if rule.is_size else measured)
+        if value is None or (value < limit if rule.is_min else value > limit):
             misses.append(ThresholdMiss(rule.metric, name, limit, measured))
-    return tuple(misses)
+    return tuple(misses) if checked else None

@@ -63,6 +63,7 @@ def top_tests_table(state: RunState) -> str:
             _num(r.mm_conv_pct, ".1f"),
             _num(r.attention_pct, ".1f"),
             _num(r.communication_pct, ".1f"),
+            _num(r.peak_alloc_mb, ".1f"),
             r.kernel_count,
             shorten(r.top_kernel or "", 50),
         )
@@ -70,10 +71,25 @@ def top_tests_table(state: RunState) -> str:
     ]
     return tabulate(
         rows,
-        headers=("test", "outcome", "wall ms", "GPU ms", "busy %", "mm/conv %", "attn %", "comm %", "kernels", "top kernel"),
+        headers=("test", "outcome", "wall ms", "GPU ms", "busy %", "mm/conv %", "attn %", "comm %", "peak MiB",
+                 "kernels", "top kernel"),
         tablefmt="simple",
         disable_numparse=True,
     )
+
+
+def top_memory_table(state: RunState) -> str:
+    """The tests with the highest peak of allocated GPU memory ("" when none was measured)."""
+    with_memory = sorted((r for r in state.records if r.peak_alloc_mb is not None),
+                         key=lambda r: (-(r.peak_alloc_mb or 0.0), r.test))
+    if not with_memory:
+        return ""
+    if state.settings.top:
+        with_memory = with_memory[: state.settings.top]
+    rows = [(shorten(r.test, 60), r.outcome, _num(r.peak_alloc_mb, ".1f"), _num(r.peak_reserved_mb, ".1f"),
+             _num(r.leaked_mb, ".1f"), r.alloc_retries, r.ooms) for r in with_memory]
+    return tabulate(rows, headers=("top tests by peak GPU memory", "outcome", "peak alloc MiB", "peak reserved MiB",
+                                   "left behind MiB", "retries", "OOMs"), tablefmt="simple", disable_numparse=True)
 
 
 def totals_line(state: RunState) -> str:
@@ -131,6 +147,9 @@ def write_summary(state: RunState, tr: Any) -> None:
         tr.write_line(totals_line(state))
         for line in measurement_lines(state):
             tr.write_line(line)
+        memory = top_memory_table(state)
+        if memory:
+            tr.write_line(memory)
         gpus = state.gpu_table()
         if len(gpus) > 1 or any(w != "main" for g in gpus for w in g["workers"]):
             tr.write_line(

@@ -118,3 +118,44 @@ def test_check_unmeasured_metric_is_a_miss():
     (miss,) = check(Thresholds(min_mm_conv_pct=10), gpu_rec(mm_conv_pct=None))
     assert miss.measured is None
     assert miss.message == "gpu_util: mm_conv_pct was not measured, required by min_mm_conv_pct=10"
+
+
+# -- GPU memory limits ----------------------------------------------------------------------------
+def mem_rec(**fields) -> TestRecord:
+    values = dict(peak_alloc_mb=1536.0, peak_reserved_mb=2048.0, leaked_mb=0.0, alloc_retries=0, ooms=0)
+    values.update(fields)
+    return TestRecord(test="t.py::test_a", outcome="passed", **values)
+
+
+def test_memory_limits_are_sizes_in_bytes():
+    t = Thresholds.from_kwargs({"max_memory": "2 GiB", "max_leak": "0 B"}, WHERE)
+    assert (t.max_memory, t.max_leak) == (2.0 * (1 << 30), 0.0)
+    assert parse_ini("max_memory=1.5 GB max_leak = 1 MiB, min_busy_pct=5", "ini") == Thresholds(
+        max_memory=1.5 * (1 << 30), max_leak=float(1 << 20), min_busy_pct=5.0)
+
+
+@pytest.mark.parametrize(("value", "why"), [("2 parsecs", "max_memory: unknown unit"), ("lots", "max_memory: expected a size"),
+                                            ("-1 GiB", "max_memory: a size must be a non-negative number")])
+def test_a_bad_size_names_the_test(value, why):
+    with pytest.raises(ValueError) as info:
+        Thresholds.from_kwargs({"max_memory": value}, WHERE)
+    assert str(info.value).startswith(WHERE + ": " + why)
+
+
+def test_memory_misses_say_the_figure_and_the_limit():
+    misses = check(Thresholds.from_kwargs({"max_memory": "1 GiB", "max_leak": "0 B"}, WHERE), mem_rec(leaked_mb=256.0))
+    assert [m.message for m in misses] == [
+        "gpu_util: peak_alloc_mb 1.5 GiB is above max_memory=1.0 GiB",
+        "gpu_util: leaked_mb 256.0 MiB is above max_leak=0 B",
+    ]
+    assert check(Thresholds.from_kwargs({"max_memory": "2 GiB"}, WHERE), mem_rec()) == ()
+
+
+def test_memory_limits_are_checked_without_gpu_events_and_gpu_limits_without_memory():
+    # a test the profiler stepped aside for (kernel_bench) still has its memory measured
+    assert check(Thresholds(max_memory=1.0), mem_rec()) != ()
+    assert check(Thresholds(min_busy_pct=10), mem_rec()) is None  # no GPU events: not checked
+    assert check(Thresholds(max_memory=1.0), gpu_rec()) is None  # no memory figures: not checked
+    assert check(Thresholds(max_memory=1.0), TestRecord(test="t", outcome="passed")) is None
+    both = check(Thresholds(min_busy_pct=90, max_memory=1.0), gpu_rec())
+    assert [m.threshold_name for m in both] == ["min_busy_pct"]  # what could be checked was

@@ -1,0 +1,214 @@
+"""GPU memory of one test's call phase, from PyTorch's caching-allocator counters.
+
+Per device: the peak of allocated and of reserved bytes during the call (the peaks are reset when
+it starts), allocated bytes at its end minus at its start (what the test left behind), and the
+allocator's retries and out-of-memory errors during the call. One C call per device at each end
+(``torch._C._cuda_memoryStats``; torch.cuda.memory_stats() builds and flattens a big dict).
+
+With ``history=True`` the allocator also records every allocation with its Python stack
+(``torch.cuda.memory._record_memory_history``, opt-in: it costs), so a test that misses a memory
+limit or runs out of memory can say which live allocations made its peak, and leave a snapshot
+that https://pytorch.org/memory_viz opens.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+MIB = 1 << 20
+#: allocations kept per device in the history ring buffer
+HISTORY_ENTRIES = 100_000
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """One device's figures for one call, in bytes."""
+
+    device: str
+    peak_alloc: int
+    peak_reserved: int
+    leaked: int
+    alloc_retries: int
+    ooms: int
+    #: allocated at the end of the call (what was live when it ended, e.g. after an OOM)
+    allocated_end: int
+    reserved_end: int
+
+
+@dataclass(frozen=True)
+class LiveAllocation:
+    """An allocation live at a test's peak: its size and where it was made (innermost frame first)."""
+
+    size: int
+    frames: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Start:
+    allocated: dict[int, int]
+    retries: dict[int, int]
+    ooms: dict[int, int]
+    time_us: float
+
+
+def _counters(stats: dict[str, Any]) -> tuple[int, int, int, int, int, int]:
+    """(allocated, peak allocated, reserved, peak reserved, retries, ooms) from the nested stats."""
+    allocated = stats.get("allocated_bytes", {}).get("all", {})
+    reserved = stats.get("reserved_bytes", {}).get("all", {})
+    return (int(allocated.get("current", 0)), int(allocated.get("peak", 0)), int(reserved.get("current", 0)),
+            int(reserved.get("peak", 0)), int(stats.get("num_alloc_retries", 0)), int(stats.get("num_ooms", 0)))
+
+
+class MemoryMeter:
+    """Reads the counters of every visible CUDA device around each call phase."""
+
+    def __init__(self, torch: Any, history: bool = False):
+        self._torch = torch
+        self._stats = getattr(torch._C, "_cuda_memoryStats", None)
+        self._reset = getattr(torch._C, "_cuda_resetPeakMemoryStats", None)
+        self.history = False
+        if history:
+            try:
+                torch.cuda.memory._record_memory_history(max_entries=HISTORY_ENTRIES, stacks="python")
+                self.history = True
+            except Exception:  # noqa: BLE001 - a torch without it: limits still work, without stacks
+                self.history = False
+
+    def _devices(self) -> range:
+        cuda = self._torch.cuda
+        return range(cuda.device_count()) if cuda.is_initialized() else range(0)
+
+    def _read(self, device: int) -> dict[str, Any]:
+        if self._stats is not None:
+            return self._stats(device)
+        flat = self._torch.cuda.memory_stats(device)  # older torch: rebuild the two levels used
+        nested: dict[str, Any] = {"num_alloc_retries": flat.get("num_alloc_retries", 0), "num_ooms": flat.get("num_ooms", 0)}
+        for key in ("allocated_bytes", "reserved_bytes"):
+            nested[key] = {"all": {"current": flat.get(f"{key}.all.current", 0), "peak": flat.get(f"{key}.all.peak", 0)}}
+        return nested
+
+    def begin(self) -> _Start:
+        """At the call's start: reset the peaks, note what is allocated (nothing if CUDA is not up yet)."""
+        allocated, retries, ooms = {}, {}, {}
+        for device in self._devices():
+            if self._reset is not None:
+                self._reset(device)
+            else:
+                self._torch.cuda.reset_peak_memory_stats(device)
+            current, _, _, _, retries[device], ooms[device] = _counters(self._read(device))
+            allocated[device] = current
+        if self.history and allocated:
+            _mark_history(self._torch)
+        return _Start(allocated, retries, ooms, time.time_ns() / 1000)
+
+    def end(self, start: _Start) -> tuple[DeviceMemory, ...]:
+        """At the call's end: each device's figures (a device CUDA started during the call counts from 0)."""
+        found = []
+        for device in self._devices():
+            current, peak, reserved, peak_reserved, retries, ooms = _counters(self._read(device))
+            if device not in start.allocated and peak == 0 and reserved == 0:
+                continue  # never used
+            found.append(DeviceMemory(
+                device=str(device),
+                peak_alloc=peak,
+                peak_reserved=peak_reserved,
+                leaked=current - start.allocated.get(device, 0),
+                alloc_retries=retries - start.retries.get(device, 0),
+                ooms=ooms - start.ooms.get(device, 0),
+                allocated_end=current,
+                reserved_end=reserved,
+            ))
+        return tuple(found)
+
+    def peak_allocations(self, start: _Start, device: int = 0, top: int = 5) -> tuple[LiveAllocation, ...]:
+        """The largest allocations live at the call's peak on ``device``, from the history (empty without it)."""
+        if not self.history:
+            return ()
+        snapshot = self._torch.cuda.memory._snapshot()
+        traces = snapshot.get("device_traces", [])
+        events = traces[device] if device < len(traces) else []
+        return largest_at_peak(events, start.time_us, top)
+
+    def dump_snapshot(self, path: str) -> None:
+        """The allocator's history as PyTorch's memory viz reads it (a pickle)."""
+        self._torch.cuda.memory._dump_snapshot(path)
+
+
+def _mark_history(torch: Any) -> None:
+    """A tiny allocation made here: the start of a call in histories whose entries carry no time."""
+    marker = torch.empty(1, device="cuda")
+    del marker
+
+
+def _is_mark(event: dict[str, Any]) -> bool:
+    return event.get("action") == "alloc" and any(
+        str(f.get("filename", "")).endswith(("capture/memory.py", "capture\\memory.py")) and f.get("name") == "_mark_history"
+        for f in event.get("frames", ()))
+
+
+def largest_at_peak(events: list[dict[str, Any]], since_us: float, top: int = 5) -> tuple[LiveAllocation, ...]:
+    """Replay alloc/free events from the call's start: the ``top`` largest allocations live at the peak.
+
+    The start is ``since_us`` where entries carry ``time_us``, else the last allocation made by
+    ``_mark_history``. Allocations made before it and still live are not known to the replay; the
+    peak is the highest total of what the call itself allocated.
+    """
+    if events and "time_us" not in events[-1]:
+        marks = [i for i, event in enumerate(events) if _is_mark(event)]
+        events = events[marks[-1] + 1:] if marks else events
+    live: dict[int, tuple[int, tuple[str, ...]]] = {}
+    total = best_total = 0
+    best: dict[int, tuple[int, tuple[str, ...]]] = {}
+    for event in events:
+        if event.get("time_us", since_us) < since_us:
+            continue
+        action, addr, size = event.get("action"), event.get("addr"), int(event.get("size", 0))
+        if action == "alloc":
+            frames = tuple(f"{f.get('filename')}:{f.get('line')} ({f.get('name')})" for f in event.get("frames", ()))
+            live[addr] = (size, frames)
+            total += size
+            if total > best_total:
+                best_total, best = total, dict(live)
+        elif action in ("free_requested", "free_completed") and addr in live:  # whichever comes first
+            total -= live.pop(addr)[0]
+    ranked = sorted(best.values(), key=lambda item: -item[0])[:top]
+    return tuple(LiveAllocation(size, frames) for size, frames in ranked)
+
+
+def format_size(n_bytes: float) -> str:
+    """``1.0 GiB``, ``256.0 MiB``, ``512 B``."""
+    value = float(n_bytes)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} TiB"  # pragma: no cover
+
+
+_UNITS = {"b": 1, "kb": 1 << 10, "kib": 1 << 10, "mb": 1 << 20, "mib": 1 << 20, "gb": 1 << 30, "gib": 1 << 30,
+          "tb": 1 << 40, "tib": 1 << 40}
+
+
+def parse_size(text: Any) -> int:
+    """Bytes from ``"2 GiB"``, ``"256MB"``, ``"0 B"`` or a number of bytes; ValueError otherwise.
+
+    As in pytest-memray, KB/MB/GB are powers of 1024, the same as KiB/MiB/GiB.
+    """
+    if isinstance(text, bool):
+        raise ValueError(f"expected a size such as '2 GiB', got {text!r}")
+    if isinstance(text, (int, float)):
+        number, unit = float(text), "b"
+    else:
+        raw = str(text).strip().replace(" ", "")
+        split = len(raw) - len(raw.lstrip("+-0123456789.eE"))
+        number_text, unit = raw[:split], raw[split:].lower() or "b"
+        try:
+            number = float(number_text)
+        except ValueError:
+            raise ValueError(f"expected a size such as '2 GiB', got {text!r}") from None
+    if unit not in _UNITS:
+        raise ValueError(f"unknown unit in {text!r} (B, KB, MB, GB, KiB, MiB, GiB)")
+    if not number >= 0 or number == float("inf"):
+        raise ValueError(f"a size must be a non-negative number, got {text!r}")
+    return int(round(number * _UNITS[unit]))

@@ -1,0 +1,111 @@
+"""``gpuutil report RUN.json [--baseline BASELINE.json] [--fail EXPR ...] [-o report.html]``.
+
+Renders a saved run (``gpu_util.json``, e.g. a CI artifact) as the self-contained HTML report,
+optionally against a baseline run. Exit status: 0 written, 2 bad input (a missing or corrupt
+JSON file, a bad ``--fail`` expression, an output that cannot be written), reported as one
+``error: ...`` line on stderr. Regressions are shown, not gated: ``gpuutil compare`` gates.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, NoReturn, Sequence, TextIO
+
+from pytest_gpuutil.gates.baseline import (
+    BaselineError,
+    RunDoc,
+    load_run_doc,
+    machine_id,
+)
+from pytest_gpuutil.gates.regression import DEFAULT_FAIL_EXPRS, parse_fail_exprs
+from pytest_gpuutil.report.html_report import (
+    DEFAULT_NAME,
+    baseline_view_of,
+    write_html_report,
+)
+from pytest_gpuutil.session import safe_name
+
+PROG = "gpuutil report"
+EXIT_OK = 0
+EXIT_USAGE = 2
+
+
+class _UsageError(Exception):
+    """Bad command line; the message is printed as one ``error:`` line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Render a gpu_util.json run as a self-contained HTML report.",
+                     epilog="Exit status: 0 written, 2 bad input.")
+    parser.add_argument("run", metavar="RUN.json", help="a gpu_util.json run file")
+    parser.add_argument("--baseline", metavar="BASELINE.json", help="a run or baseline file to compare with")
+    parser.add_argument("--fail", metavar="EXPR", action="append", default=None,
+                        help=f"what counts as a regression, as for gpuutil compare (default: "
+                             f"{' '.join(DEFAULT_FAIL_EXPRS).replace('%', '%%')})")
+    parser.add_argument("-o", "--output", metavar="report.html",
+                        help=f"where to write the page (default: {DEFAULT_NAME} beside RUN.json)")
+    return parser
+
+
+def _document(run: RunDoc) -> dict[str, Any]:
+    """The whole document (totals, per-GPU table, thresholds), read again now that it is known to be valid."""
+    try:
+        doc = json.loads(run.path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # changed since load_run_doc read it
+        raise BaselineError(run.path, f"cannot read: {exc}") from None
+    if not isinstance(doc, dict):
+        raise BaselineError(run.path, "expected a JSON object")
+    return doc
+
+
+def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """Run ``gpuutil report``; returns the exit status (0 or 2)."""
+    out = stdout if stdout is not None else sys.stdout
+    err = stderr if stderr is not None else sys.stderr
+    try:
+        args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    except _UsageError as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    try:
+        exprs = parse_fail_exprs(args.fail if args.fail else DEFAULT_FAIL_EXPRS)
+    except ValueError as exc:
+        print(f"error: --fail: {exc}", file=err)
+        return EXIT_USAGE
+    try:
+        run = load_run_doc(args.run)
+        doc = _document(run)
+        base = load_run_doc(args.baseline) if args.baseline else None
+    except BaselineError as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_USAGE
+    view = None
+    if base is not None:
+        if base.machine_id != machine_id(run.machine_info):
+            print(f"warning: machine ids differ (baseline {base.machine_id}, run {machine_id(run.machine_info)}); "
+                  "comparing anyway", file=err)
+        view = baseline_view_of(base, run.records.values(), exprs, label=args.baseline)
+    target = Path(args.output) if args.output else run.path.parent / DEFAULT_NAME
+    try:
+        written = write_html_report(target, doc, baseline=view, traces_dir=run.path.parent / "traces", trace_name=safe_name)
+    except OSError as exc:
+        print(f"error: {target}: cannot write: {exc.strerror or exc}", file=err)
+        return EXIT_USAGE
+    summary = f"wrote {written} ({len(run.records)} tests"
+    if view is not None:
+        summary += f"; {len(view.regressions)} regression(s) against {args.baseline}"
+    print(summary + ")", file=out)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

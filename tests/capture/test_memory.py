@@ -1,0 +1,142 @@
+"""GPU memory figures: sizes, the replay of the allocator's history, and the meter's arithmetic.
+
+The meter is checked against a stand-in that answers the two allocator calls it makes with
+scripted counters (there is no CUDA here); tests/capture/test_memory_gpu.py runs it for real.
+"""
+from __future__ import annotations
+
+import pytest
+
+from pytest_gpuutil.capture.memory import (
+    MIB,
+    MemoryMeter,
+    format_size,
+    largest_at_peak,
+    parse_size,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("2 GiB", 2 << 30), ("2GiB", 2 << 30), ("1.5 GB", 3 << 29), ("256 MB", 256 << 20), ("256 MiB", 256 << 20),
+        ("512 KB", 512 << 10), ("4 KiB", 4096), ("0 B", 0), ("100", 100), ("1 b", 1), ("3 gib", 3 << 30),
+        (1024, 1024), (0.5, 0),
+    ],
+)
+def test_sizes(text, expected) -> None:
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "GiB", "2 parsecs", "-1 GiB", "lots", True, "inf B"])
+def test_bad_sizes(text) -> None:
+    with pytest.raises(ValueError):
+        parse_size(text)
+
+
+def test_sizes_read_back() -> None:
+    assert [format_size(n) for n in (512, 1536, 256 * MIB, 3 << 30)] == ["512 B", "1.5 KiB", "256.0 MiB", "3.0 GiB"]
+
+
+def frame(line: int) -> dict:
+    return {"filename": "test_mem.py", "line": line, "name": "test_x"}
+
+
+def test_the_replay_finds_what_was_live_at_the_peak() -> None:
+    events = [
+        {"action": "alloc", "addr": 1, "size": 100, "time_us": 5, "frames": [frame(1)]},  # before the call
+        {"action": "alloc", "addr": 2, "size": 300, "time_us": 20, "frames": [frame(2), frame(90)]},
+        {"action": "alloc", "addr": 3, "size": 500, "time_us": 21, "frames": [frame(3)]},
+        {"action": "free_requested", "addr": 3, "size": 500, "time_us": 22},
+        {"action": "free_completed", "addr": 3, "size": 500, "time_us": 23},
+        {"action": "alloc", "addr": 4, "size": 50, "time_us": 24, "frames": [frame(4)]},
+    ]
+    got = largest_at_peak(events, since_us=10)
+    assert [a.size for a in got] == [500, 300]  # the peak: 800 bytes, when 2 and 3 were live
+    assert got[0].frames == ("test_mem.py:3 (test_x)",)
+    assert got[1].frames == ("test_mem.py:2 (test_x)", "test_mem.py:90 (test_x)")
+    assert largest_at_peak(events, since_us=10, top=1)[0].size == 500
+    assert largest_at_peak([], since_us=0) == ()
+
+
+def test_without_times_the_replay_starts_after_the_mark() -> None:
+    mark = {"action": "alloc", "addr": 9, "size": 512,
+            "frames": [{"filename": "/x/pytest_gpuutil/capture/memory.py", "line": 1, "name": "_mark_history"}]}
+    events = [
+        {"action": "alloc", "addr": 1, "size": 1000, "frames": [frame(1)]},  # an earlier test's peak
+        {"action": "free_requested", "addr": 1, "size": 1000},
+        mark,
+        {"action": "free_requested", "addr": 9, "size": 512},
+        {"action": "alloc", "addr": 2, "size": 300, "frames": [frame(2)]},
+    ]
+    assert [a.size for a in largest_at_peak(events, since_us=0)] == [300]
+
+
+class Allocator:
+    """Scripted caching-allocator counters for one device, as torch._C._cuda_memoryStats reports them."""
+
+    def __init__(self) -> None:
+        self.current = self.peak = self.reserved = self.peak_reserved = self.retries = self.ooms = 0
+        self.initialized = True
+
+    def stats(self, device: int) -> dict:
+        return {"allocated_bytes": {"all": {"current": self.current, "peak": self.peak}},
+                "reserved_bytes": {"all": {"current": self.reserved, "peak": self.peak_reserved}},
+                "num_alloc_retries": self.retries, "num_ooms": self.ooms}
+
+    def reset(self, device: int) -> None:
+        self.peak, self.peak_reserved = self.current, self.reserved
+
+    def allocate(self, n: int) -> None:
+        self.current += n
+        self.reserved = max(self.reserved, self.current)
+        self.peak, self.peak_reserved = max(self.peak, self.current), max(self.peak_reserved, self.reserved)
+
+
+def stand_in(allocator: Allocator):
+    class C:
+        _cuda_memoryStats = staticmethod(allocator.stats)
+        _cuda_resetPeakMemoryStats = staticmethod(allocator.reset)
+
+    class Cuda:
+        @staticmethod
+        def device_count() -> int:
+            return 1
+
+        @staticmethod
+        def is_initialized() -> bool:
+            return allocator.initialized
+
+    class Torch:
+        _C = C
+        cuda = Cuda
+
+    return Torch
+
+
+def test_peaks_reset_at_the_start_and_leaks_are_what_stayed() -> None:
+    allocator = Allocator()
+    allocator.allocate(1000 * MIB)  # an earlier test's leftovers
+    allocator.allocate(-1000 * MIB)
+    allocator.allocate(64 * MIB)
+    meter = MemoryMeter(stand_in(allocator))
+    start = meter.begin()
+    allocator.allocate(1024 * MIB)
+    allocator.allocate(-1024 * MIB)
+    allocator.allocate(256 * MIB)  # kept alive by the test
+    allocator.retries += 1
+    (device,) = meter.end(start)
+    assert device.device == "0"
+    assert device.peak_alloc == (64 + 1024) * MIB  # not the 1000 MiB from before the call
+    assert device.leaked == 256 * MIB
+    assert device.allocated_end == (64 + 256) * MIB
+    assert (device.alloc_retries, device.ooms) == (1, 0)
+
+
+def test_no_cuda_yet_means_no_devices() -> None:
+    allocator = Allocator()
+    allocator.initialized = False
+    meter = MemoryMeter(stand_in(allocator))
+    start = meter.begin()
+    assert meter.end(start) == ()
+    assert meter.peak_allocations(start) == ()  # no history asked for
