@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 HERE = Path(__file__).resolve().parent
 SUITES = {
@@ -88,10 +88,16 @@ def _ratios(times: list[float], startups: list[Optional[float]], plain: list[flo
 
 
 def measure(suites: list[str], repeats: int, out_dir: Path, extra: list[str],
-            variants: dict[str, tuple[list[str], Optional[str]]]) -> dict[str, Any]:
+            variants: dict[str, tuple[list[str], Optional[str]]],
+            after_round: Optional[Callable[[dict[str, Any]], None]] = None) -> dict[str, Any]:
+    """Every suite plain, with --gpu-util and with each variant, round after round.
+
+    ``after_round`` gets the figures so far after each round (so a run cut short keeps them).
+    """
     runs: dict[str, dict[str, dict[str, list[Any]]]] = {
         s: {name: {"s": [], "startup_s": [], "measure_s": []} for name in ("plain", "gpu_util", *variants)} for s in suites}
     tails: dict[str, list[str]] = {}
+    result: dict[str, Any] = {}
     for _ in range(repeats):
         for suite in suites:
             for name, (args, package) in {"plain": ([], None), "gpu_util": (extra, None), **variants}.items():
@@ -100,6 +106,14 @@ def measure(suites: list[str], repeats: int, out_dir: Path, extra: list[str],
                     runs[suite][name][key].append(value)
                 if name == "gpu_util":
                     tails[suite] = got["tail"]
+        result = _summarise(runs, tails, variants)
+        if after_round is not None:
+            after_round(result)
+    return result
+
+
+def _summarise(runs: dict[str, dict[str, dict[str, list[Any]]]], tails: dict[str, list[str]],
+               variants: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for suite, by_name in runs.items():
         plain, main = by_name["plain"]["s"], by_name["gpu_util"]
@@ -148,9 +162,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         parser.error(f"unknown suite(s) {unknown}; known: {', '.join(SUITES)}")
     doc = {**machine(), "date": dt.date.today().isoformat(), "repeats": args.repeats,
            "extra_args": args.extra_args,
-           "variants": {name: {"args": a, "package": p} for name, (a, p) in variants.items()},
-           "suites": measure(suites, args.repeats, Path(tempfile.mkdtemp(prefix="overhead_")), shlex.split(args.extra_args),
-                             variants)}
+           "variants": {name: {"args": a, "package": p} for name, (a, p) in variants.items()}}
+
+    def write(suites_so_far: dict[str, Any]) -> None:
+        (args.out / "overhead.json").write_text(json.dumps({**doc, "suites": suites_so_far}, indent=2) + "\n")
+
+    doc["suites"] = measure(suites, args.repeats, Path(tempfile.mkdtemp(prefix="overhead_")), shlex.split(args.extra_args),
+                            variants, after_round=write)
     startups = [s for suite in doc["suites"].values() for s in suite["startup_s"] if s is not None]
     doc["startup_s"] = statistics.median(startups) if startups else None
     (args.out / "overhead.json").write_text(json.dumps(doc, indent=2) + "\n")
