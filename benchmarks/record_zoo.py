@@ -165,9 +165,9 @@ def families(torch: Any) -> dict[str, tuple[str, Callable[[], Callable[[], Any]]
         "embedding_cross_entropy_bwd": ("Embedding + Linear + cross_entropy, backward", embedding_ce),
         "norms_fwd_bwd": ("LayerNorm, RMSNorm, BatchNorm2d, GroupNorm, fwd + bwd", norms),
         "cuda_graph_replay": ("an MLP captured in a CUDA graph, replayed", graph),
-        "compile_max_autotune": ("torch.compile max-autotune: Triton matmul templates", compiled("max-autotune-no-cudagraphs")),
         "compile_pointwise_reduction": ("torch.compile (default): matmul, relu, softmax, sum", compiled(None)),
         "flex_attention_fwd_bwd": ("torch.compile'd flex_attention, fwd + bwd", flex),
+        "compile_max_autotune": ("torch.compile max-autotune: Triton matmul templates", compiled("max-autotune-no-cudagraphs")),
     }
 
 
