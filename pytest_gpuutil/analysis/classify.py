@@ -16,6 +16,9 @@ ATTENTION = "attention"
 COMMUNICATION = "communication"
 MEMCPY = "memcpy"
 MEMSET = "memset"
+FFT = "fft"
+LINALG = "linalg"
+SORT_SCAN = "sort_scan"
 OTHER = "other"
 
 #: Categories in display order (user rules may add more; those sort after these).
@@ -28,6 +31,9 @@ CATEGORIES = (
     "triton_reduction",
     "triton_persistent_reduction",
     "triton_template",
+    FFT,
+    LINALG,
+    SORT_SCAN,
     "normalization",
     "reduction",
     "elementwise",
@@ -73,10 +79,18 @@ def rule(category: str, regex: str, kinds: Sequence[str] = (KERNEL,)) -> Rule:
 # - conv before gemm: cuDNN convolutions are ``*_fprop_implicit_gemm_*``.
 # - gemm covers cuBLAS on Hopper (``nvjet_*``, no "gemm" in the name), xmma/cutlass gemms,
 #   split-K reductions and Inductor matmul templates (``triton_tem_fused_mm_*``).
+# - Inductor's own kernels (``triton_*``) stay in their triton categories whatever they fuse.
+# - fft: cuFFT (``regular_fft_factor``, ``vector_fft``; its R2C/C2R ``pre/postprocess_kernel``
+#   take ``real_complex_args_t``). linalg: cuSOLVER/MAGMA factorizations and solvers (getrf, geqr,
+#   gesvd, sytrd, stedc, trsm, ...); their GEMMs stay gemm. linalg before sort_scan: cuSOLVER's
+#   own ``pegasus*`` sort/scan helpers belong to the factorization that called them.
+# - sort_scan: CUB radix sort/scan/unique/select, ATen's sort, cumsum/cumprod and top-k (``mbtopk``).
+# - cuDNN SDPA's backward helpers (``compute_dot_do_o``, ``convert_dq_to_16bits``) are attention;
+#   LayerNorm/GroupNorm weight-gradient and moment kernels are normalization.
 DEFAULT_RULES: tuple[Rule, ...] = (
     rule(MEMCPY, r"", kinds=("gpu_memcpy",)),
     rule(MEMSET, r"", kinds=("gpu_memset",)),
-    rule(ATTENTION, r"(?i)flash|fmha|sdpa|attention|attn"),
+    rule(ATTENTION, r"(?i)flash|fmha|sdpa|attention|attn|dot_do_o|convert_dq_to"),
     rule(COMMUNICATION, r"(?i)nccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|cross_device_reduce"),
     rule(CONV, r"(?i)(?<![a-z])conv(?!ert)|convolution|convolve|implicit_?gemm|fprop|dgrad|wgrad|nchwToNhwc|nhwcToNchw"),
     rule(GEMM, r"^triton_tem_(?:\w*?_)?(?:mm|bmm|addmm|baddbmm|scaled_mm|mm_plus_mm|matmul)(?:_|\d|$)"),
@@ -85,7 +99,17 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     rule("triton_persistent_reduction", r"^triton_per_"),
     rule("triton_reduction", r"^triton_(?:red|spl)_"),
     rule("triton_pointwise", r"^triton_(?:poi|for)_"),
-    rule("normalization", r"(?i)layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm|softmax|\bbn_(?:fw|bw)_"),
+    rule(FFT, r"(?i)fft|real_complex_args_t"),
+    rule(LINALG, r"(?i)cusolver|magma_|getrf|getrs|getri|potrf|potrs|potri|geqr|orgqr|ormqr|ungqr|unmqr|gesvd"
+                 r"|svd_|syev|heev|sytrd|hetrd|sytrf|stedc|steqr|laed\d|trsm|trsv|trtri|larf[tbg]|lacpy|laswp"
+                 r"|lascl|lansy|lange|ipiv|xxtrf|xx_set_info|create_pivot|colperm|batch_eye|offA_stage|FnrmA"
+                 r"|setup_vhat|pegasus"),
+    rule(SORT_SCAN, r"(?i)radix_?sort|sortKV|bitonic|segmented_?sort|merge_?sort|sort_postprocess"
+                    r"|fill_reverse_indices|fill_index_and_segment|DeviceScan|scan_by_key|kernel_scan|scan_innermost"
+                    r"|scan_outer|inclusive_?scan|exclusive_?scan|DeviceUnique|unique_by_key|DeviceSelect"
+                    r"|DeviceCompact|mbtopk|gatherTopK|topk"),
+    rule("normalization", r"(?i)layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm|softmax|\bbn_(?:fw|bw)_"
+                          r"|GammaBetaBackward|RowwiseMoments|ComputeInternalGradients|Compute(?:Backward)?FusedParams"),
     rule("reduction", r"(?i)reduce_kernel|reduction|ReduceOp"),
     rule("elementwise", r"(?i)elementwise|elemwise|FillFunctor|copy_kernel"),
 )
