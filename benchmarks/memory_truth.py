@@ -45,6 +45,8 @@ def test_4_kernel_bench(kernel_bench):
 '''
 #: the line of TESTS that allocates the 256 MiB the leaky test keeps
 LEAK_LINE = 14
+#: the line of TESTS whose allocation cannot fit
+OOM_LINE = 19
 
 
 def checks(records: dict[str, dict[str, Any]], output: str) -> list[dict[str, Any]]:
@@ -58,11 +60,30 @@ def checks(records: dict[str, dict[str, Any]], output: str) -> list[dict[str, An
         ("failure report names the allocating line", f"test_mem.py:{LEAK_LINE}",
          f"test_mem.py:{LEAK_LINE} (test_2_keeps_256_mib)" in output),
         ("out of memory: the record is kept, ooms = 1", oom["ooms"], oom["ooms"] == 1 and oom["outcome"] == "failed"),
+        ("out of memory: the failure report names the allocating line", f"test_mem.py:{OOM_LINE}",
+         "asking for" in output and f"test_mem.py:{OOM_LINE} (test_3_out_of_memory)" in output),
         ("out of memory: the note says what was live", oom["note"], "out of GPU memory" in (oom["note"] or "")),
         ("kernel_bench: memory measured without the profiler", bench["peak_alloc_mb"],
          bench["gpu_busy_ms"] is None and (bench["peak_alloc_mb"] or 0) >= 64),
     ]
     return [{"check": c, "seen": seen, "holds": bool(ok)} for c, seen, ok in rows]
+
+
+def meter_cost_ms(torch: Any, tests: int = 2000) -> float:
+    """What reading the memory counters costs a test (no history): the median of begin() + end()."""
+    import time
+
+    from pytest_gpuutil.capture.memory import MemoryMeter
+
+    meter = MemoryMeter(torch)
+    keep = torch.empty(1 << 20, device="cuda")  # CUDA up, something allocated
+    costs = []
+    for _ in range(tests):
+        began = time.perf_counter()
+        meter.end(meter.begin())
+        costs.append(time.perf_counter() - began)
+    del keep
+    return sorted(costs)[len(costs) // 2] * 1000
 
 
 def run(folder: Path, extra: list[str]) -> tuple[str, dict[str, dict[str, Any]]]:
@@ -82,6 +103,9 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     output, records = run(Path(tempfile.mkdtemp(prefix="memory_truth_")), ["--gpu-util-memory-history"])
     rows = checks(records, output)
+    cost = meter_cost_ms(torch)
+    rows.append({"check": "cost of the counters per test (median of 2,000) <= 0.2 ms", "seen": f"{cost:.4f} ms",
+                 "holds": cost <= 0.2})
     doc = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "checks": rows,
            "records": {name: {k: r.get(k) for k in ("outcome", "peak_alloc_mb", "peak_reserved_mb", "leaked_mb",
                                                      "alloc_retries", "ooms", "note")} for name, r in records.items()}}

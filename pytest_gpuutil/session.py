@@ -309,9 +309,14 @@ class GpuUtilSession:
         for device in memory.devices:
             try:
                 allocations = meter.peak_allocations(memory.start, int(device.device))
+                failed = meter.out_of_memory_at(memory.start, int(device.device)) if device.ooms else ()
             except Exception as exc:  # noqa: BLE001 - the failure report must still come out
                 lines.append(f"device {device.device}: could not read the memory history: {exc}")
                 continue
+            for allocation in failed:
+                where = allocation.frames[0] if allocation.frames else "(no Python stack)"
+                lines.append(f"out of memory on device {device.device} asking for {format_size(allocation.size)} at {where}")
+                lines.extend(f"              {frame}" for frame in allocation.frames[1:4])
             if allocations:
                 lines.append(f"largest allocations live at the peak on device {device.device}:")
             for allocation in allocations:

@@ -130,6 +130,13 @@ class MemoryMeter:
         events = traces[device] if device < len(traces) else []
         return largest_at_peak(events, start.time_us, top)
 
+    def out_of_memory_at(self, start: _Start, device: int = 0) -> tuple[LiveAllocation, ...]:
+        """The call's allocations on ``device`` that ran out of memory, from the history (empty without it)."""
+        if not self.history:
+            return ()
+        traces = self._torch.cuda.memory._snapshot().get("device_traces", [])
+        return failed_allocations(traces[device] if device < len(traces) else [], start.time_us)
+
     def dump_snapshot(self, path: str) -> None:
         """The allocator's history as PyTorch's memory viz reads it (a pickle)."""
         self._torch.cuda.memory._dump_snapshot(path)
@@ -147,6 +154,25 @@ def _is_mark(event: dict[str, Any]) -> bool:
         for f in event.get("frames", ()))
 
 
+def _since(events: list[dict[str, Any]], since_us: float) -> list[dict[str, Any]]:
+    """The history entries of the call: from ``since_us`` where entries carry ``time_us``, else
+    after the last allocation made by ``_mark_history``."""
+    if events and "time_us" not in events[-1]:
+        marks = [i for i, event in enumerate(events) if _is_mark(event)]
+        return events[marks[-1] + 1:] if marks else events
+    return [event for event in events if event.get("time_us", since_us) >= since_us]
+
+
+def _frames(event: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(f"{f.get('filename')}:{f.get('line')} ({f.get('name')})" for f in event.get("frames", ()))
+
+
+def failed_allocations(events: list[dict[str, Any]], since_us: float) -> tuple[LiveAllocation, ...]:
+    """The allocations of the call that ran out of memory (``oom`` entries): size asked and where."""
+    return tuple(LiveAllocation(int(e.get("size", 0)), _frames(e)) for e in _since(events, since_us)
+                 if e.get("action") == "oom")
+
+
 def largest_at_peak(events: list[dict[str, Any]], since_us: float, top: int = 5) -> tuple[LiveAllocation, ...]:
     """Replay alloc/free events from the call's start: the ``top`` largest allocations live at the peak.
 
@@ -154,19 +180,13 @@ def largest_at_peak(events: list[dict[str, Any]], since_us: float, top: int = 5)
     ``_mark_history``. Allocations made before it and still live are not known to the replay; the
     peak is the highest total of what the call itself allocated.
     """
-    if events and "time_us" not in events[-1]:
-        marks = [i for i, event in enumerate(events) if _is_mark(event)]
-        events = events[marks[-1] + 1:] if marks else events
     live: dict[int, tuple[int, tuple[str, ...]]] = {}
     total = best_total = 0
     best: dict[int, tuple[int, tuple[str, ...]]] = {}
-    for event in events:
-        if event.get("time_us", since_us) < since_us:
-            continue
+    for event in _since(events, since_us):
         action, addr, size = event.get("action"), event.get("addr"), int(event.get("size", 0))
         if action == "alloc":
-            frames = tuple(f"{f.get('filename')}:{f.get('line')} ({f.get('name')})" for f in event.get("frames", ()))
-            live[addr] = (size, frames)
+            live[addr] = (size, _frames(event))
             total += size
             if total > best_total:
                 best_total, best = total, dict(live)

@@ -10,6 +10,7 @@ import pytest
 from pytest_gpuutil.capture.memory import (
     MIB,
     MemoryMeter,
+    failed_allocations,
     format_size,
     largest_at_peak,
     parse_size,
@@ -70,6 +71,18 @@ def test_without_times_the_replay_starts_after_the_mark() -> None:
         {"action": "alloc", "addr": 2, "size": 300, "frames": [frame(2)]},
     ]
     assert [a.size for a in largest_at_peak(events, since_us=0)] == [300]
+
+
+def test_allocations_that_ran_out_of_memory_are_named_with_their_stack() -> None:
+    events = [
+        {"action": "oom", "addr": 7, "size": 4096, "time_us": 5, "frames": [frame(1)]},  # an earlier test's
+        {"action": "alloc", "addr": 2, "size": 300, "time_us": 20, "frames": [frame(2)]},
+        {"action": "oom", "addr": 1 << 30, "size": 1 << 40, "time_us": 21, "frames": [frame(3), frame(90)]},
+    ]
+    (got,) = failed_allocations(events, since_us=10)
+    assert got.size == 1 << 40
+    assert got.frames == ("test_mem.py:3 (test_x)", "test_mem.py:90 (test_x)")
+    assert failed_allocations(events[:2], since_us=10) == ()
 
 
 class Allocator:

@@ -63,6 +63,8 @@ def test_memory_history_names_the_allocating_line(pytester):
     text = result.stdout.str()
     assert "largest allocations live at the peak on device 0:" in text
     assert "test_mem.py:12 (test_2_keeps_256_mib)" in text  # the line that made the 256 MiB
+    assert "out of memory on device 0 asking for" in text
+    assert "test_mem.py:16 (test_3_out_of_memory)" in text  # the line whose allocation did not fit
     assert "memory snapshot:" in text
     snapshots = list((pytester.path / ".gpu_util" / "memory").glob("*.pickle"))
     assert len(snapshots) == 2  # the leaky test and the one out of memory
