@@ -133,6 +133,20 @@ def families(torch: Any) -> dict[str, tuple[str, Callable[[], Callable[[], Any]]
             (ln(x).sum() + rms(x).sum() + bn(img).sum() + gn(img).sum()).backward()
         return step
 
+    def optimizer(fused: bool) -> Callable[[], Callable[[], Any]]:
+        def build() -> Callable[[], Any]:
+            model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 1024)).to(cuda)
+            adam = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=fused, foreach=None if fused else True)
+            x = torch.randn(512, 1024, device=cuda)
+
+            def step() -> None:
+                adam.zero_grad(set_to_none=True)
+                F.mse_loss(model(x), x).backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                adam.step()
+            return step
+        return build
+
     def graph() -> Callable[[], Any]:
         model = torch.nn.Sequential(torch.nn.Linear(1024, 4096), torch.nn.GELU(), torch.nn.Linear(4096, 1024)).to(cuda)
         x = torch.randn(256, 1024, device=cuda)
@@ -165,6 +179,8 @@ def families(torch: Any) -> dict[str, tuple[str, Callable[[], Callable[[], Any]]
         "embedding_cross_entropy_bwd": ("Embedding + Linear + cross_entropy, backward", embedding_ce),
         "norms_fwd_bwd": ("LayerNorm, RMSNorm, BatchNorm2d, GroupNorm, fwd + bwd", norms),
         "cuda_graph_replay": ("an MLP captured in a CUDA graph, replayed", graph),
+        "train_step_adamw_foreach": ("MLP training step: MSE loss, backward, clip_grad_norm_, AdamW (foreach)", optimizer(False)),
+        "train_step_adamw_fused": ("MLP training step: MSE loss, backward, clip_grad_norm_, AdamW (fused)", optimizer(True)),
         "compile_pointwise_reduction": ("torch.compile (default): matmul, relu, softmax, sum", compiled(None)),
         "flex_attention_fwd_bwd": ("torch.compile'd flex_attention, fwd + bwd", flex),
         "compile_max_autotune": ("torch.compile max-autotune: Triton matmul templates", compiled("max-autotune-no-cudagraphs")),

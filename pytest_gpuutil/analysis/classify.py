@@ -87,6 +87,7 @@ def rule(category: str, regex: str, kinds: Sequence[str] = (KERNEL,)) -> Rule:
 # - sort_scan: CUB radix sort/scan/unique/select, ATen's sort, cumsum/cumprod and top-k (``mbtopk``).
 # - cuDNN SDPA's backward helpers (``compute_dot_do_o``, ``convert_dq_to_16bits``) are attention;
 #   LayerNorm/GroupNorm weight-gradient and moment kernels are normalization.
+# - ``multi_tensor_apply_kernel`` (ATen's foreach ops, so foreach and fused optimizers) is elementwise.
 DEFAULT_RULES: tuple[Rule, ...] = (
     rule(MEMCPY, r"", kinds=("gpu_memcpy",)),
     rule(MEMSET, r"", kinds=("gpu_memset",)),
@@ -111,7 +112,7 @@ DEFAULT_RULES: tuple[Rule, ...] = (
     rule("normalization", r"(?i)layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm|softmax|\bbn_(?:fw|bw)_"
                           r"|GammaBetaBackward|RowwiseMoments|ComputeInternalGradients|Compute(?:Backward)?FusedParams"),
     rule("reduction", r"(?i)reduce_kernel|reduction|ReduceOp"),
-    rule("elementwise", r"(?i)elementwise|elemwise|FillFunctor|copy_kernel"),
+    rule("elementwise", r"(?i)elementwise|elemwise|FillFunctor|copy_kernel|multi_tensor_apply"),
 )
 
 

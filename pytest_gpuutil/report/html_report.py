@@ -103,6 +103,9 @@ CATEGORY_COLORS: Mapping[str, str] = {
     "triton_reduction": "#86bcb6",
     "triton_persistent_reduction": "#b6992d",
     "triton_template": "#f1ce63",
+    "fft": "#d37295",
+    "linalg": "#ff9d9a",
+    "sort_scan": "#d4a6c8",
     "normalization": "#8cd17d",
     "reduction": "#59a14f",
     "elementwise": "#b07aa1",
@@ -110,7 +113,7 @@ CATEGORY_COLORS: Mapping[str, str] = {
     "memset": "#9d7660",
     "other": "#bab0ac",
 }
-SPARE_COLORS = ("#d37295", "#fabfd2", "#ff9d9a", "#d7b5a6", "#79706e", "#ffbe7d", "#d4a6c8", "#8c564b")
+SPARE_COLORS = ("#fabfd2", "#d7b5a6", "#79706e", "#ffbe7d", "#8c564b", "#17becf", "#bcbd22", "#7f7f7f")
 IDLE_COLOR = "#eaeef2"
 
 

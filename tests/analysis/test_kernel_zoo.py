@@ -37,6 +37,8 @@ FAMILIES = {
     "embedding_cross_entropy_bwd": ("20223.160", "gemm", 80.0),
     "norms_fwd_bwd": ("3621.918", "normalization", 60.0),
     "cuda_graph_replay": ("316.551", "gemm", 97.0),
+    "train_step_adamw_foreach": ("1833.135", "gemm", 55.0),
+    "train_step_adamw_fused": ("1461.895", "gemm", 70.0),
     "compile_pointwise_reduction": ("378.885", "gemm", 90.0),
     "compile_max_autotune": ("432.526", "gemm", 90.0),
 }
@@ -105,6 +107,14 @@ def test_the_kernels_named_in_the_issue_are_classified():
         matching = [n for n in names if fragment in n]
         assert matching, fragment
         assert {classifier.classify(n) for n in matching} == {category}, fragment
+
+
+@pytest.mark.parametrize("family, least_share", [("train_step_adamw_foreach", 30.0), ("train_step_adamw_fused", 15.0)])
+def test_optimizer_steps_are_elementwise(family, least_share):
+    # AdamW runs as ATen multi_tensor_apply_kernel launches (foreach or fused)
+    s = zoo_summary(family)
+    assert s.category("elementwise").share_of_busy >= least_share
+    assert any("multi_tensor_apply_kernel" in k.name and k.category == "elementwise" for k in s.top_kernels)
 
 
 def test_inductor_kernels_keep_their_triton_categories():
