@@ -174,8 +174,8 @@ def _by_nodeid(records: RecordsLike) -> dict[str, TestRecord]:
     return out
 
 
-def _number(value: Any) -> float | None:
-    """``value`` as a float if it is a finite real number, else None."""
+def finite_number(value: Any) -> float | None:
+    """``value`` as a float if it is a finite real number (not a bool), else None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     return float(value) if math.isfinite(value) else None
@@ -187,36 +187,58 @@ def _values(record: TestRecord, metric: str) -> dict[str, tuple[float | None, st
         stat = metric[len(_KERNEL_BENCH):]
         return {
             f"kernel_bench[{label}].{stat}": (
-                _number(stats.get(stat)),
+                finite_number(stats.get(stat)),
                 str(stats.get("unit", "ms")),
             )
             for label, stats in record.kernel_bench.items()
             if isinstance(stats, Mapping)
         }
-    return {metric: (_number(getattr(record, metric)), "")}
+    return {metric: (finite_number(getattr(record, metric)), "")}
+
+
+def change_of(expr: FailExpr, base: float, now: float) -> tuple[float, str] | None:
+    """How ``now`` differs from ``base`` in ``expr``'s terms (points, %, units) and as the regression
+    table writes it; None for a relative change from zero, which is undefined."""
+    delta = now - base
+    if expr.relative:
+        if base == 0:
+            return None
+        change = delta / abs(base) * 100.0
+        return change, f"{change:+.1f}%"
+    unit = expr.spec.unit
+    if unit == "pts":
+        return delta, f"{delta:+.1f} pts"
+    if unit:
+        return delta, f"{delta:+.3g} {unit}" if abs(delta) < 1 else f"{delta:+.1f} {unit}"
+    return delta, f"{delta:+.4g}" if not delta.is_integer() else f"{int(delta):+d}"
+
+
+def worsening(expr: FailExpr, change: float) -> float:
+    """``change`` signed so that positive is worse for ``expr``'s metric."""
+    return -change if expr.spec.higher_is_better else change
+
+
+def metric_pairs(old: TestRecord, new: TestRecord, metric: str) -> list[tuple[str, float, float]]:
+    """(reported name, baseline, now) for each comparable value of ``metric`` in both records (one per
+    ``kernel_bench`` label of the same unit); values missing or not finite on either side are skipped."""
+    old_values = _values(old, metric)
+    pairs = []
+    for name, (now, unit) in _values(new, metric).items():
+        then, old_unit = old_values.get(name, (None, ""))
+        if now is not None and then is not None and unit == old_unit:
+            pairs.append((name, then, now))
+    return pairs
 
 
 def _check(
     test: str, name: str, base: float, now: float, expr: FailExpr
 ) -> Regression | None:
     """A Regression when ``now`` is worse than ``base`` by more than the gate allows."""
-    delta = now - base
-    if expr.relative:
-        if base == 0:
-            return None  # a relative change from zero is undefined
-        change = delta / abs(base) * 100.0
-        change_text = f"{change:+.1f}%"
-    else:
-        change = delta
-        unit = expr.spec.unit
-        if unit == "pts":
-            change_text = f"{change:+.1f} pts"
-        elif unit:
-            change_text = f"{change:+.3g} {unit}" if abs(change) < 1 else f"{change:+.1f} {unit}"
-        else:
-            change_text = f"{change:+.4g}" if not change.is_integer() else f"{int(change):+d}"
-    worsening = -change if expr.spec.higher_is_better else change
-    if worsening <= expr.threshold + _EPS * max(1.0, expr.threshold):
+    found = change_of(expr, base, now)
+    if found is None:
+        return None
+    change, change_text = found
+    if worsening(expr, change) <= expr.threshold + _EPS * max(1.0, expr.threshold):
         return None
     return Regression(
         test=test,
@@ -246,11 +268,7 @@ def compare_records(
             continue
         compared.append(test)
         for expr in gates:
-            old_values = _values(old, expr.metric)
-            for name, (now, unit) in _values(record, expr.metric).items():
-                then, old_unit = old_values.get(name, (None, ""))
-                if now is None or then is None or unit != old_unit:
-                    continue
+            for name, then, now in metric_pairs(old, record, expr.metric):
                 found = _check(test, name, then, now, expr)
                 if found is not None:
                     regressions.append(found)

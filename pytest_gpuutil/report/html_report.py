@@ -26,8 +26,12 @@ from pytest_gpuutil.gates.regression import (
     METRICS,
     Comparison,
     FailExpr,
+    change_of,
     compare_records,
+    metric_pairs,
+    worsening,
 )
+from pytest_gpuutil.gates.regression import finite_number as _finite
 from pytest_gpuutil.records import TestRecord
 from pytest_gpuutil.report.files import atomic_write_text
 
@@ -41,13 +45,6 @@ MEMORY_FIELDS = ("peak_alloc_mb", "peak_reserved_mb", "leaked_mb", "alloc_retrie
 THRESHOLD_TEXT = {"failed": "limits failed", "not_checked": "limits not checked", "passed": ""}
 #: Bands of the busy-% histogram
 BUSY_BINS = 10
-
-
-def _finite(value: Any) -> Optional[float]:
-    """``value`` as a float when it is a finite real number (not a bool), else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
 
 
 def _map(value: Any) -> Mapping[str, Any]:
@@ -287,43 +284,13 @@ class BaselineView:
         return tuple(r for r in self.rows if r.regressed)
 
 
-def _metric_pairs(old: TestRecord, new: TestRecord, metric: str) -> list[tuple[str, float, float]]:
-    """(reported name, baseline, now) for one metric of a test (one per kernel_bench label)."""
-    if metric.startswith("kernel_bench."):
-        stat = metric.split(".", 1)[1]
-        pairs = []
-        for label, stats in new.kernel_bench.items():
-            then = old.kernel_bench.get(label)
-            if not isinstance(stats, Mapping) or not isinstance(then, Mapping):
-                continue
-            if str(stats.get("unit", "ms")) != str(then.get("unit", "ms")):
-                continue
-            a, b = _finite(then.get(stat)), _finite(stats.get(stat))
-            if a is not None and b is not None:
-                pairs.append((f"kernel_bench[{label}].{stat}", a, b))
-        return pairs
-    a, b = _finite(getattr(old, metric, None)), _finite(getattr(new, metric, None))
-    return [(metric, a, b)] if a is not None and b is not None else []
-
-
 def _change(expr: FailExpr, base: float, now: float) -> tuple[str, float]:
     """The change as the regression table writes it, and how bad it is relative to the limit."""
-    delta = now - base
-    if expr.relative:
-        if base == 0:
-            return "n/a", 0.0
-        change = delta / abs(base) * 100.0
-        text = f"{change:+.1f}%"
-    else:
-        change = delta
-        unit = expr.spec.unit
-        if unit == "pts":
-            text = f"{change:+.1f} pts"
-        elif unit:
-            text = f"{change:+.3g} {unit}" if abs(change) < 1 else f"{change:+.1f} {unit}"
-        else:
-            text = f"{int(change):+d}" if change.is_integer() else f"{change:+.4g}"
-    worse = -change if expr.spec.higher_is_better else change
+    found = change_of(expr, base, now)
+    if found is None:
+        return "n/a", 0.0
+    change, text = found
+    worse = worsening(expr, change)
     return text, worse / expr.threshold if expr.threshold > 0 else worse
 
 
@@ -353,7 +320,7 @@ def baseline_view(
         for expr in exprs:
             if expr.metric not in METRICS:
                 continue
-            for name, then, current_value in _metric_pairs(base[test], now[test], expr.metric):
+            for name, then, current_value in metric_pairs(base[test], now[test], expr.metric):
                 text, severity = _change(expr, then, current_value)
                 rows.append(ComparedMetric(test, name, then, current_value, text, expr.threshold_text,
                                            (test, name) in regressed, severity))
