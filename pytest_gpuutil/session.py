@@ -308,8 +308,8 @@ class GpuUtilSession:
         lines = []
         for device in memory.devices:
             try:
-                allocations = meter.peak_allocations(memory.start, int(device.device))
-                failed = meter.out_of_memory_at(memory.start, int(device.device)) if device.ooms else ()
+                allocations, failed = meter.where_memory_went(memory.start, int(device.device),
+                                                              with_failed=bool(device.ooms))
             except Exception as exc:  # noqa: BLE001 - the failure report must still come out
                 lines.append(f"device {device.device}: could not read the memory history: {exc}")
                 continue

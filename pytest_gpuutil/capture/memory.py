@@ -121,21 +121,15 @@ class MemoryMeter:
             ))
         return tuple(found)
 
-    def peak_allocations(self, start: _Start, device: int = 0, top: int = 5) -> tuple[LiveAllocation, ...]:
-        """The largest allocations live at the call's peak on ``device``, from the history (empty without it)."""
+    def where_memory_went(self, start: _Start, device: int = 0, top: int = 5, with_failed: bool = True
+                          ) -> tuple[tuple[LiveAllocation, ...], tuple[LiveAllocation, ...]]:
+        """From one read of the history: the ``top`` largest allocations live at the call's peak on
+        ``device`` and (``with_failed``) the call's allocations that ran out of memory; empty without it."""
         if not self.history:
-            return ()
-        snapshot = self._torch.cuda.memory._snapshot()
-        traces = snapshot.get("device_traces", [])
-        events = traces[device] if device < len(traces) else []
-        return largest_at_peak(events, start.time_us, top)
-
-    def out_of_memory_at(self, start: _Start, device: int = 0) -> tuple[LiveAllocation, ...]:
-        """The call's allocations on ``device`` that ran out of memory, from the history (empty without it)."""
-        if not self.history:
-            return ()
+            return (), ()
         traces = self._torch.cuda.memory._snapshot().get("device_traces", [])
-        return failed_allocations(traces[device] if device < len(traces) else [], start.time_us)
+        events = traces[device] if device < len(traces) else []
+        return largest_at_peak(events, start.time_us, top), failed_allocations(events, start.time_us) if with_failed else ()
 
     def dump_snapshot(self, path: str) -> None:
         """The allocator's history as PyTorch's memory viz reads it (a pickle)."""

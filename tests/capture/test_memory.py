@@ -152,4 +152,4 @@ def test_no_cuda_yet_means_no_devices() -> None:
     meter = MemoryMeter(stand_in(allocator))
     start = meter.begin()
     assert meter.end(start) == ()
-    assert meter.peak_allocations(start) == ()  # no history asked for
+    assert meter.where_memory_went(start) == ((), ())  # no history asked for
