@@ -30,6 +30,7 @@ FLAGS = (
     "--disable-component-update",
     "--disable-sync",
     "--disable-extensions",
+    "--disable-dev-shm-usage",  # Debian's launcher adds it only where its /dev/shm check parses
     "--hide-scrollbars",
 )
 
@@ -61,7 +62,11 @@ _RESULT = re.compile(r'<pre id="gu-harness">(.*?)</pre>', re.S)
 
 
 class BrowserError(Exception):
-    """Chromium did not run, or the page wrote no result."""
+    """Chromium did not run, or the page wrote no result (``dom``: what Chromium printed, if anything)."""
+
+    def __init__(self, message: str, dom: str = "") -> None:
+        super().__init__(message)
+        self.dom = dom
 
 
 def find_chromium() -> Optional[str]:
@@ -112,7 +117,9 @@ def run_page(chromium: str, page: str, script: str, workdir: Path, timeout: floa
     match = _RESULT.search(proc.stdout)
     if match is None:
         tail = "\n".join(line for line in proc.stderr.splitlines() if "dbus" not in line)[-1500:]
-        raise BrowserError(f"no harness result in chromium's DOM (rc={proc.returncode}): {tail}")
+        printed = f"a DOM of {len(proc.stdout)} characters" if proc.stdout.strip() else "no DOM"
+        raise BrowserError(f"no harness result: chromium printed {printed} (rc={proc.returncode}): {tail}",
+                           dom=proc.stdout)
     result = json.loads(html.unescape(match.group(1)))
     result["wall_s"] = wall
     return result

@@ -848,7 +848,8 @@ SCRIPT = r"""
   var byIndex = Array.prototype.slice.call(body.rows).concat(more ? Array.prototype.slice.call(more.content.children) : []);
   var rows = byIndex.slice();
   // The rows beyond the first screenfuls join the table after the first paint (or when a sort,
-  // filter or detail view needs them), so the page opens before 1,000 rows are laid out.
+  // filter or detail view needs them), so the page opens before 1,000 rows are laid out. A timer
+  // backs the frame up: where no frame comes (some headless browsers), the rows still join.
   function showAll() {
     if (more) {
       body.appendChild(more.content);
@@ -858,8 +859,10 @@ SCRIPT = r"""
     }
   }
   window.guReport = { showAll: showAll };
-  if (more) requestAnimationFrame(function () { setTimeout(showAll, 0); });
-  else document.documentElement.setAttribute("data-gu-rows", "all");
+  if (more) {
+    requestAnimationFrame(function () { setTimeout(showAll, 0); });
+    setTimeout(showAll, 200);
+  } else document.documentElement.setAttribute("data-gu-rows", "all");
   var C = { test: 0, outcome: 1, wall: 2, gpu: 3, busy: 4, mm: 5, attn: 6, comm: 7, mem: 8, kernels: 9, top: 11, limits: 12 };
   byIndex.forEach(function (r, i) { r.guIndex = i; });
 
