@@ -106,13 +106,19 @@ def run_page(chromium: str, page: str, script: str, workdir: Path, timeout: floa
 
     With ``virtual_time`` Chromium runs the page's timers before it prints the DOM (for scripts
     that wait); timings should be taken without it, synchronously in the load event.
-    Adds ``wall_s`` (the whole Chromium run, start-up included).
+    Adds ``wall_s`` (the whole Chromium run, start-up included). A run that prints no DOM at all
+    (Chromium did not start properly) is tried once more; one that prints the page without the
+    result is not, since the page itself is then what failed.
     """
     path = Path(workdir) / name
     path.write_text(inject(page, script), encoding="utf-8")
     began = time.perf_counter()
     budget = ["--virtual-time-budget=10000"] if virtual_time else []
-    proc = _run(chromium, [*budget, "--dump-dom", path.resolve().as_uri()], Path(workdir), timeout)
+    args = [*budget, "--dump-dom", path.resolve().as_uri()]
+    proc = _run(chromium, args, Path(workdir), timeout)
+    if not proc.stdout.strip():  # printed nothing at all: a failed start, tried once more
+        began = time.perf_counter()
+        proc = _run(chromium, args, Path(workdir), timeout)
     wall = time.perf_counter() - began
     match = _RESULT.search(proc.stdout)
     if match is None:
