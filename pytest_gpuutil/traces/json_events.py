@@ -58,6 +58,8 @@ def trace_from_json_tolerant(path: str, data: Any) -> Trace:
     except json.JSONDecodeError as exc:
         hint = " (truncated?)" if exc.pos >= len(data.rstrip()) - 1 else ""
         raise TraceError(path, f"not valid JSON{hint}: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise TraceError(path, "not readable: JSON nested deeper than Python's recursion limit") from None
     if isinstance(doc, list):
         events, base = doc, 0
     elif isinstance(doc, dict):

@@ -93,7 +93,7 @@ def _document_decoder() -> tuple[Any, tuple[type[Exception], ...]]:
     document = msgspec.defstruct(
         "_Document", [("traceEvents", Union[list[any_object], None], None), ("baseTimeNanoseconds", Any, None)]
     )
-    return msgspec.json.Decoder(document), (msgspec.DecodeError, msgspec.ValidationError)
+    return msgspec.json.Decoder(document), (msgspec.DecodeError, msgspec.ValidationError, RecursionError)
 
 
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')

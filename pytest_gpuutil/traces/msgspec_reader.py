@@ -68,7 +68,7 @@ def trace_from_json(path: str, data: Any) -> Trace:
     """Any Chrome/Kineto trace JSON in ``data`` (bytes or a buffer; ``path`` names it in errors)."""
     try:
         document = _DOCUMENT.decode(data)  # also checks that the whole file is valid JSON
-    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):  # the last: a name not UTF-8
+    except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError, RecursionError):  # a name not UTF-8; deep nesting
         return trace_from_json_tolerant(path, data)
     if isinstance(document, list):
         events, base = document, 0
