@@ -29,7 +29,6 @@ from pytest_gpuutil.traces.json_events import (
     base_time,
     trace_from_json_tolerant,
 )
-from pytest_gpuutil.traces.kineto_layout import read_kineto_layout
 from pytest_gpuutil.traces.model import CodedColumn, GpuColumns, Trace, use_plain_python
 
 __all__ = [
@@ -114,6 +113,9 @@ def _json_number(text: bytes) -> Any:
 def _read_in_python(spath: str, data: Any) -> Trace:
     if len(data) <= SMALL_TRACE_BYTES and "msgspec" not in sys.modules:
         return trace_from_json_tolerant(spath, data)  # importing msgspec would cost more than it saves
+    # imported here: where the C reader is built, it is seldom needed
+    from pytest_gpuutil.traces.kineto_layout import read_kineto_layout
+
     kineto = read_kineto_layout(data)
     if kineto is not None:
         return Trace(spath, kineto.columns, kineto.profiler_span, base_time(spath, kineto.base_time))

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The C reader on a GPU host, in one device call: whole-process CLI speed against the seed (plain
+# and gzip'd), the reader alone by thread count, and the whole test suite (GPU tests included).
+#   bash benchmarks/gpu_verify_cli.sh OUTDIR
+set -u
+OUT=${1:?usage: gpu_verify_cli.sh OUTDIR}
+W="$OUT/work"
+mkdir -p "$W"
+source benchmarks/device_setup.sh "$W"
+python3 -c "import torch, platform, os; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0), 'python', platform.python_version(), 'cpus', len(os.sched_getaffinity(0)))" | tee "$W/env.txt"
+lscpu | grep -E "Model name|^CPU\(s\)" | tee -a "$W/env.txt"
+
+step "gpuutil analyze as a whole process against the seed: plain JSON"
+timeout 120 python3 benchmarks/bench_cli_process.py --repeats 11 --out "$W/cli_plain" >"$W/cli.log" 2>&1; echo "rc=$?"
+tail -n 8 "$W/cli.log"
+step "the same, gzip'd"
+timeout 90 python3 benchmarks/bench_cli_process.py --repeats 7 --keep-gzip --out "$W/cli_gz" >>"$W/cli.log" 2>&1; echo "rc=$?"
+tail -n 8 "$W/cli.log"
+
+step "the C reader alone on the 55.7 MB trace, by thread count (best of 7)"
+timeout 60 python3 benchmarks/bench_c_reader.py --out "$W" 2>&1 | tee "$W/c_reader_threads.txt"
+
+step "the project's test suite, GPU tests included"
+timeout 230 python3 -m pytest tests -q -p no:cacheprovider -rs -n 8 >"$W/tests.log" 2>&1; echo "tests rc=$?"
+grep -E "passed|failed" "$W/tests.log" | tail -n 3; grep -E "^FAILED|^ERROR" "$W/tests.log" | head -n 10
+
+tar czf "$OUT/results.tgz" -C "$W" .
+ls -la "$OUT"
