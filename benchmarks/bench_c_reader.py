@@ -3,7 +3,7 @@
     python benchmarks/bench_c_reader.py [--trace BIG] [--repeats 7] [--out DIR]
 
 Times ``_scan.scan`` on the decompressed trace with 1, 2, 4 and 8 threads and with its own choice
-(one per CPU, at most 8, at least 4 MiB of events each), then ``read_trace`` (the C reader and the
+(8 parts where there are two CPUs or more, each at least 4 MiB of events), then ``read_trace`` (the C reader and the
 Python lists) and ``read_trace_python`` (what runs where the C reader is not built) on the same
 file. Best and median of ``--repeats`` runs each, after one untimed run. Writes
 ``DIR/c_reader.json``.
