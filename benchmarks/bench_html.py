@@ -54,6 +54,20 @@ PROFILES = (
      "data/test_loader", ("pin_memory", "to_device", "prefetch")),
 )
 
+#: a kernel of each category, for the top kernels after a profile's own top one
+KERNEL_OF = {
+    "gemm": PROFILES[0][1], "attention": PROFILES[1][1], "conv": PROFILES[2][1], "communication": PROFILES[3][1],
+    "elementwise": PROFILES[4][1], "triton_pointwise": PROFILES[5][1], "memcpy": PROFILES[6][1],
+    "memset": "Memset (Device)",
+    "normalization": "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>(int, float, "
+                     "float const*, float const*, float const*, float*, float*, float*)",
+    "reduction": "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, "
+                 "float, float>, unsigned int, float, 4, 4> >(at::native::ReduceOp<float, at::native::MeanOps<float, "
+                 "float, float, float>, unsigned int, float, 4, 4>)",
+    "triton_reduction": "triton_red_fused__softmax_1",
+    "triton_template": "triton_tem_fused_mm_0",
+}
+
 
 def _record(rng: random.Random, test: str, profile: int, worker: str, gpu: str) -> dict[str, Any]:
     """One synthetic test record, the shape ``TestRecord.to_dict`` writes (plus memory figures on some)."""
@@ -78,6 +92,11 @@ def _record(rng: random.Random, test: str, profile: int, worker: str, gpu: str) 
         communication_pct=pct.get("communication", 0.0), memcpy_pct=pct.get("memcpy", 0.0),
         kernel_count=sum(c["count"] for c in categories.values()), measure_ms=rng.uniform(0.05, 0.4),
         top_kernel=top, devices=["0"], gpu_busy_us_by_device={gpu: busy_ms * 1000}, categories=categories,
+        top_kernels=[{"name": top if i == 0 else KERNEL_OF[name], "category": name, "count": c["count"],
+                      "total_us": c["time_us"], "pct_of_window": c["pct_of_window"]}
+                     for i, (name, c) in enumerate(categories.items())][:5],
+        idle_gaps=[{"device": "0", "start_us": rng.uniform(0, wall_ms * 1000), "dur_us": (wall_ms - busy_ms) * 1000 * share}
+                   for share in sorted((rng.uniform(0.05, 0.5) for _ in range(rng.randint(1, 3))), reverse=True)],
     )
     if rng.random() < 0.6:  # the memory fields being added to TestRecord
         peak = rng.uniform(10, 40_000)

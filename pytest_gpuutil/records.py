@@ -24,6 +24,8 @@ NUMERIC_FIELDS = (
 )
 #: The TestRecord fields that hold a mapping.
 MAPPING_FIELDS = ("gpu_busy_us_by_device", "categories", "kernel_bench", "gpu_trace", "memory_by_device")
+#: The TestRecord fields that hold a sequence of mappings (not in the CSV).
+LIST_FIELDS = ("top_kernels", "idle_gaps")
 #: Columns of gpu_util.csv, in order. Every TestRecord field that is a scalar.
 CSV_COLUMNS = ("test", "outcome", *NUMERIC_FIELDS, "top_kernel", "devices", "worker")
 
@@ -55,6 +57,12 @@ class TestRecord:
     alloc_retries: int | None = None
     ooms: int | None = None
     top_kernel: str | None = None
+    #: the kernels with the most GPU time in the call, most first (at most 5): {"name", "category",
+    #: "count", "total_us", "pct_of_window"}
+    top_kernels: tuple[Mapping[str, Any], ...] = ()
+    #: the longest stretches with no GPU work, longest first (at most 3): {"device", "start_us"
+    #: (from the call's start), "dur_us"}
+    idle_gaps: tuple[Mapping[str, Any], ...] = ()
     #: device ids that did GPU work, as they appear in the trace (``"0"``, ``"1"``)
     devices: tuple[str, ...] = ()
     #: xdist worker id ("gw0") or "" in a single-process run
@@ -79,6 +87,8 @@ class TestRecord:
         data["devices"] = list(self.devices)
         for name in MAPPING_FIELDS:
             data[name] = {k: dict(v) if isinstance(v, Mapping) else v for k, v in data[name].items()}
+        for name in LIST_FIELDS:
+            data[name] = [dict(item) for item in data[name]]
         return data
 
     @classmethod
@@ -87,6 +97,9 @@ class TestRecord:
         kwargs = {k: v for k, v in data.items() if k in names}
         if "devices" in kwargs:
             kwargs["devices"] = tuple(str(d) for d in kwargs["devices"] or ())
+        for name in LIST_FIELDS:
+            if name in kwargs:
+                kwargs[name] = tuple(dict(item) for item in kwargs[name] or () if isinstance(item, Mapping))
         return cls(**kwargs)
 
     def csv_row(self) -> dict[str, Any]:

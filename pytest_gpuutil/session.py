@@ -254,6 +254,12 @@ class GpuUtilSession:
             kernel_count=stats.kernel_count,
             measure_ms=measure_ms,
             top_kernel=stats.top_kernel,
+            top_kernels=tuple(
+                {"name": k.name, "category": k.category, "count": k.count, "total_us": k.total_us,
+                 "pct_of_window": k.pct_of_window}
+                for k in stats.top_kernels
+            ),
+            idle_gaps=tuple({"device": g.device, "start_us": g.start_us, "dur_us": g.dur_us} for g in stats.idle_gaps),
             devices=tuple(device for device, _ in stats.devices),
             gpu_busy_us_by_device={self.physical_id(device): busy_us for device, busy_us in stats.devices},
             categories={

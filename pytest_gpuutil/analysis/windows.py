@@ -2,7 +2,8 @@
 
 A continuous capture holds the GPU work of many tests; each test's call phase is one window.
 ``window_stats`` gives, for every window, what a per-test record needs (busy time, per-device
-busy, category times, mm/conv, kernel count, top kernel), in a few numpy passes over all events
+busy, category times, mm/conv, kernel count, top kernels, longest idle gaps), in a few numpy
+passes over all events
 instead of one :func:`~pytest_gpuutil.analysis.summary.analyze` call per test. The definitions
 are analyze's, to the nanosecond (the tests compare both on real traces):
 
@@ -30,6 +31,8 @@ from pytest_gpuutil.analysis.classify import (
 from pytest_gpuutil.analysis.summary import (
     KERNEL_KIND,
     CategoryStat,
+    IdleGap,
+    KernelStat,
     TraceSummary,
     _coded,
     _device_key,
@@ -40,6 +43,9 @@ from pytest_gpuutil.traces.model import GpuColumns, Window
 
 #: int64 headroom for the per-segment offsets of the segmented union (see _segment_unions)
 _OFFSET_LIMIT = 1 << 62
+#: what a window keeps of its kernels and idle gaps (analyze's ``top`` and ``gap_count``)
+TOP_KERNELS = 5
+IDLE_GAPS = 3
 
 
 @dataclass(frozen=True)
@@ -55,7 +61,14 @@ class WindowStats:
     #: (device, busy µs) for each device that did work, in device order
     devices: tuple[tuple[str, float], ...]
     categories: tuple[CategoryStat, ...]
-    top_kernel: Optional[str]
+    #: the kernels with the most time in the window, most first (at most TOP_KERNELS)
+    top_kernels: tuple[KernelStat, ...] = ()
+    #: the longest stretches with no GPU work, per device that worked, longest first (at most IDLE_GAPS)
+    idle_gaps: tuple[IdleGap, ...] = ()
+
+    @property
+    def top_kernel(self) -> Optional[str]:
+        return self.top_kernels[0].name if self.top_kernels else None
 
     def category_pct_of_window(self, name: str) -> float:
         return next((c.pct_of_window for c in self.categories if c.name == name), 0.0)
@@ -72,7 +85,8 @@ class WindowStats:
             event_count=summary.event_count,
             devices=tuple((d.device, d.busy_us) for d in summary.devices),
             categories=summary.categories,
-            top_kernel=summary.top_kernels[0].name if summary.top_kernels else None,
+            top_kernels=summary.top_kernels[:TOP_KERNELS],
+            idle_gaps=summary.idle_gaps[:IDLE_GAPS],
         )
 
 
@@ -99,9 +113,10 @@ def assign_windows(starts: np.ndarray, ends: np.ndarray, window_starts: np.ndarr
     return events[~touching], windows[~touching]
 
 
-def _segment_unions(segments: np.ndarray, rel_starts: np.ndarray, rel_ends: np.ndarray,
-                    span: int) -> tuple[np.ndarray, np.ndarray]:
-    """Union length of the intervals of each segment: (segment ids, lengths), ids ascending.
+def _segment_blocks(segments: np.ndarray, rel_starts: np.ndarray,
+                    rel_ends: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The union of each segment's intervals as blocks: (segment, start, end) per block, sorted by
+    segment and start.
 
     Times are relative to their window (0..span). Sorted by (segment, start), every segment's
     ends are lifted by ``segment × (span + 1)``, so one running maximum over all rows never
@@ -109,20 +124,47 @@ def _segment_unions(segments: np.ndarray, rel_starts: np.ndarray, rel_ends: np.n
     """
     if segments.size == 0:
         empty = np.zeros(0, dtype=np.int64)
-        return empty, empty
+        return empty, empty, empty
     order = np.lexsort((rel_starts, segments))
     seg, s, e = segments[order], rel_starts[order], rel_ends[order]
-    ids, seg_index = np.unique(seg, return_inverse=True)
+    _, seg_index = np.unique(seg, return_inverse=True)
     lift = seg_index.astype(np.int64) * (span + 1)
     reach = np.maximum.accumulate(e + lift) - lift
-    new_segment = np.concatenate(([True], seg_index[1:] != seg_index[:-1]))
-    new_block = new_segment.copy()
+    new_block = np.concatenate(([True], seg_index[1:] != seg_index[:-1]))
     new_block[1:] |= s[1:] > reach[:-1]
     block_first = np.flatnonzero(new_block)
     block_last = np.concatenate((block_first[1:] - 1, [seg.size - 1]))
-    lengths = reach[block_last] - s[block_first]
-    segment_first_block = np.flatnonzero(new_segment[block_first])
-    return ids, np.add.reduceat(lengths, segment_first_block)
+    return seg[block_first], s[block_first], reach[block_last]
+
+
+def _segment_unions(blocks: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Union length of each segment of :func:`_segment_blocks`: (segment ids, lengths), ids ascending."""
+    seg, start, end = blocks
+    if seg.size == 0:
+        return seg, seg
+    first = np.flatnonzero(np.concatenate(([True], seg[1:] != seg[:-1])))
+    return seg[first], np.add.reduceat(end - start, first)
+
+
+def _gaps(blocks: tuple[np.ndarray, np.ndarray, np.ndarray],
+          window_lengths: np.ndarray, n_devs: int) -> tuple[np.ndarray, ...]:
+    """The idle gaps of each (window, device) segment of ``blocks`` (``window × n_devs + device``):
+    before each block and after the last, as analyze counts them; (window, device, place within
+    the device, start, length), gaps of zero length left out."""
+    seg, start, end = blocks
+    if seg.size == 0:
+        return tuple(np.zeros(0, dtype=np.int64) for _ in range(5))
+    first = np.concatenate(([True], seg[1:] != seg[:-1]))
+    last = np.concatenate((seg[1:] != seg[:-1], [True]))
+    place = np.arange(seg.size) - np.maximum.accumulate(np.where(first, np.arange(seg.size), 0))
+    before_start = np.where(first, 0, np.concatenate(([0], end[:-1])))
+    window = seg // n_devs
+    g_seg = np.concatenate((seg, seg[last]))
+    g_place = np.concatenate((place, place[last] + 1))
+    g_start = np.concatenate((before_start, end[last]))
+    g_len = np.concatenate((start - before_start, window_lengths[window[last]] - end[last]))
+    keep = g_len > 0
+    return g_seg[keep] // n_devs, g_seg[keep] % n_devs, g_place[keep], g_start[keep], g_len[keep]
 
 
 def _chunks(window_lengths: np.ndarray, rows_per_window: int) -> list[tuple[int, int]]:
@@ -176,16 +218,20 @@ def window_stats(columns: GpuColumns, windows: Sequence[Window],
     dev_busy = np.zeros((n_windows, n_devs), dtype=np.int64)
     cat_ns = np.zeros((n_windows, n_cats), dtype=np.int64)
     mm_ns = np.zeros(n_windows, dtype=np.int64)
+    gap_parts = []
     for begin, end in _chunks(lengths, n_devs * n_cats):
         rows = (win >= begin) & (win < end)
         span = int(lengths[begin:end].max()) if end > begin else 0
         w, d, c, s, e = win[rows] - begin, devs[rows], cats[rows], rel_s[rows], rel_e[rows]
-        ids, total = _segment_unions(w * n_devs + d, s, e, span)
+        blocks = _segment_blocks(w * n_devs + d, s, e, span)
+        ids, total = _segment_unions(blocks)
         dev_busy[begin + ids // n_devs, ids % n_devs] = total
-        ids, total = _segment_unions((w * n_devs + d) * n_cats + c, s, e, span)
+        gap_w, *gap_rest = _gaps(blocks, lengths[begin:end], n_devs)
+        gap_parts.append((gap_w + begin, *gap_rest))
+        ids, total = _segment_unions(_segment_blocks((w * n_devs + d) * n_cats + c, s, e, span))
         np.add.at(cat_ns, (begin + ids // (n_devs * n_cats), ids % n_cats), total)
         mm = is_mm_cat[c] if c.size else np.zeros(0, dtype=bool)
-        ids, total = _segment_unions(w[mm] * n_devs + d[mm], s[mm], e[mm], span)
+        ids, total = _segment_unions(_segment_blocks(w[mm] * n_devs + d[mm], s[mm], e[mm], span))
         np.add.at(mm_ns, begin + ids // n_devs, total)
 
     event_count = np.bincount(win, minlength=n_windows)
@@ -194,6 +240,7 @@ def window_stats(columns: GpuColumns, windows: Sequence[Window],
     present = np.bincount(win * n_devs + devs, minlength=n_windows * n_devs).reshape(n_windows, n_devs) > 0
     top = _top_keys(win, keys, rel_e - rel_s, key_names, n_windows)
     device_order = sorted(range(len(device_names)), key=lambda i: _device_key(device_names[i]))
+    gaps = _longest_gaps(gap_parts, device_order, n_windows)
     names_in_order = category_order(categories_seen)
     code_of = {name: i for i, name in enumerate(categories_seen)}
 
@@ -214,7 +261,12 @@ def window_stats(columns: GpuColumns, windows: Sequence[Window],
                              _pct(int(cat_ns[i, code_of[name]]), denominator), int(cat_count[i, code_of[name]]))
                 for name in names_in_order if cat_count[i, code_of[name]]
             ),
-            top_kernel=key_names[top[i]] if top[i] >= 0 else None,
+            top_kernels=tuple(
+                KernelStat(key_names[k], key_cats[k], count, total / 1000, total / 1000 / count,
+                           _pct(total, denominator))
+                for k, total, count in top[i]
+            ),
+            idle_gaps=tuple(IdleGap(device_names[d], start / 1000, length / 1000) for d, start, length in gaps[i]),
         ))
     return stats
 
@@ -228,19 +280,43 @@ def _text_code_table(values: Sequence[Any]) -> tuple[np.ndarray, list[str]]:
 
 
 def _top_keys(win: np.ndarray, keys: np.ndarray, lengths: np.ndarray, key_names: list[str],
-              n_windows: int) -> np.ndarray:
-    """Per window, the (name, kind) key with the most clipped time; ties by name, then key (-1: none)."""
-    top = np.full(n_windows, -1, dtype=np.int64)
+              n_windows: int) -> list[list[tuple[int, int, int]]]:
+    """Per window, the (name, kind) keys with the most clipped time, at most TOP_KERNELS, as
+    (key, total ns, events); ties by name, then key, as analyze sorts them."""
+    top: list[list[tuple[int, int, int]]] = [[] for _ in range(n_windows)]
     if keys.size == 0:
         return top
     n_keys = len(key_names)
     pair = win * n_keys + keys
-    pairs, inverse = np.unique(pair, return_inverse=True)
+    pairs, inverse, counts = np.unique(pair, return_inverse=True, return_counts=True)
     totals = np.zeros(pairs.size, dtype=np.int64)
     np.add.at(totals, inverse, lengths)
     name_rank = np.argsort(np.argsort(np.asarray(key_names, dtype=object), kind="stable"), kind="stable")
     pair_win, pair_key = pairs // n_keys, pairs % n_keys
     order = np.lexsort((pair_key, name_rank[pair_key], -totals, pair_win))
-    first = order[np.concatenate(([True], pair_win[order][1:] != pair_win[order][:-1]))]
-    top[pair_win[first]] = pair_key[first]
+    _append_firsts(top, pair_win[order], (pair_key[order], totals[order], counts[order]), TOP_KERNELS)
     return top
+
+
+def _longest_gaps(parts: list[tuple[np.ndarray, ...]], device_order: list[int],
+                  n_windows: int) -> list[list[tuple[int, int, int]]]:
+    """Per window, its longest idle gaps, at most IDLE_GAPS, as (device code, start, length);
+    ties in device order, then in time order, as analyze picks them."""
+    gaps: list[list[tuple[int, int, int]]] = [[] for _ in range(n_windows)]
+    window, device, place, start, length = (np.concatenate(column) for column in zip(*parts))
+    if window.size == 0:
+        return gaps
+    rank = np.zeros(max(device_order, default=0) + 1, dtype=np.int64)
+    rank[device_order] = np.arange(len(device_order))
+    order = np.lexsort((place, rank[device], -length, window))
+    _append_firsts(gaps, window[order], (device[order], start[order], length[order]), IDLE_GAPS)
+    return gaps
+
+
+def _append_firsts(into: list[list[Any]], window_of_row: np.ndarray, columns: tuple[np.ndarray, ...],
+                   limit: int) -> None:
+    """Append to ``into[w]`` the first ``limit`` rows of each window, as tuples of ``columns``'
+    values (rows sorted by window; only the kept rows become Python objects)."""
+    keep = np.arange(window_of_row.size) - np.searchsorted(window_of_row, window_of_row, side="left") < limit
+    for w, *row in zip(window_of_row[keep].tolist(), *(column[keep].tolist() for column in columns)):
+        into[w].append(tuple(row))

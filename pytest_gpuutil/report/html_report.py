@@ -581,6 +581,8 @@ def _gpu_section(doc: Mapping[str, Any], tests: Sequence[Mapping[str, Any]]) -> 
 
 #: Top kernel names longer than this are cut in the table (the detail view has the whole name)
 TOP_KERNEL_CHARS = 72
+#: ... and longer than this in the detail view's list of top kernels (the JSON has the whole name)
+DETAIL_KERNEL_CHARS = 400
 
 
 def _row(record: Mapping[str, Any], palette: Palette, limits: str, regressed: bool) -> str:
@@ -622,6 +624,9 @@ def _detail(record: Mapping[str, Any], categories: Sequence[str], link: Optional
         "c": [[categories.index(name), c.get("time_us"), c.get("share_of_busy"), c.get("pct_of_window"), c.get("count")]
               for name, c in _categories(record)],
         "tk": top if len(top) > TOP_KERNEL_CHARS else "",
+        "k": [[_cut(_text(k.get("name")), DETAIL_KERNEL_CHARS), _text(k.get("category")), k.get("count"),
+               k.get("total_us"), k.get("pct_of_window")] for k in _list(record.get("top_kernels"))],
+        "g": [[_text(g.get("device")), g.get("start_us"), g.get("dur_us")] for g in _list(record.get("idle_gaps"))],
         "m": _memory(record),
         "md": dict(_map(record.get("memory_by_device"))) if len(_map(record.get("memory_by_device"))) > 1 else None,
         "kb": dict(_map(record.get("kernel_bench"))),
@@ -631,6 +636,15 @@ def _detail(record: Mapping[str, Any], categories: Sequence[str], link: Optional
                 for r in compared],
     }
     return _round({k: v for k, v in detail.items() if v}, 5)
+
+
+def _list(value: Any) -> list[Mapping[str, Any]]:
+    """The mappings in a record's list field (anything else in it, or the field itself, ignored)."""
+    return [item for item in value if isinstance(item, Mapping)] if isinstance(value, (list, tuple)) else []
+
+
+def _cut(text: str, chars: int) -> str:
+    return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
 def _json_script(data: Any) -> str:
@@ -990,8 +1004,17 @@ SCRIPT = r"""
             fmt(c[1], 1), fmt(c[2], 2), fmt(c[3], 2), fmt(c[4])];
         }), 2));
     }
-    var top = d.tk || cellText(row, C.top);
-    if (top) kids.push(el("h4", {}, ["Top kernel"]), el("div", { "class": "mono" }, [top]));
+    if (d.k) {
+      kids.push(el("h4", {}, ["Top kernels"]), grid(["kernel", "category", "count", "time µs", "% of window"],
+        d.k.map(function (k) { return [el("span", { "class": "mono" }, [k[0]]), k[1], fmt(k[2]), fmt(k[3], 1), fmt(k[4], 2)]; }), 2));
+    } else {
+      var top = d.tk || cellText(row, C.top);
+      if (top) kids.push(el("h4", {}, ["Top kernel"]), el("div", { "class": "mono" }, [top]));
+    }
+    if (d.g) {
+      kids.push(el("h4", {}, ["Longest idle gaps"]), grid(["GPU", "from µs (after the call's start)", "idle µs"],
+        d.g.map(function (g) { return [g[0], fmt(g[1], 1), fmt(g[2], 1)]; }), 1));
+    }
     kids.push(el("h4", {}, ["Memory"]));
     kids.push(d.m ? kv(MEM.filter(function (m) { return d.m[m[0]] !== undefined; }).map(function (m) { return [m[1], fmt(d.m[m[0]], m[2])]; }))
       : el("p", {}, ["not measured"]));

@@ -77,6 +77,10 @@ def test_two_streams(gpu):
     assert matmuls["kernel_count"] == 3
     assert matmuls["gpu_busy_ms"] == pytest.approx(0.45, abs=1e-9)
     assert matmuls["top_kernel"] == "nvjet_sm90_tst_256x128"
+    assert [(k["name"], k["category"], k["count"], k["total_us"]) for k in matmuls["top_kernels"]] == [
+        ("nvjet_sm90_tst_256x128", "gemm", 2, 400.0), ("vectorized_elementwise_kernel", "elementwise", 1, 50.0)]
+    gaps = [g["dur_us"] for g in matmuls["idle_gaps"]]
+    assert 1 <= len(gaps) <= 3 and gaps == sorted(gaps, reverse=True) and min(gaps) > 0
     assert matmuls["categories"]["gemm"]["time_us"] == pytest.approx(400.0, abs=1e-6)
     assert set(matmuls["categories"]) == {"gemm", "elementwise"}
     assert matmuls["wall_ms"] >= 0.45 and matmuls["measure_ms"] > 0
@@ -305,6 +309,8 @@ def test_broken(gpu):
         assert summary["busy_pct"] == record["busy_pct"]
         assert summary["kernel_count"] == record["kernel_count"]
         assert summary["top_kernels"][0]["name"] == record["top_kernel"]
+        assert summary["top_kernels"][:5] == [{**k, "mean_us": k["total_us"] / k["count"]} for k in record["top_kernels"]]
+        assert summary["idle_gaps"][:3] == record["idle_gaps"]
 
 
 # -- xdist --------------------------------------------------------------------------------------

@@ -158,6 +158,7 @@ def test_a_row_opens_its_detail_view(seen: dict) -> None:
     assert seen["detail_class"] == "detail"
     text = seen["detail_text"]
     assert "Categories" in text and "Memory" in text and "Figures" in text
+    assert "Top kernels" in text and "Longest idle gaps" in text
     assert seen["detail_follows_row"] and seen["detail_closed"]
 
 

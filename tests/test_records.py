@@ -1,0 +1,37 @@
+"""Per-test records through JSON: the lists of top kernels and idle gaps survive, old files still read."""
+from __future__ import annotations
+
+import json
+
+from pytest_gpuutil.records import CSV_COLUMNS, TestRecord
+
+KERNELS = ({"name": "nvjet_sm90_tst_256x128", "category": "gemm", "count": 2, "total_us": 400.0, "pct_of_window": 40.0},
+           {"name": "vectorized_elementwise_kernel", "category": "elementwise", "count": 1, "total_us": 50.0,
+            "pct_of_window": 5.0})
+GAPS = ({"device": "0", "start_us": 450.0, "dur_us": 550.0},)
+
+
+def test_top_kernels_and_idle_gaps_go_through_json_and_back() -> None:
+    record = TestRecord("t.py::test_a", "passed", gpu_busy_ms=0.45, top_kernel=KERNELS[0]["name"],
+                        top_kernels=KERNELS, idle_gaps=GAPS)
+    data = json.loads(json.dumps(record.to_dict()))
+    assert data["top_kernels"] == list(KERNELS) and data["idle_gaps"] == list(GAPS)
+    assert TestRecord.from_dict(data) == record
+
+
+def test_a_record_written_before_them_reads_with_none() -> None:
+    old = {"test": "t.py::test_a", "outcome": "passed", "top_kernel": "k", "devices": ["0"]}
+    record = TestRecord.from_dict(old)
+    assert (record.top_kernels, record.idle_gaps, record.top_kernel) == ((), (), "k")
+
+
+def test_items_that_are_not_objects_are_left_out() -> None:
+    record = TestRecord.from_dict({"test": "t", "outcome": "passed", "top_kernels": [KERNELS[0], 3, "k"],
+                                   "idle_gaps": None})
+    assert record.top_kernels == (KERNELS[0],) and record.idle_gaps == ()
+
+
+def test_the_csv_keeps_one_scalar_per_column() -> None:
+    assert "top_kernels" not in CSV_COLUMNS and "idle_gaps" not in CSV_COLUMNS
+    row = TestRecord("t", "passed", top_kernels=KERNELS).csv_row()
+    assert set(row) == set(CSV_COLUMNS)
