@@ -263,6 +263,34 @@ static int scan_literal(Cur *c, Val *out) {
     return decline(c, "not valid JSON: a bad value");
 }
 
+/* An object member's key and its ':' at c->p, whitespace around them skipped; the key to *key. */
+static int scan_key(Cur *c, Val *key) {
+    skip_ws(c);
+    if (c->p >= c->end || *c->p != '"') return decline(c, "not valid JSON: an object member has no string key");
+    if (scan_string(c, key) < 0) return -1;
+    skip_ws(c);
+    if (c->p >= c->end || *c->p != ':') return decline(c, "not valid JSON: no ':' after a key");
+    c->p++;
+    skip_ws(c);
+    return 0;
+}
+
+/* After an object member's value: 1 when another member follows (its ',' read), 0 at the
+ * object's end (its '}' read), -1 otherwise (``bad`` says why). */
+static int next_member(Cur *c, const char *bad) {
+    skip_ws(c);
+    if (c->p >= c->end) return decline(c, "not valid JSON: it ends early (truncated?)");
+    if (*c->p == ',') {
+        c->p++;
+        return 1;
+    }
+    if (*c->p == '}') {
+        c->p++;
+        return 0;
+    }
+    return decline(c, bad);
+}
+
 /* Any value at c->p (after whitespace), checked and skipped; *out says its kind (and text for
  * strings, numbers and literals). Containers are walked without recursion. */
 static int skip_value(Cur *c, Val *out) {
@@ -307,12 +335,7 @@ value:
     }
 
 key:
-    skip_ws(c);
-    if (c->p >= c->end || *c->p != '"') return decline(c, "not valid JSON: an object member has no string key");
-    if (scan_string(c, &v) < 0) return -1;
-    skip_ws(c);
-    if (c->p >= c->end || *c->p != ':') return decline(c, "not valid JSON: no ':' after a key");
-    c->p++;
+    if (scan_key(c, &v) < 0) return -1;
     goto value;
 
 after_value:
@@ -358,13 +381,7 @@ static int scan_object(Cur *c, const char *const *keys, const Py_ssize_t *lens, 
         return 0;
     }
     for (;;) {
-        skip_ws(c);
-        if (c->p >= c->end || *c->p != '"') return decline(c, "not valid JSON: an object member has no string key");
-        if (scan_string(c, &key) < 0) return -1;
-        skip_ws(c);
-        if (c->p >= c->end || *c->p != ':') return decline(c, "not valid JSON: no ':' after a key");
-        c->p++;
-        skip_ws(c);
+        if (scan_key(c, &key) < 0) return -1;
         int which = -1;
         for (int i = 0; i < n; i++) {
             if (key_is(&key, keys[i], lens[i])) {
@@ -387,17 +404,8 @@ static int scan_object(Cur *c, const char *const *keys, const Py_ssize_t *lens, 
             }
             if (status < 0) return -1;
         }
-        if (c->p < c->end && *c->p != ',' && *c->p != '}') skip_ws(c);
-        if (c->p >= c->end) return decline(c, "not valid JSON: it ends early (truncated?)");
-        if (*c->p == ',') {
-            c->p++;
-            continue;
-        }
-        if (*c->p == '}') {
-            c->p++;
-            return 0;
-        }
-        return decline(c, "not valid JSON: a bad separator in an object");
+        int more = next_member(c, "not valid JSON: a bad separator in an object");
+        if (more <= 0) return more;
     }
 }
 
@@ -831,14 +839,9 @@ static int scan_document(Cur *c, Out *o) {
     c->p++;
     skip_ws(c);
     if (c->p < c->end && *c->p == '}') return decline(c, "no traceEvents");
-    for (;;) {
-        skip_ws(c);
-        if (c->p >= c->end || *c->p != '"') return decline(c, "not valid JSON: an object member has no string key");
-        if (scan_string(c, &key) < 0) return -1;
-        skip_ws(c);
-        if (c->p >= c->end || *c->p != ':') return decline(c, "not valid JSON: no ':' after a key");
-        c->p++;
-        skip_ws(c);
+    int more = 1;
+    while (more > 0) {
+        if (scan_key(c, &key) < 0) return -1;
         if (key_is(&key, "traceEvents", 11)) {
             if (have_events) return decline(c, "traceEvents is repeated");
             have_events = 1;
@@ -856,18 +859,9 @@ static int scan_document(Cur *c, Out *o) {
             Val ignored;
             if (skip_value(c, &ignored) < 0) return -1;
         }
-        skip_ws(c);
-        if (c->p >= c->end) return decline(c, "not valid JSON: it ends early (truncated?)");
-        if (*c->p == ',') {
-            c->p++;
-            continue;
-        }
-        if (*c->p == '}') {
-            c->p++;
-            break;
-        }
-        return decline(c, "not valid JSON: a bad separator in the top-level object");
+        more = next_member(c, "not valid JSON: a bad separator in the top-level object");
     }
+    if (more < 0) return -1;
     skip_ws(c);
     if (c->p != c->end) return decline(c, "not valid JSON: text after the top-level object");
     if (!have_events) return decline(c, "no traceEvents");

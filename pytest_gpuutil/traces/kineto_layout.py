@@ -159,13 +159,9 @@ def read_kineto_layout(data: Any) -> Optional[KinetoEvents]:
     if None in matches:  # a device or stream that is not a plain number
         return None
     ids = [tuple(map(int, match.groups())) for match in matches]
-    columns = GpuColumns(
-        CodedColumn(keys.codes, [name for _, name in kinds_and_names]),
-        CodedColumn(keys.codes, [kind for kind, _ in kinds_and_names]),
-        CodedColumn(places.codes, [device for device, _ in ids]),
-        CodedColumn(places.codes, [stream for _, stream in ids]),
-        ns[0::2],
-        ns[1::2],
+    columns = GpuColumns.coded(
+        keys.codes, [name for _, name in kinds_and_names], [kind for kind, _ in kinds_and_names],
+        places.codes, [device for device, _ in ids], [stream for _, stream in ids], ns[0::2], ns[1::2],
     )
     return KinetoEvents(columns, span, base_time)
 

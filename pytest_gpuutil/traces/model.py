@@ -124,6 +124,15 @@ class GpuColumns:
                           pick(self.starts_ns), pick(self.durs_ns))
 
     @classmethod
+    def coded(cls, key_codes: Sequence[int], names: Sequence[str], kinds: Sequence[str], place_codes: Sequence[int],
+              devices: Sequence[Any], streams: Sequence[Any], starts_ns: Sequence[int],
+              durs_ns: Sequence[int]) -> "GpuColumns":
+        """Columns from a code per event into the distinct (name, kind) keys and (device, stream)
+        places, as the file readers find them (the columns of one key share their codes)."""
+        return cls(CodedColumn(key_codes, names), CodedColumn(key_codes, kinds), CodedColumn(place_codes, devices),
+                   CodedColumn(place_codes, streams), starts_ns, durs_ns)
+
+    @classmethod
     def from_events(cls, events: Iterable[GpuEvent]) -> "GpuColumns":
         rows = list(events)
         if not rows:

@@ -17,7 +17,6 @@ are memory-mapped rather than copied into memory; gzip'd ones are decompressed i
 from __future__ import annotations
 
 import functools
-import importlib
 import mmap
 import os
 import sys
@@ -29,7 +28,7 @@ from pytest_gpuutil.traces.json_events import (
     base_time,
     trace_from_json_tolerant,
 )
-from pytest_gpuutil.traces.model import CodedColumn, GpuColumns, Trace, use_plain_python
+from pytest_gpuutil.traces.model import GpuColumns, Trace, use_plain_python
 
 __all__ = [
     "MAP_FILES_FROM_BYTES",
@@ -75,9 +74,10 @@ def c_reader_available() -> bool:
 @functools.lru_cache(maxsize=None)
 def _c_scan() -> Optional[Callable[[Any], Any]]:
     try:
-        return importlib.import_module("pytest_gpuutil.traces._scan").scan
-    except ImportError:
+        from pytest_gpuutil.traces._scan import scan
+    except ImportError:  # not built at install
         return None
+    return scan
 
 
 def _trace_from_scan(path: str, found: Any) -> Optional[Trace]:
@@ -89,14 +89,7 @@ def _trace_from_scan(path: str, found: Any) -> Optional[Trace]:
         import numpy as np
 
         starts, durs = np.array(starts, dtype=np.int64), np.array(durs, dtype=np.int64)
-    columns = GpuColumns(
-        CodedColumn(name_codes, names),
-        CodedColumn(name_codes, kinds),
-        CodedColumn(place_codes, devices),
-        CodedColumn(place_codes, streams),
-        starts,
-        durs,
-    )
+    columns = GpuColumns.coded(name_codes, names, kinds, place_codes, devices, streams, starts, durs)
     return Trace(path, columns, span, base_time(path, None if base is None else _json_number(base)))
 
 
