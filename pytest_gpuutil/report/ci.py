@@ -75,8 +75,8 @@ def _code(text: str) -> str:
     return f"{fence}{pad}{_cell(text)}{pad}{fence}"
 
 
-def _shorten(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters with an ellipsis."""
+def shorten(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters with an ellipsis (also the HTML report's)."""
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -120,7 +120,7 @@ def step_summary_markdown(
                 _opt(r.mm_conv_pct),
                 _opt(r.gpu_busy_ms),
                 _opt(r.kernel_count),
-                _code(_shorten(r.top_kernel, _TOP_KERNEL_WIDTH)) if r.top_kernel else "",
+                _code(shorten(r.top_kernel, _TOP_KERNEL_WIDTH)) if r.top_kernel else "",
             ]
             for r in shown
         ]

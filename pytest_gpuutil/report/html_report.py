@@ -33,6 +33,7 @@ from pytest_gpuutil.gates.regression import (
 )
 from pytest_gpuutil.gates.regression import finite_number as _finite
 from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.report.ci import shorten
 from pytest_gpuutil.report.files import atomic_write_text
 
 if TYPE_CHECKING:
@@ -604,7 +605,7 @@ def _row(record: Mapping[str, Any], palette: Palette, limits: str, regressed: bo
         peak or "–",
         str(kernels) if isinstance(kernels, int) and not isinstance(kernels, bool) else "",
         stacked_bar(_bar_parts(record), palette) if record.get("categories") else "",
-        esc(top if len(top) <= TOP_KERNEL_CHARS else top[: TOP_KERNEL_CHARS - 1] + "…"),
+        esc(shorten(top, TOP_KERNEL_CHARS)),
         esc(limits),
     )
     css = " ".join(c for c in ("" if outcome == "passed" else f"o-{outcome}", "reg" if regressed else "") if c)
@@ -624,7 +625,7 @@ def _detail(record: Mapping[str, Any], categories: Sequence[str], link: Optional
         "c": [[categories.index(name), c.get("time_us"), c.get("share_of_busy"), c.get("pct_of_window"), c.get("count")]
               for name, c in _categories(record)],
         "tk": top if len(top) > TOP_KERNEL_CHARS else "",
-        "k": [[_cut(_text(k.get("name")), DETAIL_KERNEL_CHARS), _text(k.get("category")), k.get("count"),
+        "k": [[shorten(_text(k.get("name")), DETAIL_KERNEL_CHARS), _text(k.get("category")), k.get("count"),
                k.get("total_us"), k.get("pct_of_window")] for k in _list(record.get("top_kernels"))],
         "g": [[_text(g.get("device")), g.get("start_us"), g.get("dur_us")] for g in _list(record.get("idle_gaps"))],
         "m": _memory(record),
@@ -641,10 +642,6 @@ def _detail(record: Mapping[str, Any], categories: Sequence[str], link: Optional
 def _list(value: Any) -> list[Mapping[str, Any]]:
     """The mappings in a record's list field (anything else in it, or the field itself, ignored)."""
     return [item for item in value if isinstance(item, Mapping)] if isinstance(value, (list, tuple)) else []
-
-
-def _cut(text: str, chars: int) -> str:
-    return text if len(text) <= chars else text[: chars - 1] + "…"
 
 
 def _json_script(data: Any) -> str:
