@@ -1,6 +1,7 @@
 # Sourced by the gpu_verify scripts: what a bare device machine lacks for this project.
 #   source benchmarks/device_setup.sh LOGDIR
 # msgspec comes from a wheel in .whl/ when it is not installed; the project is installed editable.
+# Writes LOGDIR/env.txt (torch, CUDA, GPU, Python, CPUs; gpu_verify.sh writes a longer one).
 export PYTHONUNBUFFERED=1
 step() { echo; echo "=== $* ($(date +%T))"; }
 if ! python3 -c "import msgspec" 2>/dev/null; then
@@ -19,3 +20,4 @@ else
 fi
 cat "$1/c_reader.txt"
 nvidia-smi >"$1/nvidia-smi.txt" 2>&1
+python3 -c "import torch, platform, os; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0), 'x', torch.cuda.device_count(), 'python', platform.python_version(), 'cpus', len(os.sched_getaffinity(0)))" | tee "$1/env.txt"

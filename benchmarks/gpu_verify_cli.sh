@@ -7,7 +7,6 @@ OUT=${1:?usage: gpu_verify_cli.sh OUTDIR}
 W="$OUT/work"
 mkdir -p "$W"
 source benchmarks/device_setup.sh "$W"
-python3 -c "import torch, platform, os; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0), 'python', platform.python_version(), 'cpus', len(os.sched_getaffinity(0)))" | tee "$W/env.txt"
 lscpu | grep -E "Model name|^CPU\(s\)" | tee -a "$W/env.txt"
 
 step "gpuutil analyze as a whole process against the seed: plain JSON"

@@ -9,7 +9,6 @@ OUT=${1:?usage: gpu_verify_final.sh OUTDIR}
 W="$OUT/work"
 mkdir -p "$W"
 source benchmarks/device_setup.sh "$W"
-python3 -c "import torch, platform, os; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0), 'python', platform.python_version(), 'cpus', len(os.sched_getaffinity(0)))" | tee "$W/env.txt"
 
 step "overhead: three suite shapes, plain vs --gpu-util, 4 interleaved rounds"
 timeout 200 python3 benchmarks/bench_overhead.py --out "$W" --repeats 4 >"$W/overhead.log" 2>&1; echo "overhead rc=$?"
