@@ -283,8 +283,9 @@ def find_regressions(
     return compare_records(baseline_records, current_records, exprs).regressions
 
 
-def _fmt_value(value: float) -> str:
-    """Table cell for a measured value."""
+def format_value(value: float) -> str:
+    """A compared value as shown (the gate's table, the HTML report): whole numbers plainly,
+    others to 3-4 significant figures."""
     if float(value).is_integer() and abs(value) < 1e15:
         return str(int(value))
     magnitude = abs(value)
@@ -304,8 +305,8 @@ def regression_rows(regressions: Iterable[Regression]) -> list[list[str]]:
         [
             r.test,
             r.metric,
-            _fmt_value(r.baseline),
-            _fmt_value(r.current),
+            format_value(r.baseline),
+            format_value(r.current),
             r.change_text,
             r.threshold_text,
         ]

@@ -28,6 +28,7 @@ from pytest_gpuutil.gates.regression import (
     FailExpr,
     change_of,
     compare_records,
+    format_value,
     metric_pairs,
     worsening,
 )
@@ -76,18 +77,6 @@ def _round(value: Any, digits: int = 5) -> Any:
     if isinstance(value, (list, tuple)):
         return [_round(v, digits) for v in value]
     return str(value)
-
-
-def _compact(value: float) -> str:
-    """A compared value: whole numbers plainly, others to 3-4 significant figures."""
-    if float(value).is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    magnitude = abs(value)
-    if magnitude >= 100:
-        return f"{value:.1f}"
-    if magnitude >= 1:
-        return f"{value:.2f}"
-    return f"{value:.3g}"
 
 
 # -- SVG: category colours, stacked bars, bar charts, a histogram ---------------------------------
@@ -499,7 +488,7 @@ def _baseline_section(view: BaselineView) -> str:
     if bad:
         rows = "".join(
             f'<tr class="reg"><td class="t">{esc(r.test)}</td><td>{esc(r.metric)}<b class="badge">regression</b></td>'
-            f'<td class="n">{_compact(r.baseline)}</td><td class="n">→ {_compact(r.current)}</td>'
+            f'<td class="n">{format_value(r.baseline)}</td><td class="n">→ {format_value(r.current)}</td>'
             f'<td class="n">{esc(r.change_text)}</td><td class="n">{esc(r.limit_text)}</td></tr>'
             for r in bad
         )
