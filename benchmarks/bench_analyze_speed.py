@@ -49,7 +49,7 @@ def _child(side: str, path: str, trace_memory: bool) -> dict[str, Any]:
             return {"busy_us": summary.busy_us, "busy_pct": summary.busy_pct, "mm_conv_pct": summary.mm_conv_pct,
                     "gpu_events": summary.event_count}
     else:
-        from benchmarks.seed_reference import seed_compute_utilization
+        from validation.seed_reference import seed_compute_utilization
 
         def run() -> dict[str, Any]:
             busy_pct, mm_conv_pct, busy_us = seed_compute_utilization(path)
@@ -133,12 +133,12 @@ def build_report(path: str, label: str, sides: dict[str, Any]) -> tuple[dict[str
         ["mm/conv %", ours["result"]["mm_conv_pct"], seed["result"]["mm_conv_pct"], None, ""],
     ]
     title = f"Analysis speed on a {label} trace: {os.path.basename(path)} ({size_mb:.1f} MB)"
-    note = ("Synthetic trace (benchmarks/make_synthetic_trace.py): shape only, not a recorded workload."
-            if label == "synthetic" else "Trace recorded on a GPU (benchmarks/record_big_trace.py).")
+    note = ("Synthetic trace (benchmarks/data/make_synthetic_trace.py): shape only, not a recorded workload."
+            if label == "synthetic" else "Trace recorded on a GPU (benchmarks/data/record_big_trace.py).")
     markdown = "\n".join([
         f"### {title}", "", note,
         f"Best of {len(ours['wall_s'])} fresh-process runs each, the sides interleaved; RSS = child ru_maxrss; seed = "
-        "benchmarks/seed_reference.py (torch not imported).", "",
+        "validation/seed_reference.py (torch not imported).", "",
         markdown_table(headers, rows, digits=3), "",
         f"Verdict: time ratio {'meets' if verdict['time_ratio_ok'] else 'misses'} the goal; "
         f"peak RSS {'meets' if verdict['peak_rss_ok'] else 'misses'} the goal.",

@@ -9,7 +9,7 @@ process of its own, so that a child's count does not start at this script's size
 
 - ours: ``gpuutil analyze TRACE --format json`` (the console script next to this Python, else
   ``python -m pytest_gpuutil``), output to /dev/null;
-- seed: ``python -c`` running ``benchmarks/seed_reference.py``'s ``seed_compute_utilization`` on
+- seed: ``python -c`` running ``validation/seed_reference.py``'s ``seed_compute_utilization`` on
   the same file (its ``json.load`` analysis; torch, which the seed module imports, is not);
 - start-up: ours on a tiny trace from ``tests/data``, and ``python -c pass`` for the floor.
 
@@ -48,7 +48,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIG_TRACE = os.path.join(REPO_ROOT, "benchmarks", "data", "h200_40k_kernels.json.gz")
 TINY_TRACE = os.path.join(REPO_ROOT, "tests", "data", "bmm_bf16.json.gz")
 SEED_SNIPPET = (
-    "import sys; from benchmarks.seed_reference import seed_compute_utilization; "
+    "import sys; from validation.seed_reference import seed_compute_utilization; "
     "print(seed_compute_utilization(sys.argv[1]))"
 )
 #: goals of the issue: whole process ours/seed, peak RSS ours/seed, tiny-trace start-up

@@ -1,4 +1,4 @@
-"""The kernel zoo: one real H100 trace per op family (benchmarks/record_zoo.py, tests/data/zoo/ZOO.md).
+"""The kernel zoo: one real H100 trace per op family (validation/record_zoo.py, tests/data/zoo/ZOO.md).
 
 Each family must land in the category a user would look for, no trace may leave more than 5 % of
 its busy time in ``other``, and busy time must equal the independent decimal reference exactly.

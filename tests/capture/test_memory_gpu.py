@@ -5,14 +5,14 @@ import json
 
 import pytest
 
-from benchmarks.memory_truth import LEAK_LINE, OOM_LINE, TESTS
+from tests.helpers.memory_workloads import LEAK_LINE, OOM_LINE, TESTS
 
 torch = pytest.importorskip("torch")
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 def run_memory_tests(pytester, *args):
-    """benchmarks/memory_truth.py's four tests (its LEAK_LINE and OOM_LINE say where they allocate)."""
+    """The four tests of tests/helpers/memory_workloads.py (its LEAK_LINE and OOM_LINE say where they allocate)."""
     pytester.makepyfile(test_mem=TESTS)
     result = pytester.runpytest_subprocess("--gpu-util", "-p", "no:cacheprovider", *args)
     doc = json.loads((pytester.path / ".gpu_util" / "gpu_util.json").read_text())

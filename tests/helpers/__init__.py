@@ -1,6 +1,9 @@
 """Helpers shared by the test modules: data paths, pytester runs, reading the plugin's files.
 
-The independent busy-time reference lives beside this in ``reference.py``.
+Beside this: ``reference.py`` (an independent busy-time reference), ``headless_chromium.py`` (the
+headless-browser harness), ``synthetic_run.py`` (synthetic run documents and baselines for the HTML
+report) and ``memory_workloads.py`` (tests with known GPU memory behaviour). The benchmark and
+validation scripts import these too; nothing here imports from benchmarks/, validation/ or scripts/.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The HTML report in a real browser: headless Chromium (Debian's ``chromium``; ``.ci/run`` installs it).
 
-A copy of the page gets a harness script (benchmarks/headless_chromium.py) that records script
+A copy of the page gets a harness script (tests/helpers/headless_chromium.py) that records script
 errors and, after the page has loaded, reads the table, clicks column headers and a row, types
 in the filter, and writes what it saw into the DOM, which ``chromium --dump-dom`` prints. A
 screenshot of the untouched page is saved in the test's tmp dir.
@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.bench_html import synthetic_baseline, synthetic_document
-from benchmarks.headless_chromium import (
+from pytest_gpuutil.gates.regression import DEFAULT_FAIL_EXPRS, parse_fail_exprs
+from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.report.html_report import baseline_view, render_report
+from tests.helpers.headless_chromium import (
     BrowserError,
     find_chromium,
     run_page,
     screenshot,
 )
-from pytest_gpuutil.gates.regression import DEFAULT_FAIL_EXPRS, parse_fail_exprs
-from pytest_gpuutil.records import TestRecord
-from pytest_gpuutil.report.html_report import baseline_view, render_report
+from tests.helpers.synthetic_run import synthetic_baseline, synthetic_document
 
 CHROMIUM = find_chromium()
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs it with apt-get)")

@@ -7,10 +7,6 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-
-from benchmarks import bench_html
-from benchmarks.bench_html import synthetic_baseline, synthetic_document
 from pytest_gpuutil.gates.regression import (
     DEFAULT_FAIL_EXPRS,
     compare_records,
@@ -24,6 +20,7 @@ from pytest_gpuutil.report.html_report import (
     trace_links,
     write_html_report,
 )
+from tests.helpers.synthetic_run import synthetic_baseline, synthetic_document
 
 EXPRS = parse_fail_exprs(DEFAULT_FAIL_EXPRS)
 
@@ -198,14 +195,6 @@ def test_a_thousand_tests_fit_the_size_budget():
     compared = render_report(current, baseline_view("b", synthetic_baseline(current), now, EXPRS))
     assert len(rows(plain)) == 1000
     assert len(plain.encode()) <= 2_000_000 and len(compared.encode()) <= 2_000_000
-
-
-def test_the_benchmark_writes_its_figures(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    assert bench_html.main(["--tests", "50", "--repeats", "1", "--no-browser", "--out", str(tmp_path)]) == 0
-    figures = json.loads((tmp_path / "html_report.json").read_text())
-    case = figures["cases"]["with baseline"]
-    assert case["bytes"] > 10_000 and case["best_render_ms"] > 0
-    assert "| with baseline" in (tmp_path / "html_report.md").read_text()
 
 
 def test_rows_beyond_the_first_hundred_wait_in_a_template():

@@ -1,6 +1,6 @@
 """(GPU) Record a zoo of real traces, one per common op family, to check the kernel classifier.
 
-    python benchmarks/record_zoo.py --out DIR [--only NAME,NAME]
+    python validation/record_zoo.py --out DIR [--only NAME,NAME]
 
 Each family runs a few warm-up iterations (compilation, autotuning and library loading stay out
 of the trace), then two iterations under torch.profiler (CUDA activity only), exported as

@@ -1,6 +1,6 @@
 """(GPU) Where the per-test analysis time goes: the cost of each torch profiler event accessor.
 
-    python benchmarks/live_events_costs.py
+    python benchmarks/diagnostics/live_events_costs.py
 
 Profiles 2,000 tiny kernels (CUDA activity only, as --gpu-util does), then times each accessor
 of torch's in-memory Kineto events over all events, and the two steps of the plugin's analysis.

@@ -1,6 +1,6 @@
 """(GPU) Record a big real Kineto trace: ~40k tiny kernels plus some matmuls, CPU+CUDA activity.
 
-    python benchmarks/record_big_trace.py --out DIR [--kernels 40000] [--matmul-every 400]
+    python benchmarks/data/record_big_trace.py --out DIR [--kernels 40000] [--matmul-every 400]
 
 Writes ``DIR/big_trace.json.gz`` (the Chrome trace exactly as ``export_chrome_trace`` wrote it,
 gzip'd) and ``DIR/big_trace.json``/``.md`` facts (size, event counts); prints the size and the
@@ -21,7 +21,7 @@ import time
 from typing import Any, Optional
 
 if __package__ in (None, ""):
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from benchmarks.report import host_info, markdown_table, text_table, write_results  # noqa: E402
 

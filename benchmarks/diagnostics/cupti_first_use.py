@@ -1,6 +1,6 @@
 """(GPU) Does an active CUPTI capture slow a process's first use of cuBLAS, or steady-state matmuls?
 
-    python benchmarks/cupti_first_use.py [--repeats 4]
+    python benchmarks/diagnostics/cupti_first_use.py [--repeats 4]
 
 Fresh processes, interleaved: CUDA context first (as the overhead suites' conftest does), then
 optionally the plugin's CUPTI source started, then the first 4096^3 bf16 matmul (cuBLAS handle,

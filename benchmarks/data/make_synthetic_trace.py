@@ -1,6 +1,6 @@
 """Write a big, Kineto-shaped synthetic Chrome trace for speed and memory benchmarks on the CPU.
 
-    python benchmarks/make_synthetic_trace.py --out /tmp/synthetic_trace.json [--steps 45000] [--gzip]
+    python benchmarks/data/make_synthetic_trace.py --out /tmp/synthetic_trace.json [--steps 45000] [--gzip]
 
 The shape copies real torch 2.11 / Kineto traces: metadata (``process_labels`` "CPU" and
 "GPU 0".."GPU 7", ``process_name``, ``thread_name``), the ``cat: "Trace"`` profiler span on pid

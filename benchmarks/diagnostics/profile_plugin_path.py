@@ -1,6 +1,6 @@
 """(GPU) Where --gpu-util's own time goes, per test: cProfile over one in-process pytest run.
 
-    python benchmarks/profile_plugin_path.py --out DIR [--suite small] [-- extra pytest args]
+    python benchmarks/diagnostics/profile_plugin_path.py --out DIR [--suite small] [-- extra pytest args]
 
 Runs ``pytest --gpu-util`` on one of benchmarks/overhead_suites/ under cProfile and reports the
 time spent in pytest-gpuutil's own hooks (cumulative, per test) and the top functions of the
@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # benchmarks/
 SUITES = {"small": "test_small_ops.py", "launch_bound": "test_launch_bound.py", "gpu_bound": "test_gpu_bound.py"}
 HOOKS = ("pytest_runtest_call", "pytest_runtest_makereport", "pytest_runtest_logreport", "pytest_runtest_protocol",
          "pytest_runtestloop", "pytest_sessionfinish", "pytest_terminal_summary")

@@ -1,6 +1,6 @@
 """(GPU) Ground truth for pytest-gpuutil's figures: busy %, kernel categories and timings.
 
-    python benchmarks/ground_truth.py --out DIR [--sections duty,categories,timing] [--periods 30]
+    python validation/ground_truth.py --out DIR [--sections duty,categories,timing] [--periods 30]
 
 1. duty: ``periods`` × (spin kernel ``torch.cuda._sleep`` of ``--spin-ms``, synchronize, host
    ``time.sleep``) at 10/25/50/75/90 % duty. Truth = periods × the spin length (calibrated from
@@ -37,7 +37,7 @@ from typing import Any, Callable, Optional
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.duty_cycle import DEFAULT_DUTIES, plan_duty_cycle, truth_busy_pct  # noqa: E402
+from validation.duty_cycle import DEFAULT_DUTIES, plan_duty_cycle, truth_busy_pct  # noqa: E402
 from benchmarks.report import (  # noqa: E402
     attempt,
     error_points,

@@ -1,52 +1,29 @@
 """(GPU) Per-test GPU memory against what the tests are known to do.
 
-    python benchmarks/memory_truth.py --out DIR
+    python validation/memory_truth.py --out DIR
 
 Runs ``pytest --gpu-util --gpu-util-memory-history`` (in a fresh process) on four tests with known
-memory behaviour: a 1 GiB tensor allocated and freed, 256 MiB kept alive in a module global under
-``max_leak="1 MiB"``, an allocation that cannot fit (out of memory), and kernel_bench (the
-profiler steps aside; memory is still measured). Checks the figures, writes DIR/memory_truth.json,
+memory behaviour (``tests/helpers/memory_workloads.py``, which the project's GPU tests run too): a
+1 GiB tensor allocated and freed, 256 MiB kept alive in a module global under ``max_leak="1 MiB"``,
+an allocation that cannot fit (out of memory), and kernel_bench (the profiler steps aside; memory
+is still measured). Checks the figures, writes DIR/memory_truth.json,
 .md and the pytest output (memory_truth.log), and prints a short table last.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
-TESTS = '''import pytest
-import torch
+if __package__ in (None, ""):
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-KEEP = []
-
-
-def test_1_one_gib():
-    x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
-    del x
-
-
-@pytest.mark.gpu_util(max_leak="1 MiB")
-def test_2_keeps_256_mib():
-    KEEP.append(torch.empty(256 << 20, dtype=torch.uint8, device="cuda"))
-
-
-def test_3_out_of_memory():
-    free, total = torch.cuda.mem_get_info()
-    torch.empty(total * 2, dtype=torch.uint8, device="cuda")
-
-
-def test_4_kernel_bench(kernel_bench):
-    x = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
-    kernel_bench(lambda: x.add_(1), warmup_ms=1, rep_ms=2)
-'''
-#: the line of TESTS that allocates the 256 MiB the leaky test keeps
-LEAK_LINE = 14
-#: the line of TESTS whose allocation cannot fit
-OOM_LINE = 19
+from tests.helpers.memory_workloads import LEAK_LINE, OOM_LINE, TESTS  # noqa: E402
 
 
 def checks(records: dict[str, dict[str, Any]], output: str) -> list[dict[str, Any]]:

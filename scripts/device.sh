@@ -1,0 +1,280 @@
+#!/usr/bin/env bash
+# Runs on a GPU machine, in one device call, from the repository root:
+#   bash scripts/device.sh OUTDIR STEP [STEP ...]
+#   bash scripts/device.sh help                  (the steps, their time limits, what each runs)
+# Set-up always comes first (the project installed editable, msgspec from a carried .whl/ when
+# missing, the C reader checked, OUTDIR/work/env.txt). Then each STEP, in the order given, under
+# its own time limit, so that one that hangs leaves the others' results, and all by a deadline
+# (570 s from the start; DEVICE_DEADLINE_S), so that the results get packed. A step's output is
+# OUTDIR/work/STEP.log, beside the files it writes; steps.txt lists each step's exit code and
+# seconds. At the end OUTDIR/work is packed into OUTDIR/results.tgz (the kernel zoo, and a big
+# trace recorded because the checkout had none, go beside it as zoo.tgz and big_trace.json.gz).
+# OUTDIR should lie outside the checkout (or under the ignored .device/): the suite checks folder
+# sizes. The device's copy of the tree has no usable git history: note the commit yourself.
+#
+# Adding a step: a function step_NAME (runs under the limit, from the repository root, with
+# $W = OUTDIR/work and $OUT = OUTDIR), one line `defstep NAME LIMIT_S TAIL "what it does"` (TAIL:
+# how many lines of its log to print after it), and, if files must be collected or summarised
+# whatever happened (also after a timeout), a function after_NAME.
+set -u
+
+declare -a ORDER=()
+declare -A LIMIT=() TAIL=() WHAT=()
+defstep() { ORDER+=("$1"); LIMIT[$1]=$2; TAIL[$1]=$3; WHAT[$1]=$4; }
+
+# --- the steps, in a sensible order for one call (overhead first, on a quiet GPU) -------------
+
+defstep overhead 200 11 "plugin overhead: benchmarks/bench_overhead.py, three suite shapes, plain vs --gpu-util, \$OVERHEAD_REPEATS (4) interleaved rounds"
+step_overhead() {
+  python3 benchmarks/bench_overhead.py --out "$W" --repeats "${OVERHEAD_REPEATS:-4}"
+}
+
+defstep memory 40 12 "GPU memory truth: validation/memory_truth.py"
+step_memory() {
+  python3 validation/memory_truth.py --out "$W"
+}
+
+defstep examples 40 25 "main job with the HTML report: pytest --gpu-util --gpu-util-html examples/ (examples_*.json/csv/html)"
+step_examples() {
+  rm -rf .gpu_util
+  python3 -m pytest --gpu-util --gpu-util-html examples/ -p no:cacheprovider
+}
+after_examples() {
+  cp .gpu_util/gpu_util.json "$W/examples_gpu_util.json" 2>/dev/null
+  cp .gpu_util/gpu_util.csv "$W/examples_gpu_util.csv" 2>/dev/null
+  cp .gpu_util/report.html "$W/examples_report.html" 2>/dev/null
+  cp .gpu_util/metric_table_*.csv "$W/" 2>/dev/null
+  return 0
+}
+
+defstep gates 120 4 "gates: save a baseline of examples/, then a deliberately slower matmul test, then unchanged code (gate_*.log)"
+step_gates() {
+  python3 -m pytest examples -q -p no:cacheprovider --gpu-util --gpu-util-save main >"$W/gate_save.log" 2>&1
+  echo "save rc=$?"
+  GPUUTIL_EXAMPLE_SLOW=1 python3 -m pytest examples -q -p no:cacheprovider --gpu-util --gpu-util-compare main \
+    --gpu-util-fail gpu_busy_ms:25% >"$W/gate_compare.log" 2>&1
+  echo "compare (slower matmul) rc=$?"
+  tail -n 25 "$W/gate_compare.log"
+  python3 -m pytest examples -q -p no:cacheprovider --gpu-util --gpu-util-compare main \
+    --gpu-util-fail gpu_busy_ms:25% >"$W/gate_compare_clean.log" 2>&1
+  echo "compare (unchanged code) rc=$?"
+  tail -n 4 "$W/gate_compare_clean.log"
+}
+
+defstep duty 90 0 "duty-cycle ground truth: validation/ground_truth.py --sections duty (into duty/)"
+step_duty() {
+  python3 validation/ground_truth.py --out "$W/duty" --sections duty
+}
+after_duty() {
+  grep -A8 "Duty cycle" "$W/duty/ground_truth.md" 2>/dev/null | tail -n 5 | cut -d'|' -f1-3,13-18
+}
+
+defstep ground_truth 300 40 "ground truth, every section: validation/ground_truth.py (duty, categories, timing)"
+step_ground_truth() {
+  python3 validation/ground_truth.py --out "$W"
+}
+
+defstep zoo 100 22 "kernel zoo: validation/record_zoo.py, one trace per op family (OUTDIR/zoo.tgz)"
+step_zoo() {
+  python3 validation/record_zoo.py --out "$W"
+}
+after_zoo() {
+  [ -d "$W/zoo" ] && tar czf "$OUT/zoo.tgz" -C "$W" zoo && rm -rf "$W/zoo" "$W/zoo.tgz"
+  return 0
+}
+
+defstep cli 120 8 "gpuutil analyze as a whole process against the seed, plain JSON: benchmarks/bench_cli_process.py (cli_plain/)"
+step_cli() {
+  python3 benchmarks/bench_cli_process.py --repeats 11 --out "$W/cli_plain"
+}
+
+defstep cli_gz 90 8 "the same on the gzip'd trace (cli_gz/)"
+step_cli_gz() {
+  python3 benchmarks/bench_cli_process.py --repeats 7 --keep-gzip --out "$W/cli_gz"
+}
+
+defstep c_reader 60 10 "the C reader alone on the 55.7 MB trace, by thread count: benchmarks/bench_c_reader.py"
+step_c_reader() {
+  python3 benchmarks/bench_c_reader.py --out "$W"
+}
+
+defstep speed 300 10 "analysis speed on the recorded 40k-kernel trace: benchmarks/bench_analyze_speed.py (recorded first if the checkout has none)"
+step_speed() {
+  if [ ! -f benchmarks/data/h200_40k_kernels.json.gz ]; then
+    timeout 180 python3 benchmarks/data/record_big_trace.py --out "$W"
+    echo "record rc=$?"
+    mv "$W/big_trace.json.gz" "$OUT/" 2>/dev/null
+    gunzip -c "$OUT/big_trace.json.gz" >/tmp/big_trace.json
+  else
+    gunzip -c benchmarks/data/h200_40k_kernels.json.gz >/tmp/big_trace.json
+  fi
+  python3 benchmarks/bench_analyze_speed.py /tmp/big_trace.json --out "$W" --repeats 9 --label real
+}
+
+defstep tests 240 0 "the project's whole test suite, GPU tests included (-n 8)"
+step_tests() {
+  python3 -m pytest tests -q -p no:cacheprovider -rs -n 8
+}
+after_tests() {
+  grep -E "passed|failed" "$W/tests.log" | tail -n 3
+  grep -E "^FAILED|^ERROR" "$W/tests.log" | head -n 10
+  return 0
+}
+
+defstep tests_gpu 120 3 "the GPU test modules alone: profiler, timing, reader paths"
+step_tests_gpu() {
+  python3 -m pytest tests/capture/test_profiler_gpu.py tests/capture/test_timing.py tests/traces/test_reader_paths.py \
+    -q -p no:cacheprovider -rs
+}
+
+defstep two_gpus 120 22 "two GPUs of one host: pytest -n 2 --gpu-util --gpu-util-pin examples/, each test's GPU (gpus.txt)"
+step_two_gpus() {
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  nvidia-smi -L
+  rm -rf .gpu_util
+  python3 -m pytest -n 2 --gpu-util --gpu-util-pin examples/ -p no:cacheprovider
+}
+after_two_gpus() {
+  cp .gpu_util/gpu_util.json "$W/two_gpus_gpu_util.json" 2>/dev/null
+  cp .gpu_util/gpu_util.csv "$W/two_gpus_gpu_util.csv" 2>/dev/null
+  [ -f .gpu_util/gpu_util.json ] || return 0
+  python3 - <<'PY' | tee "$W/gpus.txt"
+import json
+doc = json.load(open(".gpu_util/gpu_util.json"))
+print("machine:", doc["machine_info"]["gpu_count"], "x", doc["machine_info"]["gpu_model"])
+for g in doc["gpus"]:
+    print("GPU", g["gpu"], "busy_ms", round(g["busy_ms"], 3), "tests", g["tests"], "workers", g["workers"])
+for t in doc["tests"]:
+    print(t["worker"], sorted(t["gpu_busy_us_by_device"]), t["test"].split("::")[-1])
+PY
+}
+
+# --- set-up, the runner, packing ----------------------------------------------------------------
+
+SETUP_LIMIT=120
+# seconds from the start by which every step has ended (a device call has at most 600 s), and the
+# margin kept for packing; DEVICE_DEADLINE_S sets the deadline
+DEADLINE=${DEVICE_DEADLINE_S:-570}
+PACK_MARGIN=15
+
+setup() {
+  export PYTHONUNBUFFERED=1
+  if ! python3 -c "import msgspec" 2>/dev/null; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/msgspec-*.whl &&
+      export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  fi
+  timeout "$SETUP_LIMIT" python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . >"$W/install.log" 2>&1 ||
+    { echo "editable install failed"; cat "$W/install.log"; }
+  # the C reader: built by the install where the image has a compiler and Python's headers; else the
+  # copy built on the development machine for this Python (.whl/so312, carried), said so in c_reader.txt
+  local check="from pytest_gpuutil.traces.reader import c_reader_available as a; raise SystemExit(not a())"
+  if python3 -c "$check" 2>/dev/null; then
+    echo "C reader: built by the install" >"$W/c_reader.txt"
+  elif cp .whl/so312/_scan.cpython-312-x86_64-linux-gnu.so pytest_gpuutil/traces/ 2>/dev/null && python3 -c "$check"; then
+    echo "C reader: the install built none; using the copy built on the development machine" >"$W/c_reader.txt"
+  else
+    echo "C reader: not available (pure-Python readers)" >"$W/c_reader.txt"
+  fi
+  cat "$W/c_reader.txt"
+  nvidia-smi >"$W/nvidia-smi.txt" 2>&1
+  # env.txt: torch, CUDA, GPU and count, Python, CPUs on the first line (a machine without torch or
+  # CUDA says so there); the other libraries' versions and the CPU model after it
+  python3 - <<'PY' | tee "$W/env.txt"
+import importlib, os, platform
+def version(name):
+    try:
+        return getattr(importlib.import_module(name), "__version__", "?")
+    except Exception:
+        return "-"
+try:
+    import torch
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA GPU"
+    first = ["torch", torch.__version__, "cuda", str(torch.version.cuda), gpu, "x", str(torch.cuda.device_count())]
+except Exception as exc:
+    first = ["torch", f"not importable ({type(exc).__name__})"]
+print(*first, "python", platform.python_version(), "cpus", len(os.sched_getaffinity(0)))
+print(*(f"{name} {version(name)}" for name in ("triton", "pytest", "numpy", "msgspec")))
+PY
+  lscpu 2>/dev/null | grep -E "Model name|^CPU\(s\)" | tee -a "$W/env.txt"
+}
+
+run_step() {
+  local name=$1 began=$SECONDS rc limit=${LIMIT[$1]} left
+  # the call's deadline: a step gets what is left of it (less a margin for packing), if that is less
+  left=$((DEADLINE - SECONDS - PACK_MARGIN))
+  [ "$left" -lt "$limit" ] && limit=$left
+  echo
+  if [ "$limit" -lt 5 ]; then
+    echo "=== $name: skipped, the call's deadline of $DEADLINE s is near"
+    printf '%-14s skipped (deadline)\n' "$name" >>"$W/steps.txt"
+    return 1
+  fi
+  echo "=== $name: ${WHAT[$name]} (limit $limit s, $(date +%T))"
+  timeout -k 10 "$limit" bash "$SELF" __step "$name" >"$W/$name.log" 2>&1
+  rc=$?
+  [ "$rc" -eq 124 ] && echo "($name stopped at its limit of $limit s)" >>"$W/$name.log"
+  echo "$name rc=$rc" >>"$W/$name.log"
+  [ "${TAIL[$name]}" -gt 0 ] && tail -n "${TAIL[$name]}" "$W/$name.log"
+  if declare -F "after_$name" >/dev/null; then
+    "after_$name" 2>&1 | tee -a "$W/$name.log"
+  fi
+  printf '%-14s rc=%-4s %4d s\n' "$name" "$rc" $((SECONDS - began)) >>"$W/steps.txt"
+  echo "$name rc=$rc ($((SECONDS - began)) s)"
+  return "$rc"
+}
+
+usage() {
+  echo "usage: bash scripts/device.sh OUTDIR STEP [STEP ...]   (set-up always runs first; 'setup' alone runs only it)"
+  echo "       bash scripts/device.sh help"
+  echo
+  printf '%-14s %7s  %s\n' step "limit s" "what it runs"
+  printf '%-14s %7s  %s\n' setup "$SETUP_LIMIT" "install editable, msgspec from .whl/, C reader check; env.txt, nvidia-smi.txt, c_reader.txt"
+  local name
+  for name in "${ORDER[@]}"; do
+    printf '%-14s %7s  %s\n' "$name" "${LIMIT[$name]}" "${WHAT[$name]}"
+  done
+}
+
+main() {
+  case "${1:-help}" in
+    help | -h | --help) usage; return 0 ;;
+    __step) cd "$ROOT" && "step_$2"; return ;;  # one step, under run_step's time limit
+  esac
+  if [ $# -lt 2 ]; then
+    usage >&2
+    return 2
+  fi
+  local out=$1 name total=$SETUP_LIMIT failed=0
+  shift
+  for name in "$@"; do
+    [ "$name" = setup ] && continue
+    if [ -z "${LIMIT[$name]+set}" ]; then
+      echo "device.sh: unknown step '$name' (bash scripts/device.sh help lists the steps)" >&2
+      return 2
+    fi
+    total=$((total + ${LIMIT[$name]}))
+  done
+  if [ "$total" -gt "$DEADLINE" ]; then
+    echo "device.sh: the set-up's and these steps' limits add up to $total s: steps still running at $DEADLINE s are cut short, later ones skipped"
+  fi
+  mkdir -p "$out/work" || return 2
+  OUT=$(cd "$out" && pwd)
+  W=$OUT/work
+  export OUT W
+  cd "$ROOT" || return 2
+  echo "=== setup ($(date +%T))"
+  setup
+  for name in "$@"; do
+    [ "$name" = setup ] && continue
+    run_step "$name" || failed=1
+  done
+  echo
+  cat "$W/steps.txt" 2>/dev/null
+  tar czf "$OUT/results.tgz" -C "$W" . && rm -rf "$W"
+  ls -la "$OUT"
+  return "$failed"
+}
+
+SELF=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
+ROOT=$(dirname "$(dirname "$SELF")")
+main "$@"
