@@ -74,7 +74,7 @@ def test_at_most_12_modules_at_the_top_and_8_per_folder():
     top = [p for p in PACKAGE.glob("*.py")]
     assert len(top) <= 12, sorted(p.name for p in top)
     folders = [p for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()]
-    assert {f.name for f in folders} == {"traces", "capture", "analysis", "gates", "report", "cli"}
+    assert {f.name for f in folders} == {"traces", "capture", "analysis", "gates", "report", "cli", "session"}
     for folder in folders:
         inside = list(folder.glob("*.py"))
         assert len(inside) <= 8, (folder.name, sorted(p.name for p in inside))
