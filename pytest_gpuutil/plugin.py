@@ -26,7 +26,7 @@ if TYPE_CHECKING:
         MetricTableFixture,
     )
     from pytest_gpuutil.per_test import TestResults
-    from pytest_gpuutil.session import GpuUtilSession
+    from pytest_gpuutil.session.state import GpuUtilSession
 
 MARKER = (
     "gpu_util(min_busy_pct=None, min_mm_conv_pct=None, max_gpu_ms=None, max_kernel_count=None, max_memory=None, "
@@ -63,7 +63,8 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = read_settings(config.getoption, config.getini)
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
-    from pytest_gpuutil.session import GpuUtilSession, SetupError, worker_gpu_assignment
+    from pytest_gpuutil.session import SetupError
+    from pytest_gpuutil.session.state import GpuUtilSession, worker_gpu_assignment
 
     workerinput = getattr(config, "workerinput", None)
     worker_id = workerinput.get("workerid", "") if workerinput else ""
@@ -179,12 +180,12 @@ class GpuUtilHooks:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         state = self.state
         began = time.perf_counter()
-        leftovers = state.close_measurement(self._finalize)
+        leftovers = state.measuring.close(self._finalize)
         if state.is_worker:
             # what no report could carry (the run stopped early): the controller reads it when this worker ends
-            session.config.workeroutput["gpu_util"] = {"payloads": leftovers, "process": state.process_info()}
+            session.config.workeroutput["gpu_util"] = {"payloads": leftovers, "process": state.measuring.process_info()}
             return
-        state.receive_batch({"payloads": leftovers, "process": state.process_info()})
+        state.receiver.receive_batch({"payloads": leftovers, "process": state.measuring.process_info()})
         try:
             state.finish()
         except OSError as exc:
@@ -198,7 +199,7 @@ class GpuUtilHooks:
         """Controller: records a worker sent at its end (tests still pending when its run stopped)."""
         batch = getattr(node, "workeroutput", {}).get("gpu_util")
         if batch:
-            self.state.receive_batch(batch)
+            self.state.receiver.receive_batch(batch)
 
     # -- per test ------------------------------------------------------------------------------
     @pytest.hookimpl(hookwrapper=True)
@@ -211,14 +212,14 @@ class GpuUtilHooks:
         state = self.state
         results = _results(item)
         if state.settings.enabled:
-            state.begin_test(item.nodeid, results)
+            state.measuring.begin_test(item.nodeid, results)
         try:
             yield
         finally:
             if state.settings.enabled:
-                state.end_test(item.nodeid, results)
+                state.measuring.end_test(item.nodeid, results)
                 if self._needs_profile_at_call(item):
-                    state.flush()  # its limits are checked, and pytest-benchmark told, right after the call
+                    state.measuring.flush()  # its limits are checked, and pytest-benchmark told, right after the call
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Generator[None, Any, None]:
@@ -230,7 +231,7 @@ class GpuUtilHooks:
         if report.when == "call":
             self._check_thresholds(item, report)
             self._benchmark_extra_info(item)
-            memory = state.measurement.memory.get(item.nodeid)
+            memory = state.measuring.measurement.memory.get(item.nodeid)
             if report.failed and memory is not None and any(d.ooms for d in memory.devices):
                 self._memory_section(item, report)
         elif report.when == "teardown":
@@ -238,15 +239,15 @@ class GpuUtilHooks:
             if not (state.settings.enabled or results.kernel_bench or results.gpu_trace or results.metric_rows
                     or results.tables):
                 return
-            from pytest_gpuutil.session import PendingTest, outcome_of
+            from pytest_gpuutil.session.measuring import PendingTest, outcome_of
 
-            state.test_finished(PendingTest(item, item.nodeid, outcome_of(phases), results,
+            state.measuring.test_finished(PendingTest(item, item.nodeid, outcome_of(phases), results,
                                             item.stash.get(THRESHOLD_KEY, "")))
-            if self._needs_record_now(item) or state.flush_due():
-                state.flush()
-            payloads = state.ready_payloads(self._finalize)
+            if self._needs_record_now(item) or state.measuring.flush_due():
+                state.measuring.flush()
+            payloads = state.measuring.ready_payloads(self._finalize)
             if payloads:
-                report.gpu_util = {"payloads": payloads, "process": state.process_info()}
+                report.gpu_util = {"payloads": payloads, "process": state.measuring.process_info()}
                 own = next((p["record"] for p in payloads if p["record"]["test"] == item.nodeid), None)
                 if own is not None and state.settings.enabled:
                     from pytest_gpuutil.records import TestRecord
@@ -260,7 +261,7 @@ class GpuUtilHooks:
         self.state.test_seconds += getattr(report, "duration", 0.0) or 0.0
         batch = getattr(report, "gpu_util", None)
         if batch is not None and report.when == "teardown":
-            self.state.receive_batch(batch)
+            self.state.receiver.receive_batch(batch)
 
     def _finalize(self, item: pytest.Item, record: Any) -> Any:
         return _hooked_record(item, record, "teardown")
@@ -288,15 +289,15 @@ class GpuUtilHooks:
         markers = list(item.iter_markers("gpu_util"))
         state = self.state
         from pytest_gpuutil.gates.thresholds import Thresholds, check, merge
-        from pytest_gpuutil.session import outcome_of
+        from pytest_gpuutil.session.measuring import outcome_of
 
         thresholds = state.default_thresholds
         for marker in reversed(markers):  # farthest first, so the closest marker wins
             thresholds = merge(thresholds, Thresholds.from_kwargs(marker.kwargs, f"@pytest.mark.gpu_util on {item.nodeid}"))
         if thresholds is None or thresholds.is_empty:
             return
-        record = state.make_record(item.nodeid, outcome_of({"call": report}), state.profiles.get(item.nodeid),
-                                   _results(item), state.measurement.memory.get(item.nodeid))
+        record = state.make_record(item.nodeid, outcome_of({"call": report}), state.measuring.profiles.get(item.nodeid),
+                                   _results(item), state.measuring.measurement.memory.get(item.nodeid))
         record = _hooked_record(item, record, "call")
         misses = check(thresholds, record)
         if misses is None:
@@ -318,7 +319,7 @@ class GpuUtilHooks:
     def _benchmark_extra_info(self, item: pytest.Item) -> None:
         """pytest-benchmark interop: GPU metrics of this test into benchmark.extra_info."""
         benchmark = getattr(item, "funcargs", {}).get("benchmark")
-        profile = self.state.profiles.get(item.nodeid)
+        profile = self.state.measuring.profiles.get(item.nodeid)
         extra = getattr(benchmark, "extra_info", None)
         if extra is None or profile is None or profile.stats is None or not self.state.cuda():
             return  # without CUDA (--gpu-util-cpu) the figures' zeros mean "not measured", not "idle"

@@ -8,15 +8,16 @@ Definitions (the README repeats them):
   streams, summed over devices. busy % = busy / (window × devices that did GPU work).
 - a category's time is the union of its intervals per device (so overlapping streams do not
   double-count); its share of busy is that time over busy time.
+
+The figures' records are in :mod:`~pytest_gpuutil.analysis.stats`; grouping events by code and the
+unions of intervals, which :mod:`~pytest_gpuutil.analysis.windows` shares, in ``codes`` and ``intervals``.
 """
 from __future__ import annotations
 
 import operator
-from collections import Counter
 from dataclasses import dataclass
 from heapq import nlargest
-from itertools import accumulate, compress
-from typing import TYPE_CHECKING, Any, Iterable, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from pytest_gpuutil.analysis.classify import (
     COMMUNICATION,
@@ -25,8 +26,31 @@ from pytest_gpuutil.analysis.classify import (
     KernelClassifier,
     category_order,
 )
+from pytest_gpuutil.analysis.codes import (
+    kernel_keys,
+    kernel_pairs,
+    plain_text_codes,
+    tally,
+    text_codes,
+    value_codes,
+)
+from pytest_gpuutil.analysis.intervals import (
+    blocks,
+    plain_blocks,
+    plain_union_where,
+    union_ns,
+)
+from pytest_gpuutil.analysis.stats import (
+    CategoryStat,
+    DeviceStat,
+    IdleGap,
+    KernelStat,
+    Overlap,
+    StreamStat,
+    device_key,
+    pct,
+)
 from pytest_gpuutil.traces.model import (
-    CodedColumn,
     GpuColumns,
     Trace,
     Window,
@@ -37,63 +61,6 @@ if TYPE_CHECKING:
     import numpy as np
 
 KERNEL_KIND = "kernel"
-
-
-@dataclass(frozen=True)
-class CategoryStat:
-    name: str
-    time_us: float
-    #: percent of busy time (0-100)
-    share_of_busy: float
-    #: percent of window × devices (0-100)
-    pct_of_window: float
-    count: int
-
-
-@dataclass(frozen=True)
-class DeviceStat:
-    device: str
-    busy_us: float
-    busy_pct: float
-    event_count: int
-
-
-@dataclass(frozen=True)
-class StreamStat:
-    device: str
-    stream: str
-    busy_us: float
-    event_count: int
-
-
-@dataclass(frozen=True)
-class KernelStat:
-    name: str
-    category: str
-    count: int
-    #: sum of the kernel's own durations (like the profiler's "self CUDA time")
-    total_us: float
-    mean_us: float
-    pct_of_window: float
-
-
-@dataclass(frozen=True)
-class IdleGap:
-    device: str
-    #: start relative to the window start
-    start_us: float
-    dur_us: float
-
-
-@dataclass(frozen=True)
-class Overlap:
-    """Communication kernels against all other GPU work, per device, summed."""
-
-    communication_us: float
-    compute_us: float
-    overlap_us: float
-    #: percent of communication time hidden under compute (0-100)
-    overlap_pct_of_communication: float
 
 
 @dataclass(frozen=True)
@@ -191,104 +158,6 @@ def _plain(cols: GpuColumns) -> bool:
     return not hasattr(cols.starts_ns, "dtype") and not hasattr(cols.durs_ns, "dtype") and use_plain_python(len(cols))
 
 
-def _pct(part: float, whole: float) -> float:
-    return 100.0 * part / whole if whole > 0 else 0.0
-
-
-def _codes(values: Sequence[Any]) -> tuple[list[int], list[Any]]:
-    """Small integer codes for the values, and the distinct values in first-seen order."""
-    distinct = list(dict.fromkeys(values))
-    index = {v: i for i, v in enumerate(distinct)}
-    return list(map(index.__getitem__, values)), distinct
-
-
-def _coded(column: Sequence[Any]) -> tuple[Sequence[int], list[Any]]:
-    """Codes and their values: a :class:`CodedColumn` as it is, else by :func:`_codes`."""
-    if isinstance(column, CodedColumn):
-        return column.codes, list(column.values)
-    return _codes(column)
-
-
-def _kernel_pairs(names: Sequence[str], kinds: Sequence[str]) -> tuple[list[int], list[str], list[str]]:
-    """Each event's code for its (name, kind) pair, and the pairs' names and kinds (plain lists)."""
-    if isinstance(names, CodedColumn) and isinstance(kinds, CodedColumn) and names.codes is kinds.codes:
-        pair_of_code, pairs = _codes(list(zip(names.values, kinds.values)))  # a few values, not every row
-        codes = list(map(pair_of_code.__getitem__, names.codes))
-    else:
-        codes, pairs = _codes(list(zip(names, kinds)))
-    return codes, [name for name, _ in pairs], [kind for _, kind in pairs]
-
-
-def _kernel_keys(names: Sequence[str], kinds: Sequence[str]) -> tuple["np.ndarray", list[str], list[str]]:
-    """Each event's code for its (name, kind) pair, and the pairs' names and kinds."""
-    np = _numpy()
-    if isinstance(names, CodedColumn) and isinstance(kinds, CodedColumn) and names.codes is kinds.codes:
-        pair_of_code, pairs = _codes(list(zip(names.values, kinds.values)))  # a few values, not every row
-        codes = np.asarray(pair_of_code, dtype=np.int64)[np.asarray(names.codes, dtype=np.int64)]
-        return codes, [name for name, _ in pairs], [kind for _, kind in pairs]
-    name_codes, distinct_names = _codes(names)
-    kind_codes, distinct_kinds = _codes(kinds)
-    n_kinds = max(1, len(distinct_kinds))
-    pair_codes, pairs = _codes((np.asarray(name_codes, dtype=np.int64) * n_kinds + np.asarray(kind_codes, dtype=np.int64)).tolist())
-    return (np.asarray(pair_codes, dtype=np.int64), [distinct_names[p // n_kinds] for p in pairs],
-            [distinct_kinds[p % n_kinds] for p in pairs])
-
-
-def _text_codes(ids: Sequence[Any], keep_idx: "np.ndarray") -> tuple["np.ndarray", list[str]]:
-    """Codes of the kept events' ids, grouped by their text (device 0 and "0" are one device)."""
-    np = _numpy()
-    codes, distinct = _coded(ids)
-    text_codes, texts = _codes([str(v) for v in distinct])
-    return np.asarray(text_codes, dtype=np.int64)[np.asarray(codes, dtype=np.int64)[keep_idx]], texts
-
-
-def _plain_text_codes(ids: Sequence[Any]) -> tuple[list[int], list[str]]:
-    """Every event's code for the text of its id, and the texts (plain lists)."""
-    codes, distinct = _coded(ids)
-    text_codes, texts = _codes([str(v) for v in distinct])
-    return list(map(text_codes.__getitem__, codes)), texts
-
-
-def _blocks(starts: "np.ndarray", ends: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
-    """Union of intervals sorted by start, as arrays of disjoint block starts and ends."""
-    if starts.size == 0:
-        return starts, ends
-    np = _numpy()
-    reach = np.maximum.accumulate(ends)
-    first = np.flatnonzero(starts[1:] > reach[:-1]) + 1
-    first = np.concatenate(([0], first))
-    last = np.concatenate((first[1:] - 1, [starts.size - 1]))
-    return starts[first], reach[last]
-
-
-def _union_ns(starts: "np.ndarray", ends: "np.ndarray") -> int:
-    block_starts, block_ends = _blocks(starts, ends)
-    return int((block_ends - block_starts).sum())
-
-
-def _plain_blocks(starts: Sequence[int], ends: Sequence[int]) -> tuple[list[int], list[int]]:
-    """:func:`_blocks` on lists: a block ends where the next start is past every end so far."""
-    if not starts:
-        return [], []
-    reach = list(accumulate(ends, max))  # the furthest end so far, as numpy's maximum.accumulate
-    new_block = list(map(operator.gt, starts[1:], reach))  # the next start is past every end so far
-    return [starts[0], *compress(starts[1:], new_block)], [*compress(reach, new_block), reach[-1]]
-
-
-def _plain_union_ns(starts: Sequence[int], ends: Sequence[int]) -> int:
-    """The length of the union of intervals sorted by start: :func:`_plain_blocks`, summed as it goes."""
-    if not starts:
-        return 0
-    total, first, reach = 0, starts[0], ends[0]
-    for start, end in zip(starts, ends):
-        if start > reach:
-            total += reach - first
-            first = start
-        if end > reach:
-            reach = end
-    return total + reach - first
-
-
 class _Figures(NamedTuple):
     """What both ways of computing (numpy arrays, plain lists) give; ``analyze`` builds the summary."""
 
@@ -327,9 +196,9 @@ def analyze(
     cols = trace.columns
     plain = _plain(cols)
     # One classification per distinct (name, kind) pair; memcpy/memset go by kind.
-    pair_codes, key_names, key_kinds = (_kernel_pairs if plain else _kernel_keys)(cols.names, cols.kinds)
+    pair_codes, key_names, key_kinds = (kernel_pairs if plain else kernel_keys)(cols.names, cols.kinds)
     key_cats = [classifier.classify(name, kind) for name, kind in zip(key_names, key_kinds)]
-    cat_of_key, categories_seen = _codes(key_cats)
+    cat_of_key, categories_seen = value_codes(key_cats)
     figures = (_plain_figures if plain else _numpy_figures)(
         cols, win, pair_codes, key_kinds, cat_of_key, categories_seen, gap_count
     )
@@ -345,8 +214,8 @@ def _summary(path: str, win: Window, f: _Figures, key_names: list[str], key_cats
         CategoryStat(
             name,
             f.cat_ns[code_of[name]] / 1000,
-            _pct(f.cat_ns[code_of[name]], f.busy_ns),
-            _pct(f.cat_ns[code_of[name]], denominator),
+            pct(f.cat_ns[code_of[name]], f.busy_ns),
+            pct(f.cat_ns[code_of[name]], denominator),
             f.cat_count[code_of[name]],
         )
         for name in category_order(n for n, i in code_of.items() if f.cat_count[i])
@@ -354,7 +223,7 @@ def _summary(path: str, win: Window, f: _Figures, key_names: list[str], key_cats
     kernel_stats = sorted(
         (
             KernelStat(key_names[i], key_cats[i], f.counts[i], f.totals[i] / 1000,
-                       f.totals[i] / 1000 / f.counts[i], _pct(f.totals[i], denominator))
+                       f.totals[i] / 1000 / f.counts[i], pct(f.totals[i], denominator))
             for i in range(len(key_names))
             if f.counts[i]
         ),
@@ -362,7 +231,7 @@ def _summary(path: str, win: Window, f: _Figures, key_names: list[str], key_cats
     )
     comm_code = code_of.get(COMMUNICATION, -1)
     overlap = (
-        Overlap(f.comm_ns / 1000, f.compute_ns / 1000, f.overlap_ns / 1000, _pct(f.overlap_ns, f.comm_ns))
+        Overlap(f.comm_ns / 1000, f.compute_ns / 1000, f.overlap_ns / 1000, pct(f.overlap_ns, f.comm_ns))
         if comm_code >= 0 and f.cat_count[comm_code]
         else None
     )
@@ -370,9 +239,9 @@ def _summary(path: str, win: Window, f: _Figures, key_names: list[str], key_cats
         path=path,
         window=win,
         busy_us=f.busy_ns / 1000,
-        busy_pct=_pct(f.busy_ns, denominator),
+        busy_pct=pct(f.busy_ns, denominator),
         mm_conv_us=f.mm_conv_ns / 1000,
-        mm_conv_pct=_pct(f.mm_conv_ns, denominator),
+        mm_conv_pct=pct(f.mm_conv_ns, denominator),
         kernel_count=f.kernel_count,
         event_count=f.event_count,
         categories=categories,
@@ -402,14 +271,14 @@ def _numpy_figures(cols: GpuColumns, win: Window, pair_codes: "np.ndarray", key_
     cat_of_key = np.asarray(cat_codes_of_key, dtype=np.int64)
     cats = cat_of_key[key_codes] if key_codes.size else key_codes
     is_kernel_key = np.asarray([k == KERNEL_KIND for k in key_kinds], dtype=bool)
-    devs, device_names = _text_codes(cols.devices, keep_idx)
-    strs, stream_names = _text_codes(cols.streams, keep_idx)
+    devs, device_names = text_codes(cols.devices, keep_idx)
+    strs, stream_names = text_codes(cols.streams, keep_idx)
 
     mm_codes = [i for i, c in enumerate(categories_seen) if c in MM_CONV_CATEGORIES]
     is_mm = np.zeros(len(categories_seen), dtype=bool)
     is_mm[mm_codes] = True
     comm_code = categories_seen.index(COMMUNICATION) if COMMUNICATION in categories_seen else -1
-    present_devices = sorted(set(devs.tolist()), key=lambda d: _device_key(device_names[d]))
+    present_devices = sorted(set(devs.tolist()), key=lambda d: device_key(device_names[d]))
 
     busy_ns = mm_conv_ns = comm_ns = compute_ns = overlap_ns = 0
     cat_ns = [0] * len(categories_seen)
@@ -420,11 +289,11 @@ def _numpy_figures(cols: GpuColumns, win: Window, pair_codes: "np.ndarray", key_
         on_dev = np.flatnonzero(devs == d)
         order = on_dev[np.argsort(starts[on_dev], kind="stable")]
         s, e, c, st = starts[order], ends[order], cats[order], strs[order]
-        block_starts, block_ends = _blocks(s, e)
+        block_starts, block_ends = blocks(s, e)
         dev_busy = int((block_ends - block_starts).sum())
         busy_ns += dev_busy
         name = device_names[d]
-        device_stats.append(DeviceStat(name, dev_busy / 1000, _pct(dev_busy, win.duration_ns), int(order.size)))
+        device_stats.append(DeviceStat(name, dev_busy / 1000, pct(dev_busy, win.duration_ns), int(order.size)))
         gap_starts = np.concatenate(([ws], block_ends))
         gap_lengths = np.concatenate((block_starts, [we])) - gap_starts
         for i in np.argsort(-gap_lengths, kind="stable")[:gap_count].tolist():
@@ -432,20 +301,20 @@ def _numpy_figures(cols: GpuColumns, win: Window, pair_codes: "np.ndarray", key_
                 idle.append(IdleGap(name, (int(gap_starts[i]) - ws) / 1000, int(gap_lengths[i]) / 1000))
         for code in np.flatnonzero(np.bincount(c)).tolist():
             m = c == code
-            cat_ns[code] += _union_ns(s[m], e[m])
+            cat_ns[code] += union_ns(s[m], e[m])
         if mm_codes:
             m = is_mm[c]
-            mm_conv_ns += _union_ns(s[m], e[m])
+            mm_conv_ns += union_ns(s[m], e[m])
         if comm_code >= 0 and (c == comm_code).any():
             m = c == comm_code
-            dev_comm = _union_ns(s[m], e[m])
-            dev_compute = _union_ns(s[~m], e[~m])
+            dev_comm = union_ns(s[m], e[m])
+            dev_compute = union_ns(s[~m], e[~m])
             comm_ns += dev_comm
             compute_ns += dev_compute
             overlap_ns += dev_comm + dev_compute - dev_busy
         for code in sorted(np.flatnonzero(np.bincount(st)).tolist(), key=lambda x: stream_names[x]):
             m = st == code
-            stream_stats.append(StreamStat(name, stream_names[code], _union_ns(s[m], e[m]) / 1000, int(m.sum())))
+            stream_stats.append(StreamStat(name, stream_names[code], union_ns(s[m], e[m]) / 1000, int(m.sum())))
 
     n_keys, n_cats = len(key_kinds), len(categories_seen)
     cat_count = np.bincount(cats, minlength=n_cats).tolist() if cats.size else [0] * n_cats
@@ -466,8 +335,8 @@ def _plain_figures(cols: GpuColumns, win: Window, pair_codes: list[int], key_kin
     ws, we = win.start_ns, win.end_ns
     starts, durs = list(cols.starts_ns), list(cols.durs_ns)
     ends = list(map(operator.add, starts, durs))
-    dev_codes, device_names = _plain_text_codes(cols.devices)
-    str_codes, stream_names = _plain_text_codes(cols.streams)
+    dev_codes, device_names = plain_text_codes(cols.devices)
+    str_codes, stream_names = plain_text_codes(cols.streams)
     cat_of_event = list(map(cat_of_key.__getitem__, pair_codes))
     if starts and (min(starts) < ws or max(ends) > we):  # some event reaches outside the window
         kept = [i for i, (s, e, d) in enumerate(zip(starts, ends, durs))
@@ -476,11 +345,11 @@ def _plain_figures(cols: GpuColumns, win: Window, pair_codes: list[int], key_kin
         ends = [min(end, we) for end in ends]
         keys = list(map(pair_codes.__getitem__, kept))
         lengths = list(map(operator.sub, map(ends.__getitem__, kept), map(starts.__getitem__, kept)))
-        cat_count = _tally(map(cat_of_event.__getitem__, kept), len(categories_seen))
+        cat_count = tally(map(cat_of_event.__getitem__, kept), len(categories_seen))
     else:  # all inside: nothing clipped, nothing dropped (what the profiler's span gives)
         kept, keys, lengths = range(len(starts)), pair_codes, durs
-        cat_count = _tally(cat_of_event, len(categories_seen))
-    counts = _tally(keys, len(key_kinds))
+        cat_count = tally(cat_of_event, len(categories_seen))
+    counts = tally(keys, len(key_kinds))
     totals = [0] * len(key_kinds)
     for key, length in zip(keys, lengths):
         totals[key] += length
@@ -503,15 +372,15 @@ def _plain_figures(cols: GpuColumns, win: Window, pair_codes: list[int], key_kin
     device_stats = []
     stream_stats = []
     idle: list[IdleGap] = []
-    for d in sorted(by_device, key=lambda d: _device_key(device_names[d])):
+    for d in sorted(by_device, key=lambda d: device_key(device_names[d])):
         order = sorted(by_device[d], key=starts.__getitem__)  # stable, as numpy's argsort(kind="stable")
         s, e = list(map(starts.__getitem__, order)), list(map(ends.__getitem__, order))
         c, st = list(map(cat_of_event.__getitem__, order)), list(map(str_codes.__getitem__, order))
-        block_starts, block_ends = _plain_blocks(s, e)
+        block_starts, block_ends = plain_blocks(s, e)
         dev_busy = sum(block_ends) - sum(block_starts)
         busy_ns += dev_busy
         name = device_names[d]
-        device_stats.append(DeviceStat(name, dev_busy / 1000, _pct(dev_busy, win.duration_ns), len(order)))
+        device_stats.append(DeviceStat(name, dev_busy / 1000, pct(dev_busy, win.duration_ns), len(order)))
         gap_starts = [ws, *block_ends]
         gap_lengths = list(map(operator.sub, [*block_starts, we], gap_starts))
         for i in nlargest(gap_count, range(len(gap_lengths)), key=gap_lengths.__getitem__):  # stable, as sorted()
@@ -519,34 +388,18 @@ def _plain_figures(cols: GpuColumns, win: Window, pair_codes: list[int], key_kin
                 idle.append(IdleGap(name, (gap_starts[i] - ws) / 1000, gap_lengths[i] / 1000))
         present_cats = set(c)
         for code in present_cats:
-            cat_ns[code] += dev_busy if len(present_cats) == 1 else _plain_union_where(s, e, map(code.__eq__, c))
+            cat_ns[code] += dev_busy if len(present_cats) == 1 else plain_union_where(s, e, map(code.__eq__, c))
         if mm_cats:
-            mm_conv_ns += _plain_union_where(s, e, map(mm_cats.__contains__, c))
+            mm_conv_ns += plain_union_where(s, e, map(mm_cats.__contains__, c))
         if comm_code in present_cats:
-            dev_comm = _plain_union_where(s, e, map(comm_code.__eq__, c))
-            dev_compute = _plain_union_where(s, e, map(comm_code.__ne__, c))
+            dev_comm = plain_union_where(s, e, map(comm_code.__eq__, c))
+            dev_compute = plain_union_where(s, e, map(comm_code.__ne__, c))
             comm_ns += dev_comm
             compute_ns += dev_compute
             overlap_ns += dev_comm + dev_compute - dev_busy
-        stream_count = _tally(st, len(stream_names))
+        stream_count = tally(st, len(stream_names))
         for code in sorted(set(st), key=stream_names.__getitem__):
-            union = dev_busy if stream_count[code] == len(st) else _plain_union_where(s, e, map(code.__eq__, st))
+            union = dev_busy if stream_count[code] == len(st) else plain_union_where(s, e, map(code.__eq__, st))
             stream_stats.append(StreamStat(name, stream_names[code], union / 1000, stream_count[code]))
     return _Figures(busy_ns, mm_conv_ns, comm_ns, compute_ns, overlap_ns, cat_ns, cat_count, counts,
                     list(map(float, totals)), device_stats, stream_stats, idle, kernel_count, len(kept))
-
-
-def _plain_union_where(starts: list[int], ends: list[int], chosen: Iterable[bool]) -> int:
-    """:func:`_plain_union_ns` of the intervals where ``chosen`` is true (in C: one mask, two picks)."""
-    mask = list(chosen)
-    return _plain_union_ns(list(compress(starts, mask)), list(compress(ends, mask)))
-
-
-def _tally(codes: Iterable[int], size: int) -> list[int]:
-    """How many times each code in ``range(size)`` occurs (counted in C)."""
-    found = Counter(codes)
-    return [found.get(code, 0) for code in range(size)]
-
-
-def _device_key(device: str) -> tuple[int, Any]:
-    return (0, int(device)) if device.lstrip("-").isdigit() else (1, device)

@@ -28,20 +28,19 @@ from pytest_gpuutil.analysis.classify import (
     KernelClassifier,
     category_order,
 )
-from pytest_gpuutil.analysis.summary import (
-    KERNEL_KIND,
+from pytest_gpuutil.analysis.codes import column_codes, kernel_keys
+from pytest_gpuutil.analysis.intervals import segment_blocks, segment_unions
+from pytest_gpuutil.analysis.stats import (
     CategoryStat,
     IdleGap,
     KernelStat,
-    TraceSummary,
-    _coded,
-    _device_key,
-    _kernel_keys,
-    _pct,
+    device_key,
+    pct,
 )
+from pytest_gpuutil.analysis.summary import KERNEL_KIND, TraceSummary
 from pytest_gpuutil.traces.model import GpuColumns, Window
 
-#: int64 headroom for the per-segment offsets of the segmented union (see _segment_unions)
+#: int64 headroom for the per-segment offsets of the segmented union (see intervals.segment_blocks)
 _OFFSET_LIMIT = 1 << 62
 #: what a window keeps of its kernels and idle gaps (analyze's ``top`` and ``gap_count``)
 TOP_KERNELS = 5
@@ -113,39 +112,6 @@ def assign_windows(starts: np.ndarray, ends: np.ndarray, window_starts: np.ndarr
     return events[~touching], windows[~touching]
 
 
-def _segment_blocks(segments: np.ndarray, rel_starts: np.ndarray,
-                    rel_ends: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The union of each segment's intervals as blocks: (segment, start, end) per block, sorted by
-    segment and start.
-
-    Times are relative to their window (0..span). Sorted by (segment, start), every segment's
-    ends are lifted by ``segment × (span + 1)``, so one running maximum over all rows never
-    carries an end from one segment into the next.
-    """
-    if segments.size == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty
-    order = np.lexsort((rel_starts, segments))
-    seg, s, e = segments[order], rel_starts[order], rel_ends[order]
-    _, seg_index = np.unique(seg, return_inverse=True)
-    lift = seg_index.astype(np.int64) * (span + 1)
-    reach = np.maximum.accumulate(e + lift) - lift
-    new_block = np.concatenate(([True], seg_index[1:] != seg_index[:-1]))
-    new_block[1:] |= s[1:] > reach[:-1]
-    block_first = np.flatnonzero(new_block)
-    block_last = np.concatenate((block_first[1:] - 1, [seg.size - 1]))
-    return seg[block_first], s[block_first], reach[block_last]
-
-
-def _segment_unions(blocks: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Union length of each segment of :func:`_segment_blocks`: (segment ids, lengths), ids ascending."""
-    seg, start, end = blocks
-    if seg.size == 0:
-        return seg, seg
-    first = np.flatnonzero(np.concatenate(([True], seg[1:] != seg[:-1])))
-    return seg[first], np.add.reduceat(end - start, first)
-
-
 def _gaps(blocks: tuple[np.ndarray, np.ndarray, np.ndarray],
           window_lengths: np.ndarray, n_devs: int) -> tuple[np.ndarray, ...]:
     """The idle gaps of each (window, device) segment of ``blocks`` (``window × n_devs + device``):
@@ -197,13 +163,13 @@ def window_stats(columns: GpuColumns, windows: Sequence[Window],
     ends = starts + np.asarray(columns.durs_ns, dtype=np.int64)
     event, win = assign_windows(starts, ends, w_start, w_end)
 
-    pair_codes, key_names, key_kinds = _kernel_keys(columns.names, columns.kinds)
+    pair_codes, key_names, key_kinds = kernel_keys(columns.names, columns.kinds)
     key_cats = [classifier.classify(name, kind) for name, kind in zip(key_names, key_kinds)]
     categories_seen = list(dict.fromkeys(key_cats))
     cat_of_key = np.asarray([categories_seen.index(c) for c in key_cats], dtype=np.int64)
     is_kernel_key = np.asarray([k == KERNEL_KIND for k in key_kinds], dtype=bool)
     is_mm_cat = np.asarray([c in MM_CONV_CATEGORIES for c in categories_seen], dtype=bool)
-    device_codes, device_values = _coded(columns.devices)
+    device_codes, device_values = column_codes(columns.devices)
     text_of_code, device_names = _text_code_table(device_values)
     devices = text_of_code[np.asarray(device_codes, dtype=np.int64)] if len(columns) else np.zeros(0, np.int64)
 
@@ -223,15 +189,15 @@ def window_stats(columns: GpuColumns, windows: Sequence[Window],
         rows = (win >= begin) & (win < end)
         span = int(lengths[begin:end].max()) if end > begin else 0
         w, d, c, s, e = win[rows] - begin, devs[rows], cats[rows], rel_s[rows], rel_e[rows]
-        blocks = _segment_blocks(w * n_devs + d, s, e, span)
-        ids, total = _segment_unions(blocks)
+        blocks = segment_blocks(w * n_devs + d, s, e, span)
+        ids, total = segment_unions(blocks)
         dev_busy[begin + ids // n_devs, ids % n_devs] = total
         gap_w, *gap_rest = _gaps(blocks, lengths[begin:end], n_devs)
         gap_parts.append((gap_w + begin, *gap_rest))
-        ids, total = _segment_unions(_segment_blocks((w * n_devs + d) * n_cats + c, s, e, span))
+        ids, total = segment_unions(segment_blocks((w * n_devs + d) * n_cats + c, s, e, span))
         np.add.at(cat_ns, (begin + ids // (n_devs * n_cats), ids % n_cats), total)
         mm = is_mm_cat[c] if c.size else np.zeros(0, dtype=bool)
-        ids, total = _segment_unions(_segment_blocks(w[mm] * n_devs + d[mm], s[mm], e[mm], span))
+        ids, total = segment_unions(segment_blocks(w[mm] * n_devs + d[mm], s[mm], e[mm], span))
         np.add.at(mm_ns, begin + ids // n_devs, total)
 
     event_count = np.bincount(win, minlength=n_windows)
@@ -239,7 +205,7 @@ def window_stats(columns: GpuColumns, windows: Sequence[Window],
     cat_count = np.bincount(win * n_cats + cats, minlength=n_windows * n_cats).reshape(n_windows, n_cats)
     present = np.bincount(win * n_devs + devs, minlength=n_windows * n_devs).reshape(n_windows, n_devs) > 0
     top = _top_keys(win, keys, rel_e - rel_s, key_names, n_windows)
-    device_order = sorted(range(len(device_names)), key=lambda i: _device_key(device_names[i]))
+    device_order = sorted(range(len(device_names)), key=lambda i: device_key(device_names[i]))
     gaps = _longest_gaps(gap_parts, device_order, n_windows)
     names_in_order = category_order(categories_seen)
     code_of = {name: i for i, name in enumerate(categories_seen)}
@@ -251,19 +217,19 @@ def window_stats(columns: GpuColumns, windows: Sequence[Window],
         stats.append(WindowStats(
             window=window,
             busy_us=busy / 1000,
-            busy_pct=_pct(busy, denominator),
-            mm_conv_pct=_pct(int(mm_ns[i]), denominator),
+            busy_pct=pct(busy, denominator),
+            mm_conv_pct=pct(int(mm_ns[i]), denominator),
             kernel_count=int(kernel_count[i]),
             event_count=int(event_count[i]),
             devices=tuple((device_names[d], int(dev_busy[i, d]) / 1000) for d in device_order if present[i, d]),
             categories=tuple(
-                CategoryStat(name, int(cat_ns[i, code_of[name]]) / 1000, _pct(int(cat_ns[i, code_of[name]]), busy),
-                             _pct(int(cat_ns[i, code_of[name]]), denominator), int(cat_count[i, code_of[name]]))
+                CategoryStat(name, int(cat_ns[i, code_of[name]]) / 1000, pct(int(cat_ns[i, code_of[name]]), busy),
+                             pct(int(cat_ns[i, code_of[name]]), denominator), int(cat_count[i, code_of[name]]))
                 for name in names_in_order if cat_count[i, code_of[name]]
             ),
             top_kernels=tuple(
                 KernelStat(key_names[k], key_cats[k], count, total / 1000, total / 1000 / count,
-                           _pct(total, denominator))
+                           pct(total, denominator))
                 for k, total, count in top[i]
             ),
             idle_gaps=tuple(IdleGap(device_names[d], start / 1000, length / 1000) for d, start, length in gaps[i]),

@@ -25,7 +25,7 @@ from pytest_gpuutil.report.html_report import (
     baseline_view_of,
     write_html_report,
 )
-from pytest_gpuutil.session import safe_name
+from pytest_gpuutil.session.run_files import safe_name
 
 PROG = "gpuutil report"
 EXIT_OK = 0

@@ -25,7 +25,7 @@ def test_the_check_itself_can_fail():
 def test_the_plugin_and_session_state_do_not_import_numpy_or_msgspec():
     """Plain pytest runs (no --gpu-util, no fixture) pay for neither."""
     code = (
-        "import sys, pytest_gpuutil.plugin, pytest_gpuutil.session; "
+        "import sys, pytest_gpuutil.plugin, pytest_gpuutil.session.state; "
         "print(sorted(m for m in ('torch', 'numpy', 'msgspec') if m in sys.modules))"
     )
     assert run_python(code) == "[]"

@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from pytest_gpuutil.capture.timing import TimingResult, bench
+from pytest_gpuutil.analysis.timing_stats import TimingResult
+from pytest_gpuutil.capture.timing import bench
 from pytest_gpuutil.machine import machine_info
 from pytest_gpuutil.report.benchmark_interop import as_benchmark
 

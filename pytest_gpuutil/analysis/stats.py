@@ -1,0 +1,74 @@
+"""The figures both analyses report (one trace: ``analyze``; many windows: ``window_stats``).
+
+Per category, device, stream, kernel, idle gap and communication overlap, and the two rules
+every figure follows: a percentage of nothing is 0, and devices are listed by number first.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class CategoryStat:
+    name: str
+    time_us: float
+    #: percent of busy time (0-100)
+    share_of_busy: float
+    #: percent of window × devices (0-100)
+    pct_of_window: float
+    count: int
+
+
+@dataclass(frozen=True)
+class DeviceStat:
+    device: str
+    busy_us: float
+    busy_pct: float
+    event_count: int
+
+
+@dataclass(frozen=True)
+class StreamStat:
+    device: str
+    stream: str
+    busy_us: float
+    event_count: int
+
+
+@dataclass(frozen=True)
+class KernelStat:
+    name: str
+    category: str
+    count: int
+    #: sum of the kernel's own durations (like the profiler's "self CUDA time")
+    total_us: float
+    mean_us: float
+    pct_of_window: float
+
+
+@dataclass(frozen=True)
+class IdleGap:
+    device: str
+    #: start relative to the window start
+    start_us: float
+    dur_us: float
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Communication kernels against all other GPU work, per device, summed."""
+
+    communication_us: float
+    compute_us: float
+    overlap_us: float
+    #: percent of communication time hidden under compute (0-100)
+    overlap_pct_of_communication: float
+
+
+def pct(part: float, whole: float) -> float:
+    return 100.0 * part / whole if whole > 0 else 0.0
+
+
+def device_key(device: str) -> tuple[int, Any]:
+    return (0, int(device)) if device.lstrip("-").isdigit() else (1, device)

@@ -1,0 +1,178 @@
+"""This process's side of measuring: a plain run, or one xdist worker.
+
+Each test's call phase is measured by :class:`~pytest_gpuutil.measurement.Measurement` (a window
+of the continuous capture, or a per-test profiler). A finished test waits here until its profile
+is known (a continuous capture gives profiles when it is flushed); then its record is built and
+packed, with its fixtures' metric rows, into a payload: JSON-able, so xdist can carry it on the
+test's teardown report to the controller (see :mod:`pytest_gpuutil.session.receiving`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from pytest_gpuutil.measurement import CONTINUOUS
+from pytest_gpuutil.session.run_files import safe_name
+
+if TYPE_CHECKING:
+    from pytest_gpuutil.measurement import Measurement, TestMemory, TestProfile
+    from pytest_gpuutil.per_test import TestResults
+    from pytest_gpuutil.records import TestRecord
+
+    #: ``(nodeid, outcome, profile, results, memory) -> record``
+    MakeRecord = Callable[[str, str, Optional[TestProfile], TestResults, Optional[TestMemory]], TestRecord]
+
+
+@dataclass
+class PendingTest:
+    """A finished test whose record waits for its profile (a continuous capture not yet flushed)."""
+
+    __test__ = False
+
+    item: Any
+    nodeid: str
+    outcome: str
+    results: TestResults
+    thresholds: str
+
+
+def outcome_of(phases: dict[str, Any]) -> str:
+    """One word for a test from its setup/call/teardown reports."""
+    setup, call, teardown = phases.get("setup"), phases.get("call"), phases.get("teardown")
+    if setup is not None and setup.failed:
+        return "error"
+    if setup is not None and setup.skipped:
+        return "skipped"
+    if call is not None:
+        if hasattr(call, "wasxfail"):
+            return "xfailed" if call.skipped else "xpassed"
+        if call.failed:
+            return "failed"
+        if call.skipped:
+            return "skipped"
+    if teardown is not None and teardown.failed:
+        return "error"
+    return "passed"
+
+
+class Measuring:
+    """The tests of this process: measured, then waiting for their profiles, then sent on as payloads."""
+
+    def __init__(self, measurement: Measurement, make_record: MakeRecord, *, worker_id: str, traces: str,
+                 output_dir: Path, trace_errors: list[str]):
+        self.measurement = measurement
+        self._make_record = make_record
+        self._worker_id = worker_id
+        #: --gpu-util-traces: "none", "failed" or "all"
+        self._traces = traces
+        self._output_dir = output_dir
+        #: trace files that could not be written (the run's summary lists them)
+        self._trace_errors = trace_errors
+        #: profiles known and not yet in a record, by node id
+        self.profiles: dict[str, TestProfile] = {}
+        #: tests whose call phase had a window in the continuous capture, until their record is built
+        self.windowed: set[str] = set()
+        self.pending: list[PendingTest] = []
+        self._flushed = False
+
+    def begin_test(self, nodeid: str, results: TestResults) -> None:
+        if self.measurement.mode == CONTINUOUS:
+            self.windowed.add(nodeid)
+        profile = self.measurement.begin(nodeid, results)
+        if profile is not None:
+            self.windowed.discard(nodeid)
+            self.profiles[nodeid] = profile
+
+    def end_test(self, nodeid: str, results: TestResults) -> None:
+        profile = self.measurement.end(nodeid, results)
+        if profile is not None:
+            self.profiles[nodeid] = profile
+
+    def flush(self) -> None:
+        """Turn the capture so far into profiles."""
+        self.profiles.update(self.measurement.flush())
+        self._flushed = True
+
+    def flush_due(self) -> Optional[str]:
+        return self.measurement.flush_due()
+
+    def test_finished(self, pending: PendingTest) -> None:
+        self.pending.append(pending)
+
+    def _ready(self, test: PendingTest) -> bool:
+        return test.nodeid not in self.windowed or test.nodeid in self.profiles
+
+    def ready_payloads(self, finalize: Callable[[Any, TestRecord], TestRecord]) -> list[dict[str, Any]]:
+        """Payloads of the finished tests whose profiles are known, in the order they finished.
+
+        ``finalize(item, record)`` applies the pytest_gpuutil_record hook. Each test leaves the
+        pending list once, so each record travels once. Between flushes only the newest test can
+        have become ready, so only it is looked at.
+        """
+        if self._flushed:
+            self._flushed = False
+            ready = [t for t in self.pending if self._ready(t)]
+            self.pending = [t for t in self.pending if not self._ready(t)]
+        elif self.pending and self._ready(self.pending[-1]):
+            ready = [self.pending.pop()]
+        else:
+            return []
+        payloads = []
+        for test in ready:
+            began = time.perf_counter()
+            self.windowed.discard(test.nodeid)
+            profile = self.profiles.pop(test.nodeid, None)
+            memory = self.measurement.memory.pop(test.nodeid, None)
+            record = finalize(test.item, self._make_record(test.nodeid, test.outcome, profile, test.results, memory))
+            self._write_trace(record, profile)
+            if record.measure_ms is not None:
+                record = dataclasses.replace(record, measure_ms=record.measure_ms + (time.perf_counter() - began) * 1000)
+            payloads.append(self.payload(record, test.results, test.thresholds))
+        return payloads
+
+    def close(self, finalize: Callable[[Any, TestRecord], TestRecord]) -> list[dict[str, Any]]:
+        """The session's end: the last profiles, and the payloads of every test still pending."""
+        self.profiles.update(self.measurement.close())
+        self.windowed.intersection_update(self.profiles)  # a window never closed has no profile: build without
+        self._flushed = True
+        return self.ready_payloads(finalize)
+
+    def process_info(self) -> dict[str, Any]:
+        m = self.measurement
+        return {"worker": self._worker_id or "main", "mode": m.mode, "source": m.source_name,
+                "startup_s": m.startup_s, "fallback": m.fallback_reason,
+                "broken": m.capture.broken if m.capture is not None else ""}
+
+    def _write_trace(self, record: TestRecord, profile: Optional[TestProfile]) -> None:
+        mode = self._traces
+        if profile is None or mode == "none" or (mode == "failed" and record.outcome not in ("failed", "error")):
+            return
+        if profile.profiler is None and (profile.events is None or profile.window is None):
+            return
+        path = self._output_dir / "traces" / f"{safe_name(record.test)}.json.gz"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if profile.profiler is not None:
+                tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.json.gz")
+                profile.profiler.export(str(tmp))
+                os.replace(tmp, path)
+            else:
+                from pytest_gpuutil.traces.writer import write_chrome_trace
+
+                write_chrome_trace(str(path), profile.events, profile.window, label=record.test)
+        except Exception as exc:  # noqa: BLE001 - a trace that cannot be written must not fail the test
+            self._trace_errors.append(f"could not write trace {path}: {exc}")
+
+    @staticmethod
+    def payload(record: TestRecord, results: TestResults, thresholds: str) -> dict[str, Any]:
+        """What travels on the teardown report (JSON-able, so xdist can carry it)."""
+        return {
+            "record": record.to_dict(),
+            "metric_rows": [r.to_dict() for r in results.metric_rows],
+            "tables": {name: list(cols) for name, cols in results.tables.items()},
+            "thresholds": thresholds,
+        }

@@ -1,0 +1,66 @@
+"""What the controller (or a plain run) does with a payload: keep the record, write the metric rows.
+
+Payloads come on each test's teardown report from an xdist worker, at a worker's end for the tests
+its run left pending, or straight from :mod:`pytest_gpuutil.session.measuring` in a plain run. Each
+batch also says how its process measured (shown in the summary, totalled in gpu_util.json).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.report.metric_tables import MetricRow, MetricTableError, MetricTableRegistry
+
+
+class Receiver:
+    """The records of the run so far, and what came with them."""
+
+    def __init__(self, registry: MetricTableRegistry, output_dir: Path, usage_errors: list[str]):
+        self._registry = registry
+        self._output_dir = output_dir
+        #: problems that end the run with a usage error (shared with the run's state)
+        self._usage_errors = usage_errors
+        self.records: list[TestRecord] = []
+        #: per process (worker id or "main"): event source, its start-up, how tests were measured
+        self.processes: dict[str, dict[str, Any]] = {}
+        self.metric_rows_written = 0
+        self.thresholds_not_checked: list[str] = []
+        self.threshold_failures: list[str] = []
+
+    def receive_batch(self, batch: dict[str, Any]) -> None:
+        """Payloads that came on one report (or at a worker's end), with what measured them."""
+        process = batch.get("process")
+        if process:
+            self.processes[process.get("worker") or "main"] = process
+        for payload in batch.get("payloads", ()):
+            self.receive(payload)
+
+    def receive(self, payload: dict[str, Any]) -> None:
+        """Take one test's payload: keep its record, write its metric rows now."""
+        record = TestRecord.from_dict(payload["record"])
+        self.records.append(record)
+        for name, columns in payload.get("tables", {}).items():
+            try:
+                self._registry.register(name, columns)
+            except MetricTableError as exc:
+                self._usage_errors.append(f"{record.test}: {exc}")
+        rows = [MetricRow.from_dict(r) for r in payload.get("metric_rows", ())]
+        if rows:
+            try:
+                self._registry.write_rows(rows)
+                self.metric_rows_written += len(rows)
+            except (OSError, MetricTableError) as exc:  # a table that cannot be written must not crash the run
+                message = f"could not write metric table rows to {self._output_dir}: {exc}"
+                if message not in self._usage_errors:
+                    self._usage_errors.append(message)
+        state = payload.get("thresholds", "")
+        if state == "not_checked":
+            self.thresholds_not_checked.append(record.test)
+        elif state == "failed":
+            self.threshold_failures.append(record.test)
+
+    def threshold_states(self) -> dict[str, str]:
+        """Tests whose thresholds were not checked or failed, by node id (for gpu_util.json)."""
+        return {**dict.fromkeys(self.thresholds_not_checked, "not_checked"),
+                **dict.fromkeys(self.threshold_failures, "failed")}

@@ -1,0 +1,105 @@
+"""One test's record, built from what measured it: its profile, its GPU memory and its fixtures' results.
+
+The same on an xdist worker and in a plain run; the record then travels in a payload (see
+:mod:`pytest_gpuutil.session.measuring`). ``physical_id`` maps a device index of this process
+to the physical GPU (CUDA_VISIBLE_DEVICES), so records of different workers add up per GPU.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from pytest_gpuutil.analysis.classify import ATTENTION, COMMUNICATION, MEMCPY
+from pytest_gpuutil.capture.memory import MIB, format_size
+from pytest_gpuutil.records import TestRecord
+
+if TYPE_CHECKING:
+    from pytest_gpuutil.measurement import TestMemory, TestProfile
+    from pytest_gpuutil.per_test import TestResults
+
+NO_CUDA_NOTE = "no CUDA device"
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
+
+
+def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], results: TestResults,
+                 memory: Optional[TestMemory], *, worker: str, physical_id: Callable[[str], str],
+                 unmeasured_note: str) -> TestRecord:
+    """The test's record; ``unmeasured_note`` is its note when it has no profile at all."""
+    common = dict(
+        test=nodeid,
+        outcome=outcome,
+        worker=worker,
+        kernel_bench=dict(results.kernel_bench),
+        gpu_trace=dict(results.gpu_trace),
+        **memory_fields(memory, physical_id),
+    )
+    oom_note = memory_note(memory)
+    if profile is None:
+        return TestRecord(**common, note=_join(unmeasured_note, oom_note))
+    stats = profile.stats
+    measure_ms = None if profile.measure_ms is None else profile.measure_ms + (memory.cost_ms if memory else 0.0)
+    if stats is None:
+        return TestRecord(**common, wall_ms=profile.wall_ms, measure_ms=measure_ms,
+                          note=_join(profile.note or NO_CUDA_NOTE, oom_note))
+    return TestRecord(
+        **common,
+        wall_ms=profile.wall_ms,
+        gpu_busy_ms=stats.busy_us / 1000,
+        busy_pct=stats.busy_pct,
+        mm_conv_pct=stats.mm_conv_pct,
+        attention_pct=stats.category_pct_of_window(ATTENTION),
+        communication_pct=stats.category_pct_of_window(COMMUNICATION),
+        memcpy_pct=stats.category_pct_of_window(MEMCPY),
+        kernel_count=stats.kernel_count,
+        measure_ms=measure_ms,
+        top_kernel=stats.top_kernel,
+        top_kernels=tuple(
+            {"name": k.name, "category": k.category, "count": k.count, "total_us": k.total_us,
+             "pct_of_window": k.pct_of_window}
+            for k in stats.top_kernels
+        ),
+        idle_gaps=tuple({"device": g.device, "start_us": g.start_us, "dur_us": g.dur_us} for g in stats.idle_gaps),
+        devices=tuple(device for device, _ in stats.devices),
+        gpu_busy_us_by_device={physical_id(device): busy_us for device, busy_us in stats.devices},
+        categories={
+            c.name: {"time_us": c.time_us, "share_of_busy": c.share_of_busy, "pct_of_window": c.pct_of_window,
+                     "count": c.count}
+            for c in stats.categories
+        },
+        note=_join(profile.note, oom_note),
+    )
+
+
+def memory_fields(memory: Optional[TestMemory], physical_id: Callable[[str], str]) -> dict[str, Any]:
+    """The record's memory fields: the largest peaks over devices, leaks and errors summed."""
+    if memory is None or not memory.devices:
+        return {}
+    devices = memory.devices
+    return {
+        "peak_alloc_mb": max(d.peak_alloc for d in devices) / MIB,
+        "peak_reserved_mb": max(d.peak_reserved for d in devices) / MIB,
+        "leaked_mb": sum(d.leaked for d in devices) / MIB,
+        "alloc_retries": sum(d.alloc_retries for d in devices),
+        "ooms": sum(d.ooms for d in devices),
+        "memory_by_device": {
+            physical_id(d.device): {
+                "peak_alloc_mb": d.peak_alloc / MIB, "peak_reserved_mb": d.peak_reserved / MIB,
+                "leaked_mb": d.leaked / MIB, "alloc_retries": d.alloc_retries, "ooms": d.ooms,
+                "allocated_end_mb": d.allocated_end / MIB, "reserved_end_mb": d.reserved_end / MIB,
+            }
+            for d in devices
+        },
+    }
+
+
+def memory_note(memory: Optional[TestMemory]) -> str:
+    """What was live when a call that ran out of GPU memory ended."""
+    if memory is None or not any(d.ooms for d in memory.devices):
+        return ""
+    return "; ".join(
+        f"out of GPU memory on device {d.device}: {format_size(d.allocated_end)} allocated, "
+        f"{format_size(d.reserved_end)} reserved when the call ended (peak {format_size(d.peak_alloc)})"
+        for d in memory.devices if d.ooms
+    )

@@ -1,0 +1,98 @@
+"""What the run writes at its end, and the whole run's figures.
+
+gpu_util.csv and gpu_util.json (with the run's totals and the per-GPU table), the baselines asked
+for (``--gpu-util-save``, ``--gpu-util-autosave``) and the HTML report (``--gpu-util-html``).
+Per-test files (``traces/<test>.json.gz``, ``memory/<test>.pickle``) are named by :func:`safe_name`.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from pytest_gpuutil.gates.baseline import RunDoc, free_autosave_name, save_baseline
+from pytest_gpuutil.gates.regression import Comparison, FailExpr
+from pytest_gpuutil.options import Settings
+from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.report.files import run_document, write_run_files
+
+
+def safe_name(nodeid: str) -> str:
+    """A file name for a test id."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid).strip("_")[:180]
+
+
+def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus: list[dict[str, Any]],
+              totals: dict[str, Any], thresholds: dict[str, str], settings: Settings, output_dir: Path,
+              invocation_dir: Path, baseline: Optional[RunDoc], fail_exprs: Sequence[FailExpr],
+              comparison: Optional[Comparison], written: list[Path], usage_errors: list[str]) -> None:
+    """Write gpu_util.csv/json, save the baselines asked for, write the HTML report if asked.
+
+    Each file goes into ``written`` once it is written (an OSError stops the rest); an HTML report
+    that cannot be written goes into ``usage_errors``.
+    """
+    records = sorted(records, key=lambda r: r.test)
+    created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    doc = run_document(records, machine, created, gpus=gpus, totals=totals, thresholds=thresholds)
+    written.extend(write_run_files(output_dir, records, doc))
+    for name in filter(None, (settings.save, free_autosave_name(output_dir, machine) if settings.autosave else None)):
+        written.append(save_baseline(doc, output_dir, name))
+    if settings.html is not None:
+        from pytest_gpuutil.report.html_report import (
+            DEFAULT_NAME,
+            baseline_view_of,
+            write_html_report,
+        )
+
+        target = invocation_dir / settings.html if settings.html else output_dir / DEFAULT_NAME
+        view = baseline_view_of(baseline, records, fail_exprs, comparison) if baseline else None
+        try:
+            written.append(write_html_report(target, doc, baseline=view, traces_dir=output_dir / "traces",
+                                             trace_name=safe_name))
+        except OSError as exc:
+            usage_errors.append(f"--gpu-util-html: could not write {target}: {exc}")
+
+
+def measured(records: Sequence[TestRecord]) -> list[TestRecord]:
+    """The records with GPU figures."""
+    return [r for r in records if r.gpu_busy_ms is not None]
+
+
+def totals(records: Sequence[TestRecord], processes: Mapping[str, Mapping[str, Any]], test_s: float,
+           finish_s: float) -> dict[str, Any]:
+    """The whole run: tests, what measuring cost, GPU busy time over the profiled tests' time."""
+    profiled = measured(records)
+    gpu_ms = sum(r.gpu_busy_ms or 0.0 for r in profiled)
+    capacity_ms = sum((r.wall_ms or 0.0) * max(1, len(r.devices)) for r in profiled)
+    in_tests_ms = sum(r.measure_ms or 0.0 for r in records)
+    measure_ms = in_tests_ms + (finish_s * 1000 if in_tests_ms else 0.0)
+    startups = [p["startup_s"] for p in processes.values() if p.get("startup_s") is not None]
+    return {
+        "tests": len(records),
+        "measure_ms": measure_ms,
+        "measure_in_tests_ms": in_tests_ms,
+        "test_s": test_s,
+        "measure_share_pct": 100.0 * measure_ms / 1000 / test_s if test_s > 0 else 0.0,
+        "startup_s": max(startups) if startups else None,
+        "profiled": len(profiled),
+        "with_gpu_work": sum(1 for r in profiled if r.kernel_count or r.gpu_busy_ms),
+        "gpu_busy_ms": gpu_ms,
+        "profiled_wall_ms": sum(r.wall_ms or 0.0 for r in profiled),
+        "busy_pct": 100.0 * gpu_ms / capacity_ms if capacity_ms > 0 else 0.0,
+    }
+
+
+def gpu_table(records: Sequence[TestRecord]) -> list[dict[str, Any]]:
+    """Busy time per physical GPU and which workers used it."""
+    per_gpu: dict[str, dict[str, Any]] = {}
+    for record in records:
+        for gpu, busy_us in record.gpu_busy_us_by_device.items():
+            entry = per_gpu.setdefault(gpu, {"gpu": gpu, "busy_ms": 0.0, "tests": 0, "workers": set()})
+            entry["busy_ms"] += busy_us / 1000
+            entry["tests"] += 1
+            entry["workers"].add(record.worker or "main")
+    return [
+        {**e, "workers": sorted(e["workers"])}
+        for _, e in sorted(per_gpu.items(), key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0, kv[0]))
+    ]
