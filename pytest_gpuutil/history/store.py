@@ -123,6 +123,11 @@ class History:
                     out.setdefault(test, []).append(_record(text))
         return out
 
+    def test_names(self) -> list[str]:
+        """Every test the history has a record of, by name."""
+        with self._guard():
+            return [row[0] for row in self._db.execute("SELECT DISTINCT test FROM records ORDER BY test")]
+
     def series(self, tests: Optional[Sequence[str]] = None) -> dict[str, list[Point]]:
         """Every record of ``tests`` (all tests when None) by test, oldest run first."""
         with self._guard():
