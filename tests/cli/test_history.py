@@ -64,7 +64,9 @@ def test_a_test_matching_nothing_is_an_error(db, capsys):
 
 
 def test_add_appends_a_merged_run_keeping_each_records_machine(tmp_path, capsys, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # not in a git checkout: no commit known
+    monkeypatch.chdir(tmp_path)  # not in a git checkout, nor in CI: no commit known
+    for name in ("GITHUB_SHA", "CI_COMMIT_SHA", "BUILDKITE_COMMIT", "GIT_COMMIT"):
+        monkeypatch.delenv(name, raising=False)
     run_file = write_run(tmp_path / "merged.json", {"t.py::test_a": {"busy_pct": 40.0, "machine": "gpu-b"},
                                                     "t.py::test_b": {"busy_pct": 30.0, "machine": "gpu-a"}},
                          machine={"gpu_model": "NVIDIA H100 80GB HBM3 + NVIDIA H200", "gpu_count": 1},
