@@ -24,7 +24,7 @@ from pytest_gpuutil.gates.regression import (
     compare_records,
     format_value,
 )
-from pytest_gpuutil.gates.regression import _values as metric_values
+from pytest_gpuutil.gates.regression import metric_values
 from pytest_gpuutil.records import TestRecord
 
 #: the scaled MAD estimates a normal distribution's standard deviation
@@ -165,3 +165,34 @@ def compare_with_history(history: Mapping[str, Sequence[TestRecord]], current: I
         noise=MappingProxyType(noise),
         runs=runs,
     )
+
+
+#: tests and changes named in a message before "..."
+LISTED = 5
+
+
+def too_few_text(result: HistoryComparison, machine: str) -> str:
+    """The warning for tests the history cannot gate yet ("" when there are none)."""
+    if not result.too_few:
+        return ""
+    listed = ", ".join(result.too_few[:LISTED]) + (", ..." if len(result.too_few) > LISTED else "")
+    return f"{len(result.too_few)} test(s) with fewer than {MIN_RUNS} earlier runs on {machine}: not gated ({listed})"
+
+
+def not_gated_text(where: str, earlier: Mapping[str, Sequence[TestRecord]], machine: str) -> str:
+    """The warning when no test has enough earlier runs to be gated."""
+    most = max((len(v) for v in earlier.values()), default=0)
+    return (f"the run history {where} has {most} earlier run(s) of these tests on {machine}: a test is gated once "
+            f"it has {MIN_RUNS}; not compared")
+
+
+def within_noise_text(result: HistoryComparison, k: float = NOISE_K) -> str:
+    """The note on changes past their limit that the noise explains ("" when there are none)."""
+    inside = result.within_noise
+    if not inside:
+        return ""
+    shown = "; ".join(f"{r.test} {r.metric} {format_value(r.baseline)} -> {format_value(r.current)} ({r.change_text})"
+                      for r in inside[:LISTED])
+    more = f"; and {len(inside) - LISTED} more" if len(inside) > LISTED else ""
+    return (f"{len(inside)} change(s) past the limit but within the noise of the last runs (median ± {k:g} scaled "
+            f"MADs), not regressions: {shown}{more}")

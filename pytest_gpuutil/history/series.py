@@ -1,11 +1,18 @@
 """What the history holds, as data: its runs, and per test the series of every comparable metric."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from pytest_gpuutil.gates.regression import METRICS
-from pytest_gpuutil.gates.regression import _values as metric_values
+from pytest_gpuutil.gates.regression import metric_values
 from pytest_gpuutil.history.store import History, Point, RunRow
+from pytest_gpuutil.records import TestRecord
+
+#: runs a trend line shows (the current one last)
+TREND_RUNS = 20
+#: the metric a trend line shows, when the gate's metrics give none: the first the test has
+TREND_METRICS = ("gpu_busy_ms", "kernel_bench.median", "busy_pct", "wall_ms")
 
 
 def series_of(points: Sequence[Point]) -> dict[str, Any]:
@@ -37,3 +44,54 @@ def history_document(history: History, tests: Optional[Sequence[str]] = None) ->
 def trend(series: Mapping[str, Any], metric: str) -> list[Optional[float]]:
     """One metric's values from ``series_of`` output (empty when the test never had it)."""
     return list(series.get("metrics", {}).get(metric, ()))
+
+
+def earlier_records(history: History, records: Iterable[TestRecord], machine_of: Callable[[TestRecord], str],
+                    last: int, skip_created: Optional[str] = None) -> dict[str, list[TestRecord]]:
+    """Each test's records in its ``last`` runs of the history on the machine id that ran it now
+    (``machine_of``: the run's id, or each record's own in a run merged from several machines)."""
+    by_machine: dict[str, list[str]] = {}
+    for record in records:
+        by_machine.setdefault(machine_of(record), []).append(record.test)
+    out: dict[str, list[TestRecord]] = {}
+    for machine, tests in by_machine.items():
+        out.update(history.recent(machine, last, tests, skip_created))
+    return out
+
+
+@dataclass(frozen=True)
+class Trend:
+    """One test's metric over its earlier runs and this one (last), for a trend line."""
+
+    metric: str
+    values: tuple[Optional[float], ...]
+    unit: str = ""
+
+
+def trend_of(record: TestRecord, earlier: Sequence[TestRecord], prefer: Sequence[str] = ()) -> Optional[Trend]:
+    """The first metric of ``prefer`` then ``TREND_METRICS`` that ``record`` has (a kernel_bench
+    statistic: its first label), over ``earlier`` and ``record``; None without an earlier run."""
+    if not earlier:
+        return None
+    for metric in dict.fromkeys([*prefer, *TREND_METRICS]):
+        if metric not in METRICS:
+            continue
+        now = metric_values(record, metric)
+        for name, (value, unit) in now.items():
+            if value is None:
+                continue
+            points = [metric_values(r, metric).get(name, (None, unit)) for r in earlier[-(TREND_RUNS - 1):]]
+            values = tuple(v if u == unit else None for v, u in points) + (value,)
+            return Trend(name, values, unit or METRICS[metric].unit)
+    return None
+
+
+def trends(records: Iterable[TestRecord], earlier: Mapping[str, Sequence[TestRecord]],
+           prefer: Sequence[str] = ()) -> dict[str, Trend]:
+    """``trend_of`` each record that has earlier runs."""
+    out = {}
+    for record in records:
+        found = trend_of(record, earlier.get(record.test, ()), prefer)
+        if found is not None:
+            out[record.test] = found
+    return out

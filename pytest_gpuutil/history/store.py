@@ -108,14 +108,17 @@ class History:
             ).fetchall()
         return [RunRow(i, c, g, b, m, MappingProxyType(_info(j)), n) for i, c, g, b, m, j, n in rows]
 
-    def recent(self, machine: str, last: int, tests: Optional[Iterable[str]] = None) -> dict[str, list[TestRecord]]:
-        """Each test's records in its ``last`` most recent runs on machine id ``machine``, oldest first."""
+    def recent(self, machine: str, last: int, tests: Optional[Iterable[str]] = None,
+               skip_created: Optional[str] = None) -> dict[str, list[TestRecord]]:
+        """Each test's records in its ``last`` most recent runs on machine id ``machine``, oldest first
+        (leaving out runs made at ``skip_created``: the run being compared, when it is in the history)."""
         wanted = None if tests is None else set(tests)
         with self._guard():
             rows = self._db.execute(
                 "SELECT test, record FROM (SELECT test, record, run_id, ROW_NUMBER() OVER"
-                " (PARTITION BY test ORDER BY run_id DESC) AS n FROM records WHERE machine_id = ?)"
-                " WHERE n <= ? ORDER BY test, run_id", (machine, last)
+                " (PARTITION BY test ORDER BY run_id DESC) AS n FROM records WHERE machine_id = ?"
+                " AND run_id NOT IN (SELECT id FROM runs WHERE created = ?))"
+                " WHERE n <= ? ORDER BY test, run_id", (machine, skip_created or "", last)
             ).fetchall()
             out: dict[str, list[TestRecord]] = {}
             for test, text in rows:

@@ -26,6 +26,10 @@ class RunState(Protocol):
     baseline_messages: list[str]
     baseline: Optional[RunDoc]
     comparison: Optional[Comparison]
+    #: what the gate calls its baseline when that is not a baseline file (the run history), else ""
+    compare_label: str
+    #: lines after the gate's verdict (changes within the history's noise)
+    gate_notes: list[str]
     fail_exprs: Sequence[FailExpr]
     metric_rows_written: int
     #: per process (worker id or "main"): mode, source, startup_s, fallback, broken
@@ -183,7 +187,7 @@ def write_gate(state: RunState, tr: Any) -> None:
         return
     from pytest_gpuutil.gates.regression import regression_table
 
-    where = f"baseline {_rel(state.baseline.path)}"
+    where = state.compare_label or f"baseline {_rel(state.baseline.path)}"
     if comparison.failed:
         tr.write_sep("-", f"GPU regressions against {where}", red=True)
         tr.write_line(regression_table(comparison.regressions))
@@ -194,6 +198,8 @@ def write_gate(state: RunState, tr: Any) -> None:
         )
     else:
         tr.write_line(f"no GPU regressions against {where}: {len(comparison.compared)} tests compared")
+    for note in state.gate_notes:
+        tr.write_line(note)
 
 
 def _count(n: int, noun: str) -> str:

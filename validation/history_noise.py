@@ -211,7 +211,7 @@ def spread(records_by_run: list[dict[str, Any]]) -> dict[str, Any]:
     import statistics
 
     from pytest_gpuutil.gates.regression import METRICS
-    from pytest_gpuutil.gates.regression import _values as metric_values
+    from pytest_gpuutil.gates.regression import metric_values
 
     series: dict[str, list[float]] = {}
     for run in records_by_run:
