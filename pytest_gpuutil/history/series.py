@@ -47,15 +47,16 @@ def trend(series: Mapping[str, Any], metric: str) -> list[Optional[float]]:
 
 
 def earlier_records(history: History, records: Iterable[TestRecord], machine_of: Callable[[TestRecord], str],
-                    last: int, skip_created: Optional[str] = None) -> dict[str, list[TestRecord]]:
+                    last: int, created: Optional[str] = None) -> dict[str, list[TestRecord]]:
     """Each test's records in its ``last`` runs of the history on the machine id that ran it now
-    (``machine_of``: the run's id, or each record's own in a run merged from several machines)."""
-    by_machine: dict[str, list[str]] = {}
+    (``machine_of``: the run's id, or each record's own in a run merged from several machines). With
+    the run's ``created``, the run itself is left out when it is in the history already."""
+    by_machine: dict[str, dict[str, TestRecord]] = {}
     for record in records:
-        by_machine.setdefault(machine_of(record), []).append(record.test)
+        by_machine.setdefault(machine_of(record), {})[record.test] = record
     out: dict[str, list[TestRecord]] = {}
-    for machine, tests in by_machine.items():
-        out.update(history.recent(machine, last, tests, skip_created))
+    for machine, own in by_machine.items():
+        out.update(history.recent(machine, last, own, (created, own) if created else None))
     return out
 
 

@@ -109,22 +109,27 @@ class History:
         return [RunRow(i, c, g, b, m, MappingProxyType(_info(j)), n) for i, c, g, b, m, j, n in rows]
 
     def recent(self, machine: str, last: int, tests: Optional[Iterable[str]] = None,
-               skip_created: Optional[str] = None) -> dict[str, list[TestRecord]]:
-        """Each test's records in its ``last`` most recent runs on machine id ``machine``, oldest first
-        (leaving out runs made at ``skip_created``: the run being compared, when it is in the history)."""
+               same_run: Optional[tuple[str, Mapping[str, TestRecord]]] = None) -> dict[str, list[TestRecord]]:
+        """Each test's records in its ``last`` most recent runs on machine id ``machine``, oldest first.
+
+        ``same_run``: (created, records) of the run being compared; a record of a run made at that
+        time that equals the run's own record of the test is that run, already in the history, and is
+        left out.
+        """
         wanted = None if tests is None else set(tests)
+        created, own = same_run if same_run is not None else ("", {})
+        own_text = {test: _record_json(record) for test, record in own.items()}
         with self._guard():
             rows = self._db.execute(
-                "SELECT test, record FROM (SELECT test, record, run_id, ROW_NUMBER() OVER"
-                " (PARTITION BY test ORDER BY run_id DESC) AS n FROM records WHERE machine_id = ?"
-                " AND run_id NOT IN (SELECT id FROM runs WHERE created = ?))"
-                " WHERE n <= ? ORDER BY test, run_id", (machine, skip_created or "", last)
+                "SELECT test, created, record FROM (SELECT test, record, run_id, ROW_NUMBER() OVER"
+                " (PARTITION BY test ORDER BY run_id DESC) AS n FROM records WHERE machine_id = ?)"
+                " JOIN runs ON runs.id = run_id WHERE n <= ? ORDER BY test, run_id", (machine, last + 1)
             ).fetchall()
             out: dict[str, list[TestRecord]] = {}
-            for test, text in rows:
-                if wanted is None or test in wanted:
-                    out.setdefault(test, []).append(_record(text))
-        return out
+            for test, made, text in rows:
+                if (wanted is None or test in wanted) and not (made == created and own_text.get(test) == text):
+                    out.setdefault(test, []).append(text)
+        return {test: [_record(t) for t in texts[-last:]] for test, texts in out.items()}
 
     def test_names(self) -> list[str]:
         """Every test the history has a record of, by name."""

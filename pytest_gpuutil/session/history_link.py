@@ -57,6 +57,7 @@ class HistoryLink:
         spec = settings.compare or ""
         self.read_path = invocation_dir / spec if self.compares and spec != COMPARE_HISTORY else self.write_path
         self.errors: list[str] = []
+        self._failed: set[Path] = set()
         #: what the comparison found (None until compared, or without earlier runs)
         self.result: Optional[HistoryComparison] = None
 
@@ -65,9 +66,10 @@ class HistoryLink:
         return self.compares or self.appends
 
     def _error(self, option: str, exc: HistoryError) -> None:
-        message = f"{option}: {exc}"
-        if message not in self.errors:
-            self.errors.append(message)
+        """One line per history file that failed (the first option to meet it names it)."""
+        if exc.path not in self._failed:
+            self._failed.add(exc.path)
+            self.errors.append(f"{option}: {exc}")
 
     def compare(self, records: Sequence[TestRecord], info: Mapping[str, Any], exprs: Sequence[FailExpr]
                 ) -> tuple[Optional[RunDoc], Optional[Comparison], list[str], list[str]]:
@@ -100,6 +102,8 @@ class HistoryLink:
                ) -> Optional[dict[str, Trend]]:
         """Each test's trend line over its last runs and this one (None: no history to draw from)."""
         path = self.read_path if self.compares else self.write_path
+        if path in self._failed:
+            return None
         if not path.exists():
             return {} if self.appends else None
         machine = machine_id(info)
@@ -114,6 +118,8 @@ class HistoryLink:
     def append(self, records: Sequence[TestRecord], info: Mapping[str, Any], created: str,
                cwd: Optional[str] = None) -> Optional[Path]:
         """Add the run to the history (made when missing); its path, or None when it could not be."""
+        if self.write_path in self._failed:
+            return None  # said already
         commit, branch = commit_and_branch(info, cwd=cwd)
         try:
             with open_history(self.write_path, create=True) as history:
