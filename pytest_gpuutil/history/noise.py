@@ -3,11 +3,16 @@
 A metric of a test regresses when (1) it is worse than the median of the test's last N runs (on the
 same machine id) by more than its ``--gpu-util-fail`` limit, as ``gates.regression.compare_records``
 decides against a baseline, and (2) it lies outside those runs' noise: further from the median than
-``NOISE_K`` times the scaled median absolute deviation, ``MAD_SCALE * median(|x - median|)`` (1.4826
-makes the MAD estimate the standard deviation of normal noise, so the band is about 3 sigma, and one
-wild run among five moves neither the median nor the MAD much). A test with fewer than ``MIN_RUNS``
-earlier runs is not gated (a warning). The comparison is ``compare_records`` against a record of
-medians, so the gate's table and the HTML page show the same regressions.
+``NOISE_K`` times the scaled median absolute deviation, ``MAD_SCALE * median(|x - median|)``. 1.4826
+makes the MAD estimate the standard deviation of normal noise, so the band is about 3 sigma; the
+median and the MAD are robust: one wild run among five moves neither much, so a slowdown right
+after a wild run is still caught (a band from the range or the standard deviation would swallow it).
+The MAD of a handful of runs is a shaky estimate, though: drawn from the same normal noise, a 6th
+value lies beyond 3 scaled MADs of 5 runs on the worse side 7.7% of the time (10 runs: 2.6%, 20:
+1.1%; 3 sigma itself: 0.13%), which is why it is the second condition and the limit the first. A
+test with fewer than ``MIN_RUNS`` earlier runs is not gated (a warning). The comparison is
+``compare_records`` against a record of medians, so the gate's table and the HTML page show the same
+regressions.
 """
 from __future__ import annotations
 
@@ -23,8 +28,8 @@ from pytest_gpuutil.gates.regression import (
     Regression,
     compare_records,
     format_value,
+    metric_values,
 )
-from pytest_gpuutil.gates.regression import metric_values
 from pytest_gpuutil.records import TestRecord
 
 #: the scaled MAD estimates a normal distribution's standard deviation
