@@ -11,8 +11,9 @@
    unchanged suite against the previous run alone with a tight limit, then the history with the same.
 3. Counts, on the recorded series, for several ``--gpu-util-fail`` limits: the (test, metric) pairs
    a single-baseline comparison (each run against the run before) flags, against those the history
-   rule (the last 5 runs' median, outside 3 scaled MADs) flags, over the same unchanged runs (the 4th
-   onwards, which have 3 earlier runs); and for the slowed run, what each catches of the slowed
+   rule (the last 5 runs' median, outside 3 scaled MADs) flags, and the median alone (without the
+   noise condition), over the same unchanged runs (the 4th onwards, which have 3 earlier runs); and
+   for the slowed run, what each catches of the slowed
    tests and what else each flags.
 
 Writes OUT_DIR/history_noise.json (everything) and prints a short summary last. Every case runs in
@@ -171,7 +172,7 @@ def count(records_by_run: list[dict[str, Any]], slowed_run: dict[str, Any] | Non
     out: dict[str, Any] = {"runs": len(records_by_run), "runs_judged": len(eligible), "limits": {}}
     for limit in LIMITS:
         exprs = parse_fail_exprs(limit)
-        single = history = pairs = 0
+        single = history = pairs = median_only = 0
         single_all = pairs_all = 0
         flagged_single: dict[str, int] = {}
         flagged_history: dict[str, int] = {}
@@ -190,10 +191,12 @@ def count(records_by_run: list[dict[str, Any]], slowed_run: dict[str, Any] | Non
             earlier = {t: [run[t] for run in records_by_run[max(0, i - HISTORY_RUNS):i] if t in run] for t in now}
             judged = compare_with_history(earlier, now.values(), exprs)
             history += len(judged.comparison.regressions)
+            median_only += len(compare_with_history(earlier, now.values(), exprs, k=0.0).comparison.regressions)
             for r in judged.comparison.regressions:
                 flagged_history[f"{r.test} {r.metric}"] = flagged_history.get(f"{r.test} {r.metric}", 0) + 1
         entry: dict[str, Any] = {
             "pairs_compared": pairs, "single_baseline_flags": single, "history_flags": history,
+            "median_only_flags": median_only,  # against the median, without the noise condition (k=0)
             "false_alarms_avoided": single - history, "single_baseline_flags_all_runs": single_all,
             "pairs_compared_all_runs": pairs_all, "flagged_single": flagged_single, "flagged_history": flagged_history,
         }
@@ -318,12 +321,12 @@ def main() -> int:
               f"{gate['gate'][:110]}")
     counts = result.get("counts", {})
     if counts:
-        print(f"flagged (test, metric) pairs over {counts['runs_judged']} unchanged runs (each with >= 3 earlier), "
-              "single baseline vs history; slowed run: slowed tests caught / other pairs flagged")
+        print(f"flagged (test, metric) pairs over {counts['runs_judged']} unchanged runs (each with >= 3 earlier): "
+              "single baseline, median of the last 5 alone, history rule; slowed run: slowed tests caught / others")
         for limit, entry in counts["limits"].items():
             slowed = entry.get("slowed", {})
             print(f"  {limit:26} pairs {entry['pairs_compared']:4}  single {entry['single_baseline_flags']:3}  "
-                  f"history {entry['history_flags']:3}  | slowed: single {len(slowed.get('single_caught', []))}/"
+                  f"median {entry['median_only_flags']:3}  history {entry['history_flags']:3}  | slowed: single {len(slowed.get('single_caught', []))}/"
                   f"{len(SLOWED)} +{len(slowed.get('single_other', []))}  history "
                   f"{len(slowed.get('history_caught', []))}/{len(SLOWED)} +{len(slowed.get('history_other', []))}")
     for error in result["errors"]:
