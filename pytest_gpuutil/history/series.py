@@ -68,17 +68,24 @@ class Trend:
     unit: str = ""
 
 
+def _base_metric(name: str) -> str:
+    """``kernel_bench[mm].median`` -> ``kernel_bench.median``; other names as they are."""
+    return f"kernel_bench.{name.rsplit('].', 1)[1]}" if name.startswith("kernel_bench[") and "]." in name else name
+
+
 def trend_of(record: TestRecord, earlier: Sequence[TestRecord], prefer: Sequence[str] = ()) -> Optional[Trend]:
-    """The first metric of ``prefer`` then ``TREND_METRICS`` that ``record`` has (a kernel_bench
-    statistic: its first label), over ``earlier`` and ``record``; None without an earlier run."""
+    """The first metric of ``prefer`` (metrics, or reported names such as ``kernel_bench[mm].median``)
+    then ``TREND_METRICS`` that ``record`` has (of a kernel_bench statistic, the label named, else the
+    first), over ``earlier`` and ``record``; None without an earlier run."""
     if not earlier:
         return None
-    for metric in dict.fromkeys([*prefer, *TREND_METRICS]):
+    for wanted in dict.fromkeys([*prefer, *TREND_METRICS]):
+        metric = _base_metric(wanted)
         if metric not in METRICS:
             continue
         now = metric_values(record, metric)
         for name, (value, unit) in now.items():
-            if value is None:
+            if value is None or (wanted != metric and name != wanted):
                 continue
             points = [metric_values(r, metric).get(name, (None, unit)) for r in earlier[-(TREND_RUNS - 1):]]
             values = tuple(v if u == unit else None for v, u in points) + (value,)
@@ -87,11 +94,13 @@ def trend_of(record: TestRecord, earlier: Sequence[TestRecord], prefer: Sequence
 
 
 def trends(records: Iterable[TestRecord], earlier: Mapping[str, Sequence[TestRecord]],
-           prefer: Sequence[str] = ()) -> dict[str, Trend]:
-    """``trend_of`` each record that has earlier runs."""
+           prefer: Sequence[str] = (), first: Mapping[str, str] | None = None) -> dict[str, Trend]:
+    """``trend_of`` each record that has earlier runs; ``first``: test -> the metric to show before
+    ``prefer`` (the one that regressed)."""
     out = {}
     for record in records:
-        found = trend_of(record, earlier.get(record.test, ()), prefer)
+        ahead = (first or {}).get(record.test)
+        found = trend_of(record, earlier.get(record.test, ()), [ahead, *prefer] if ahead else prefer)
         if found is not None:
             out[record.test] = found
     return out

@@ -98,9 +98,10 @@ class HistoryLink:
         return (f"history {_rel(self.read_path)} (median of each test's last {self.last} runs on "
                 f"{machine_id(info)})")
 
-    def trends(self, records: Sequence[TestRecord], info: Mapping[str, Any], exprs: Sequence[FailExpr]
-               ) -> Optional[dict[str, Trend]]:
-        """Each test's trend line over its last runs and this one (None: no history to draw from)."""
+    def trends(self, records: Sequence[TestRecord], info: Mapping[str, Any], exprs: Sequence[FailExpr],
+               comparison: Optional[Comparison] = None) -> Optional[dict[str, Trend]]:
+        """Each test's trend line over its last runs and this one, of the metric that regressed if one did
+        (None: no history to draw from)."""
         path = self.read_path if self.compares else self.write_path
         if path in self._failed:
             return None
@@ -113,7 +114,8 @@ class HistoryLink:
         except HistoryError as exc:
             self._error("--gpu-util-compare" if self.compares else "--gpu-util-history", exc)
             return None
-        return trends(records, earlier, [e.metric for e in exprs])
+        regressed = {r.test: r.metric for r in reversed(comparison.regressions)} if comparison else {}
+        return trends(records, earlier, [e.metric for e in exprs], regressed)
 
     def append(self, records: Sequence[TestRecord], info: Mapping[str, Any], created: str,
                cwd: Optional[str] = None) -> Optional[Path]:

@@ -226,7 +226,7 @@ class GpuUtilSession:
         if not self.has_output():
             return
         created, info = run_files.now_utc(), self.machine_info()
-        trends = (self.history.trends(self.records, info, self.fail_exprs)
+        trends = (self.history.trends(self.records, info, self.fail_exprs, self.comparison)
                   if self.settings.html is not None and self.history.used else None)
         try:
             run_files.write_run(self.records, info, gpus=self.gpu_table(), totals=self.totals(),

@@ -132,9 +132,16 @@ def test_a_change_past_the_limit_inside_the_noise_passes_and_says_so(pytester):
         "test_a.py::test_fast busy_pct 50 -> 40 (-10.0 pts)",
     ])
     plant(pytester, test_fast=busy(20.0), test_slow=busy(50.0))  # -30 pts: outside the noise too
-    result = run(pytester, "--gpu-util", "--gpu-util-compare", "history", "--gpu-util-fail", "busy_pct:5")
+    result = run(pytester, "--gpu-util", "--gpu-util-compare", "history", "--gpu-util-fail", "busy_pct:5",
+                 "--gpu-util-html")
     assert result.ret == 1, output(result)
     result.stdout.fnmatch_lines(["test_a.py::test_fast*busy_pct*50*20*-30.0 pts*-5 pts, noise ±22.24 pts"])
+    page = (pytester.path / ".gpu_util" / "report.html").read_text(encoding="utf-8")
+    assert "history .gpu_util/history.sqlite (median of each test&#x27;s last 5 runs on" in page  # the page's baseline
+    assert '<tr class="reg"><td class="t">test_a.py::test_fast</td><td>busy_pct' in page  # the gate's regression
+    fast = page[page.index("<td>test_a.py::test_fast</td>"):]
+    fast = fast[: fast.index("</tr>")]
+    assert "busy_pct over 6 runs, oldest first: 50.000 … now 20.000" in fast and 'fill="#e15759"' in fast
 
 
 def test_history_runs_limits_the_runs_compared_with(pytester):
