@@ -1,10 +1,11 @@
 """The run history: every run's records in one SQLite file (stdlib ``sqlite3``), safe for parallel writers.
 
 Schema 1: ``meta`` (key/value: ``schema_version``, ``application``), ``runs`` (id, created, git_commit,
-branch, machine_id, machine_info JSON) and ``records`` (run_id, test, machine_id, outcome, the record as
-JSON without its top kernels and idle gaps). The file carries ``PRAGMA application_id`` = ``APPLICATION_ID``
-so that another program's database is told apart from an empty one. WAL journal and a 30 s busy timeout:
-an xdist controller and CI jobs on one host append at the same time without losing a run. Every
+branch, machine_id, machine_info JSON), ``tests`` (id, name) and ``records`` (run_id, test_id,
+machine_id, outcome, the record as compact JSON: its fields that hold something, without its top
+kernels and idle gaps). The file carries ``PRAGMA application_id`` = ``APPLICATION_ID`` so that
+another program's database is told apart from an empty one. WAL journal and a 30 s busy timeout: an
+xdist controller and CI jobs on one host append at the same time without losing a run. Every
 problem with the file is a HistoryError whose ``str()`` is one line ``<path>: <problem>``.
 """
 from __future__ import annotations
@@ -37,10 +38,11 @@ _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, created TEXT NOT NULL, git_commit TEXT, branch TEXT,"
     " machine_id TEXT NOT NULL, machine_info TEXT NOT NULL)",
-    "CREATE TABLE records (run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE, test TEXT NOT NULL,"
-    " machine_id TEXT NOT NULL, outcome TEXT NOT NULL, record TEXT NOT NULL, PRIMARY KEY (run_id, test))",
-    "CREATE INDEX records_by_machine_test ON records (machine_id, test, run_id)",
-    "CREATE INDEX records_by_test ON records (test, run_id)",
+    "CREATE TABLE tests (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)",
+    "CREATE TABLE records (run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,"
+    " test_id INTEGER NOT NULL REFERENCES tests(id), machine_id TEXT NOT NULL, outcome TEXT NOT NULL,"
+    " record TEXT NOT NULL, PRIMARY KEY (run_id, test_id)) WITHOUT ROWID",
+    "CREATE INDEX records_by_test ON records (test_id, machine_id, run_id)",
 )
 
 
@@ -80,14 +82,16 @@ class Point:
 
 
 def _record_json(record: TestRecord) -> str:
+    """The record as stored: its fields that hold something, but the test and outcome (columns) and LEFT_OUT."""
     data = record.to_dict()
-    for name in LEFT_OUT:
+    for name in ("test", "outcome", *LEFT_OUT):
         data.pop(name, None)
-    return json.dumps(data, separators=(",", ":"), default=str)
+    kept = {k: v for k, v in data.items() if v is not None and v != "" and v != {} and v != []}
+    return json.dumps(kept, separators=(",", ":"), default=str)
 
 
-def _record(text: str) -> TestRecord:
-    return TestRecord.from_dict(json.loads(text))
+def _record(test: str, outcome: str, text: str) -> TestRecord:
+    return TestRecord.from_dict({**json.loads(text), "test": test, "outcome": outcome})
 
 
 class History:
@@ -110,46 +114,51 @@ class History:
 
     def recent(self, machine: str, last: int, tests: Optional[Iterable[str]] = None,
                same_run: Optional[tuple[str, Mapping[str, TestRecord]]] = None) -> dict[str, list[TestRecord]]:
-        """Each test's records in its ``last`` most recent runs on machine id ``machine``, oldest first.
+        """Each test's records in its ``last`` most recent runs on machine id ``machine``, oldest first
+        (every test of the history when ``tests`` is None).
 
         ``same_run``: (created, records) of the run being compared; a record of a run made at that
         time that equals the run's own record of the test is that run, already in the history, and is
         left out.
         """
-        wanted = None if tests is None else set(tests)
         created, own = same_run if same_run is not None else ("", {})
-        own_text = {test: _record_json(record) for test, record in own.items()}
         with self._guard():
-            rows = self._db.execute(
-                "SELECT test, created, record FROM (SELECT test, record, run_id, ROW_NUMBER() OVER"
-                " (PARTITION BY test ORDER BY run_id DESC) AS n FROM records WHERE machine_id = ?)"
-                " JOIN runs ON runs.id = run_id WHERE n <= ? ORDER BY test, run_id", (machine, last + 1)
-            ).fetchall()
+            ids = self._test_ids(tests)
             out: dict[str, list[TestRecord]] = {}
-            for test, made, text in rows:
-                if (wanted is None or test in wanted) and not (made == created and own_text.get(test) == text):
-                    out.setdefault(test, []).append(text)
-        return {test: [_record(t) for t in texts[-last:]] for test, texts in out.items()}
+            for name, test_id in ids.items():
+                rows = self._db.execute(
+                    "SELECT runs.created, records.outcome, records.record FROM records JOIN runs ON runs.id = run_id"
+                    " WHERE test_id = ? AND records.machine_id = ? ORDER BY run_id DESC LIMIT ?",
+                    (test_id, machine, last + 1)).fetchall()
+                mine = _record_json(own[name]) if name in own else None
+                kept = [(outcome, text) for made, outcome, text in rows if not (made == created and text == mine)]
+                if kept:
+                    out[name] = [_record(name, outcome, text) for outcome, text in reversed(kept[:last])]
+        return out
 
     def test_names(self) -> list[str]:
         """Every test the history has a record of, by name."""
         with self._guard():
-            return [row[0] for row in self._db.execute("SELECT DISTINCT test FROM records ORDER BY test")]
+            return [row[0] for row in self._db.execute("SELECT name FROM tests ORDER BY name")]
 
     def series(self, tests: Optional[Sequence[str]] = None) -> dict[str, list[Point]]:
         """Every record of ``tests`` (all tests when None) by test, oldest run first."""
         with self._guard():
-            if tests:
-                marks = ",".join("?" * len(tests))
-                rows = self._db.execute(f"SELECT test, run_id, machine_id, record FROM records WHERE test IN ({marks})"
-                                        " ORDER BY test, run_id", tuple(tests)).fetchall()
-            else:
-                rows = self._db.execute("SELECT test, run_id, machine_id, record FROM records ORDER BY test, run_id"
-                                        ).fetchall()
             out: dict[str, list[Point]] = {}
-            for test, run_id, machine, text in rows:
-                out.setdefault(test, []).append(Point(run_id, machine, _record(text)))
+            for name, test_id in self._test_ids(tests or None).items():
+                rows = self._db.execute("SELECT run_id, machine_id, outcome, record FROM records WHERE test_id = ?"
+                                        " ORDER BY run_id", (test_id,)).fetchall()
+                out[name] = [Point(run_id, machine, _record(name, outcome, text))
+                             for run_id, machine, outcome, text in rows]
         return out
+
+    def _test_ids(self, tests: Optional[Iterable[str]]) -> dict[str, int]:
+        """Name -> id of ``tests`` the history knows (all of them when None), by name."""
+        rows = self._db.execute("SELECT name, id FROM tests ORDER BY name").fetchall()
+        if tests is None:
+            return dict(rows)
+        wanted = set(tests)
+        return {name: test_id for name, test_id in rows if name in wanted}
 
     # -- writing ---------------------------------------------------------------------------------
     def append(self, machine_info: Mapping[str, Any], records: Iterable[TestRecord], created: str,
@@ -171,8 +180,10 @@ class History:
                     "INSERT INTO runs (created, git_commit, branch, machine_id, machine_info) VALUES (?, ?, ?, ?, ?)",
                     (created, commit, branch, run_machine, info_text))
                 run_id = int(cursor.lastrowid or 0)
-                self._db.executemany("INSERT INTO records (run_id, test, machine_id, outcome, record)"
-                                     " VALUES (?, ?, ?, ?, ?)", [(run_id, *row) for row in rows])
+                self._db.executemany("INSERT OR IGNORE INTO tests (name) VALUES (?)", [(row[0],) for row in rows])
+                ids = dict(self._db.execute("SELECT name, id FROM tests").fetchall())
+                self._db.executemany("INSERT INTO records (run_id, test_id, machine_id, outcome, record)"
+                                     " VALUES (?, ?, ?, ?, ?)", [(run_id, ids[t], *rest) for t, *rest in rows])
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise

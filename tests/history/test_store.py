@@ -175,3 +175,18 @@ def test_an_empty_file_is_refused_to_readers_and_made_a_history_by_writers(tmp_p
 
 def test_a_folder_is_not_a_history(tmp_path):
     assert refused(tmp_path, create=True).endswith("is a directory, not a history file")
+
+
+def test_a_record_is_stored_compactly_and_comes_back_whole(tmp_path):
+    path = tmp_path / "h.sqlite"
+    kept = record("t::a", 50.0, kernel_bench={"mm": {"median": 1.5, "unit": "ms"}}, worker="gw1", devices=("0",))
+    add(path, H100, kept, TestRecord("t::b", "skipped"))
+    stored = dict(sqlite3.connect(path).execute(
+        "SELECT tests.name, record FROM records JOIN tests ON tests.id = test_id").fetchall())
+    assert stored["t::b"] == "{}"  # nothing measured: nothing stored but its outcome (a column)
+    assert "null" not in stored["t::a"] and '"test"' not in stored["t::a"] and "top_kernels" not in stored["t::a"]
+    with open_history(path) as history:
+        back = {p.record.test: p.record for points in history.series().values() for p in points}
+    assert back["t::b"] == TestRecord("t::b", "skipped")
+    assert back["t::a"] == TestRecord("t::a", "passed", busy_pct=50.0, kernel_bench={"mm": {"median": 1.5, "unit": "ms"}},
+                                      worker="gw1", devices=("0",))
