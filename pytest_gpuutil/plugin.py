@@ -189,7 +189,9 @@ class GpuUtilHooks:
         try:
             state.finish()
         except OSError as exc:
-            state.usage_errors.append(f"could not write results to {state.output_dir}: {exc}")
+            from pytest_gpuutil.report.terminal import display_path
+
+            state.usage_errors.append(f"could not write results to {display_path(state.output_dir)}: {exc}")
         state.finish_s = time.perf_counter() - began
         if state.usage_errors:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR

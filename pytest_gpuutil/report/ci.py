@@ -12,7 +12,6 @@ from pytest_gpuutil.gates.regression import (
     regression_rows,
 )
 from pytest_gpuutil.records import TestRecord
-from pytest_gpuutil.report.tables import shorten as shorten  # the HTML report's cut, imported from here
 from pytest_gpuutil.report.tables import shorten_kernel
 
 PROPERTY_PREFIX = "gpu_util."

@@ -136,10 +136,42 @@ def test_missing_baseline_fails_with_compare_strict(pytester):
     result.stdout.fnmatch_lines(["FAILED: no baseline to compare with (--gpu-util-compare-strict)"])
 
 
-def test_a_named_baseline_that_does_not_exist_is_a_usage_error(pytester, baseline_main):
+def test_a_baseline_name_not_saved_yet_warns_naming_the_baselines_there_are(pytester, baseline_main):
+    other = baseline_main.parent.parent / "NVIDIA_Imaginary_X9-x2"  # a baseline from another machine
+    other.mkdir()
+    (other / "nightly.json").write_text(baseline_main.read_text())
     result = run(pytester, "--gpu-util", "--gpu-util-compare", "mian")
+    assert result.ret == 0, output(result)
+    result.assert_outcomes(passed=2)
+    warnings = [line for line in result.stdout.lines if "WARNING" in line]
+    assert len(warnings) == 1, output(result)
+    assert warnings[0].startswith("WARNING: no baseline 'mian' for machine ")
+    assert " under .gpu_util/baselines (saved for this machine: main, " in warnings[0]
+    assert "for other machines: NVIDIA_Imaginary_X9-x2 (nightly)): not compared" in warnings[0]
+    assert "GPU regressions" not in result.stdout.str() and "ERROR" not in output(result)
+
+
+def test_a_baseline_name_not_saved_yet_fails_with_compare_strict(pytester, baseline_main):
+    result = run(pytester, "--gpu-util", "--gpu-util-compare", "mian", "--gpu-util-compare-strict")
+    assert result.ret == 1, output(result)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "WARNING: no baseline 'mian' for machine *",
+        "FAILED: no baseline to compare with (--gpu-util-compare-strict)",
+        "*== 2 passed in *",
+    ])
+    assert "Traceback" not in output(result)
+
+
+@pytest.mark.parametrize("spec", ["nowhere/main.json", "main-typo.json", "nowhere/main"])
+def test_a_baseline_path_that_does_not_exist_is_a_usage_error_of_one_line(pytester, baseline_main, spec):
+    result = run(pytester, "--gpu-util", "--gpu-util-compare", spec)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert "mian" in result.stderr.str() and "available: main" in result.stderr.str()
+    errors = result.stderr.lines
+    assert [line for line in errors if line.strip()] == [
+        f"ERROR: --gpu-util-compare: {spec}: no such file (a NAME without '/' or '.json' names a saved baseline)"
+    ], output(result)
+    assert "Traceback" not in output(result)
 
 
 def test_baseline_from_another_gpu_model_is_not_compared_unless_any_machine(pytester, baseline_main):
@@ -174,7 +206,8 @@ def test_corrupt_baseline_is_a_usage_error_naming_the_file(pytester, baseline_ma
     result = run(pytester, "--gpu-util", "--gpu-util-compare", "main")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
-    assert str(baseline_main) in err and problem in err, err
+    shown = baseline_main.relative_to(pytester.path)  # under the working directory: relative
+    assert f"corrupt baseline {shown}: " in err and problem in err, err
     assert "Traceback" not in output(result)
 
 
