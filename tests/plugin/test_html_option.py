@@ -95,7 +95,7 @@ def test_the_ini_key(suite: pytest.Pytester) -> None:
 
 
 def test_the_option_alone_turns_measuring_on_and_the_header_says_so(suite: pytest.Pytester) -> None:
-    result = run(suite, "--gpu-util-html=reports/alone.html", "-k", "attention")
+    result = run(suite, "--gpu-util-html", "reports/alone.html", "-k", "attention")
     assert result.ret == 0, output(result)
     result.stdout.fnmatch_lines(["gpu-util: on (turned on by --gpu-util-html)", "collected 6 items / 5 deselected*"])
     assert table_rows((suite.path / "reports" / "alone.html").read_text(encoding="utf-8")) == ["test_work.py::test_attention"]
