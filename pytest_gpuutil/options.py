@@ -1,7 +1,8 @@
 """Command-line options and ini keys, declared once as data, resolved into frozen Settings.
 
 Every option is also an ini key of the same name with dashes as underscores
-(``--gpu-util-top`` ↔ ``gpu_util_top``); the command line wins over the ini file.
+(``--gpu-util-top`` ↔ ``gpu_util_top``); the command line wins over the ini file. The options
+in TURNS_ON turn measuring on when given on the command line (not from the ini file).
 """
 from __future__ import annotations
 
@@ -304,17 +305,38 @@ class Settings:
     memory_history: bool = False
     #: where to write the HTML report: None = no report, "" = <output_dir>/report.html
     html: Optional[str] = None
+    #: what turned measuring on: "--gpu-util", another option (TURNS_ON), the ini key, or "" (off)
+    enabled_by: str = ""
     #: the run history to append to: None = none, "" = <output_dir>/history.sqlite
     history: Optional[str] = None
     #: earlier runs a test is compared with under --gpu-util-compare history
     history_runs: int = 5
 
 
+#: Options that turn measuring on when given on the command line, as --gpu-util does (their ini
+#: keys do not: a key in an ini file would measure every run of the project without a word).
+TURNS_ON = ("--gpu-util-html", "--gpu-util-save", "--gpu-util-autosave", "--gpu-util-compare", "--gpu-util-fail",
+            "--gpu-util-history")
+INI_TURNS_ON = "gpu_util = true in the ini file"
+
+
+def turned_on_by(cli: dict[str, Any], ini_enabled: bool) -> str:
+    """What turns measuring on (``cli``: each option's command-line value, None or False when not given)."""
+    specs = {spec.flag: spec for spec in OPTIONS}
+    for flag in ("--gpu-util", *TURNS_ON):
+        if cli.get(specs[flag].dest) not in (None, False):
+            return flag
+    return INI_TURNS_ON if ini_enabled else ""
+
+
 def read_settings(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Settings:
     """Resolve every option from pytest's ``config.getoption`` / ``config.getini``."""
-    values = {spec.dest: resolve(spec, getoption(spec.dest), getini(spec.dest)) for spec in OPTIONS}
+    cli = {spec.dest: getoption(spec.dest) for spec in OPTIONS}
+    values = {spec.dest: resolve(spec, cli[spec.dest], getini(spec.dest)) for spec in OPTIONS}
+    enabled_by = turned_on_by(cli, bool(values["gpu_util"]))
     return Settings(
-        enabled=values["gpu_util"],
+        enabled=bool(enabled_by),
+        enabled_by=enabled_by,
         cpu_activity=values["gpu_util_cpu"],
         top=values["gpu_util_top"],
         output_dir=values["gpu_util_dir"],

@@ -189,7 +189,9 @@ class GpuUtilHooks:
         try:
             state.finish()
         except OSError as exc:
-            state.usage_errors.append(f"could not write results to {state.output_dir}: {exc}")
+            from pytest_gpuutil.report.terminal import display_path
+
+            state.usage_errors.append(f"could not write results to {display_path(state.output_dir)}: {exc}")
         state.finish_s = time.perf_counter() - began
         if state.usage_errors:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
@@ -333,6 +335,15 @@ class GpuUtilHooks:
         }
 
     # -- reporting -----------------------------------------------------------------------------
+    def pytest_report_header(self, config: pytest.Config) -> Optional[str]:
+        """One line when measuring is on, saying what turned it on."""
+        by = self.state.settings.enabled_by
+        if not by:
+            return None
+        from pytest_gpuutil.options import TURNS_ON
+
+        return f"gpu-util: on (turned on by {by})" if by in TURNS_ON else f"gpu-util: on ({by})"
+
     @pytest.hookimpl(optionalhook=True)
     def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict) -> None:
         import sys

@@ -6,9 +6,13 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Inner runs must not write into a real CI job summary or pick up the caller's options."""
+    """Inner runs must not write into a real CI job summary or pick up the caller's options.
+
+    They see an 80-column terminal whatever the caller's (a test sets COLUMNS for another width).
+    """
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     monkeypatch.delenv("PYTEST_ADDOPTS", raising=False)
+    monkeypatch.setenv("COLUMNS", "80")
 
 
 @pytest.fixture(scope="module")

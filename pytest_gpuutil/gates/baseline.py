@@ -162,6 +162,51 @@ def list_baselines(root: PathLike, machine_info: Mapping[str, Any] | None) -> tu
     return tuple(named + auto)
 
 
+def is_baseline_path(spec: str) -> bool:
+    """True when a ``--gpu-util-compare`` value is a file PATH (a slash, or ``.json`` at its end), not a NAME."""
+    return "/" in spec or os.sep in spec or spec.endswith(".json")
+
+
+class BaselineNotSaved(BaselineError):
+    """A baseline NAME that this machine has not saved (yet): the gate warns, or fails when strict."""
+
+    def __init__(self, name: str, directory: Path) -> None:
+        self.name = name
+        self.directory = directory
+        super().__init__(name, f"no baseline of that name in {directory}")
+
+
+def saved_baselines(root: PathLike) -> dict[str, tuple[str, ...]]:
+    """Every machine id under ``root/baselines`` with its baseline names, oldest first (list_baselines' order)."""
+    top = Path(root) / "baselines"
+    if not top.is_dir():
+        return {}
+    found = {}
+    for directory in sorted(p for p in top.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        files = [p for p in directory.glob("*.json") if not p.name.startswith(".") and p.is_file()]
+        auto = sorted(p.stem for p in files if AUTOSAVE_RE.match(p.stem))
+        named = sorted(p.stem for p in files if not AUTOSAVE_RE.match(p.stem))
+        if files:
+            found[directory.name] = tuple(named + auto)
+    return found
+
+
+def describe_saved(root: PathLike, machine_info: Mapping[str, Any] | None, most: int = 5) -> str:
+    """What baselines exist under ``root``, for this machine and others, in a few words."""
+    saved = saved_baselines(root)
+    here = machine_id(machine_info)
+
+    def names(found: tuple[str, ...]) -> str:
+        shown = ", ".join(found[-most:])  # the newest autosaves come last
+        return f"{shown} and {len(found) - most} more" if len(found) > most else shown
+
+    mine = saved.pop(here, ())
+    parts = [f"saved for this machine: {names(mine)}" if mine else "none saved for this machine"]
+    if saved:
+        parts.append("for other machines: " + "; ".join(f"{machine} ({names(found)})" for machine, found in saved.items()))
+    return ", ".join(parts)
+
+
 def resolve_baseline(
     spec: str | None, root: PathLike, machine_info: Mapping[str, Any] | None
 ) -> Path | None:
@@ -169,8 +214,9 @@ def resolve_baseline(
 
     ``spec`` empty: the latest baseline for this machine (the last autosave by name; when there is
     no autosave, the last file by name). A NAME (with or without ``.json``): that file in this
-    machine's baseline directory. Otherwise an existing file path. A non-empty ``spec`` that
-    matches nothing raises BaselineError (a typo must not pass a gate silently).
+    machine's baseline directory. Otherwise an existing file path. A NAME not saved raises
+    BaselineNotSaved (the gate warns, or fails when strict); a PATH (``is_baseline_path``) that is
+    no file raises BaselineError (a usage error: a typo in a path must not pass a gate silently).
     """
     if not spec:
         saved = list_baselines(root, machine_info)
@@ -184,8 +230,10 @@ def resolve_baseline(
     as_path = Path(spec)
     if as_path.is_file():
         return as_path
-    names = ", ".join(p.stem for p in list_baselines(root, machine_info)) or "none saved"
-    raise BaselineError(spec, f"no such file or baseline in {directory} (available: {names})")
+    if is_baseline_path(spec):
+        problem = "is a directory, not a run file" if as_path.is_dir() else "no such file"
+        raise BaselineError(spec, f"{problem} (a NAME without '/' or '.json' names a saved baseline)")
+    raise BaselineNotSaved(spec, directory)
 
 
 def _is_number(value: Any) -> bool:

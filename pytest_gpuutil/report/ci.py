@@ -12,6 +12,7 @@ from pytest_gpuutil.gates.regression import (
     regression_rows,
 )
 from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.report.tables import shorten_kernel
 
 PROPERTY_PREFIX = "gpu_util."
 
@@ -75,11 +76,6 @@ def _code(text: str) -> str:
     return f"{fence}{pad}{_cell(text)}{pad}{fence}"
 
 
-def shorten(text: str, width: int) -> str:
-    """``text`` cut to ``width`` characters with an ellipsis (also the HTML report's)."""
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
 def _opt(value: Any) -> str:
     """Cell for an optional number."""
     return "" if value is None else _fmt(value)
@@ -120,7 +116,7 @@ def step_summary_markdown(
                 _opt(r.mm_conv_pct),
                 _opt(r.gpu_busy_ms),
                 _opt(r.kernel_count),
-                _code(shorten(r.top_kernel, _TOP_KERNEL_WIDTH)) if r.top_kernel else "",
+                _code(shorten_kernel(r.top_kernel, _TOP_KERNEL_WIDTH)) if r.top_kernel else "",
             ]
             for r in shown
         ]

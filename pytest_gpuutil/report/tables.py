@@ -1,7 +1,16 @@
-"""Text tables for one analysed trace (CLI ``--format table``) and the one-line tabulate summary."""
+"""Text tables: tables fitted to a terminal's width, names shortened to fit, and the CLI's tables of one trace.
+
+A fitted table is described by its columns (``Column``: header, cell format, priority, narrowest
+width); ``fit_table`` keeps the columns that fit the width, most important first, and shortens
+the name columns (test ids, kernel names) in the middle so that rows stay apart.
+"""
 from __future__ import annotations
 
-from typing import Sequence
+import math
+import re
+import textwrap
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from tabulate import tabulate
 
@@ -23,12 +32,218 @@ TABULATE_LINE_COLUMNS = (
     + ("window ms",)
 )
 
+# -- names shortened to a width -------------------------------------------------------------------
+ELLIPSIS = "…"
+#: what a test id keeps, at least, before another part gets more room (characters, with the ellipsis)
+_PARAM_MIN = 12
+_NAME_MIN = 12
+_PATH_MIN = 12
+#: a tile shape in a kernel name (``128x256x64``, ``256x128``): it tells apart kernels of one family
+_TILE = re.compile(r"\d+x\d+(?:x\d+)*")
 
-def shorten(name: str, width: int = 80) -> str:
-    """Kernel names can be kilobytes of C++ templates: keep the head."""
-    return name if len(name) <= width else name[: width - 3] + "..."
+
+def shorten(text: str, width: int = 80) -> str:
+    """``text`` cut to ``width`` characters, its head kept (the Markdown and HTML reports' cut)."""
+    if len(text) <= width:
+        return text
+    return text[: max(width - 1, 0)] + ELLIPSIS if width > 0 else ""
 
 
+def keep_end(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, its end kept."""
+    if len(text) <= width:
+        return text
+    return ELLIPSIS + text[len(text) - width + 1:] if width > 1 else ELLIPSIS[:width]
+
+
+def keep_ends(text: str, width: int, head_share: float = 0.5) -> str:
+    """``text`` cut to ``width`` characters in the middle, both ends kept (``head_share`` of them the head)."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    head = min(width - 1, max(1, math.ceil((width - 1) * head_share)))
+    tail = width - 1 - head
+    return text[:head] + ELLIPSIS + (text[len(text) - tail:] if tail else "")
+
+
+def split_test_id(nodeid: str) -> tuple[str, str, str]:
+    """A pytest node id as (file path, test name, parametrization id): ``a/b.py``, ``C::test_x``, ``[1-y]``."""
+    path, sep, name = nodeid.partition("::")
+    holder = name if sep else path
+    param = ""
+    if holder.endswith("]") and "[" in holder:
+        cut = holder.index("[")
+        holder, param = holder[:cut], holder[cut:]
+    return (path, holder, param) if sep else (holder, "", param)
+
+
+def shorten_test_id(nodeid: str, width: int) -> str:
+    """A test id cut to ``width`` in its middle, so that rows of one file stay apart.
+
+    Kept, in order: both ends of the parametrization id, the test name's start, the file name's
+    end, then the whole parametrization id, more of the test name, and more of the path:
+    ``…forward_backward.py::test_model_forw…[1-resnet50_gn_a1h_in1k]``.
+    """
+    if len(nodeid) <= width:
+        return nodeid
+    path, name, param = split_test_id(nodeid)
+    sep = "::" if name else ""
+    budget = width - len(sep)
+    if budget < _PARAM_MIN + 4:
+        return keep_ends(nodeid, width)
+    sizes = {"param": 0, "name": 0, "path": 0}
+    lengths = {"param": len(param), "name": len(name), "path": len(path)}
+    for part, want in (("param", _PARAM_MIN), ("name", _NAME_MIN), ("path", _PATH_MIN),
+                       ("param", len(param)), ("name", len(name)), ("path", len(path))):
+        grant = max(0, min(want, lengths[part]) - sizes[part])
+        grant = min(grant, budget)
+        sizes[part] += grant
+        budget -= grant
+    if name and sizes["path"] < 4:  # too narrow for any of the path: the test name takes its room
+        return shorten(name, sizes["name"] + sizes["path"] + len(sep)) + keep_ends(param, sizes["param"])
+    return keep_end(path, sizes["path"]) + sep + shorten(name, sizes["name"]) + keep_ends(param, sizes["param"])
+
+
+def shorten_kernel(name: str, width: int) -> str:
+    """A kernel name cut to ``width``: its start, its tile shape and its end (what tells kernels apart).
+
+    A demangled C++ name loses its leading ``void`` and its argument list (``(…)``) first.
+    """
+    if len(name) <= width:
+        return name
+    text = _without_arguments(name[5:] if name.startswith("void ") else name)
+    if len(text) <= width:
+        return text
+    plain = keep_ends(text, width, head_share=2 / 3)
+    tile = _TILE.search(text)
+    if tile is None or width < 24 or tile.group() in plain:
+        return plain
+    rest = width - len(tile.group()) - 2
+    head = math.ceil(rest * 2 / 3)
+    tail = rest - head
+    if tail < 1 or head >= tile.start() or len(text) - tail < tile.end():
+        return plain
+    return text[:head] + ELLIPSIS + tile.group() + ELLIPSIS + text[len(text) - tail:]
+
+
+def _without_arguments(name: str) -> str:
+    """``f<T>(int, float*)`` as ``f<T>(…)``: a demangled name's argument list rarely tells kernels apart."""
+    if not name.endswith(")"):
+        return name
+    depth = 0
+    for index in range(len(name) - 1, -1, -1):
+        depth += {")": 1, "(": -1}.get(name[index], 0)
+        if depth == 0:
+            return name[:index] + "(" + ELLIPSIS + ")" if index > 0 else name
+    return name
+
+
+# -- tables fitted to a width ---------------------------------------------------------------------
+#: columns with a priority below this are shown whenever they fit with name columns at their
+#: narrowest; the others only where name columns keep their fair width (or always, with -v)
+OPTIONAL = 10
+_GAP = "  "
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a fitted table: the row field it shows, how, and how much it matters."""
+
+    name: str  # the row's attribute (or mapping key) shown
+    header: str
+    fmt: str = ""  # format spec for a number ("" = the value as text); numbers are right-aligned
+    priority: int = 50  # lower comes first; below OPTIONAL: shown whenever it fits
+    min_width: int = 0  # a name column's narrowest (0: never cut, as wide as its widest cell)
+    fair_width: int = 0  # a name column's width kept before OPTIONAL columns come in
+    cut: Optional[Callable[[str, int], str]] = None  # how a name column's too-long cell is cut
+    align: str = "auto"  # "left", "right", or "auto": right for numbers (a fmt), left for text
+
+    def text(self, row: Any) -> str:
+        value = row.get(self.name) if isinstance(row, Mapping) else getattr(row, self.name, None)
+        if value is None:
+            return ""
+        return format(value, self.fmt) if self.fmt else str(value)
+
+    @property
+    def right(self) -> bool:
+        return self.align == "right" or (self.align == "auto" and bool(self.fmt))
+
+
+def fit_table(columns: Sequence[Column], rows: Sequence[Any], width: int, every_column: bool = False) -> str:
+    """``rows`` as a plain-text table at most ``width`` characters wide (unless ``every_column``).
+
+    Columns are taken by priority while they fit (an optional one only when a row has a value for
+    it); name columns are cut (``Column.cut``) to share what is left, the more important first.
+    ``every_column`` (-v) shows them all, name columns at their narrowest where needed.
+    """
+    cells = {c.name: [c.text(r) for r in rows] for c in columns}
+    natural = {c.name: max([len(c.header), *map(len, cells[c.name])]) for c in columns}
+
+    def narrowest(c: Column) -> int:
+        return natural[c.name] if c.cut is None else min(natural[c.name], max(c.min_width, len(c.header)))
+
+    def fair(c: Column) -> int:
+        return natural[c.name] if c.cut is None else min(natural[c.name], max(c.fair_width, narrowest(c)))
+
+    def total(chosen: Sequence[Column], size: Callable[[Column], int]) -> int:
+        return sum(size(c) for c in chosen) + len(_GAP) * (len(chosen) - 1)
+
+    ordered = sorted(columns, key=lambda c: c.priority)
+    chosen: list[Column] = []
+    for column in ordered:
+        if column.priority >= OPTIONAL and not any(cells[column.name]):
+            continue  # an optional column with nothing in it
+        trial = chosen + [column]
+        size = narrowest if column.priority < OPTIONAL else fair
+        if not chosen or every_column or total(trial, size) <= width:
+            chosen = trial
+    widths = {c.name: narrowest(c) for c in chosen}
+    room = width - total(chosen, narrowest)
+    for column in chosen:  # name columns grow, the most important first, to their fair width, then further
+        if column.cut is not None:
+            grow = max(0, min(fair(column) - widths[column.name], room))
+            widths[column.name] += grow
+            room -= grow
+    for column in chosen:
+        if column.cut is not None:
+            grow = max(0, min(natural[column.name] - widths[column.name], room))
+            widths[column.name] += grow
+            room -= grow
+    shown = [c for c in columns if c in chosen]  # the table's own column order
+
+    def line(texts: Sequence[str]) -> str:
+        parts = []
+        for column, text in zip(shown, texts):
+            w = widths[column.name]
+            if len(text) > w:
+                text = column.cut(text, w) if column.cut is not None else text
+            parts.append(text.rjust(w) if column.right else text.ljust(w))
+        return _GAP.join(parts).rstrip()
+
+    lines = [line([c.header for c in shown]), _GAP.join("-" * widths[c.name] for c in shown)]
+    lines += [line([cells[c.name][i] for c in shown]) for i in range(len(rows))]
+    return "\n".join(lines)
+
+
+def wrap(text: str, width: int, indent: str = "  ") -> list[str]:
+    """A line of prose as lines of at most ``width`` characters, broken after its clauses ("; ")
+    where it can and between words otherwise (continuations indented; a path is never broken)."""
+    width = max(width, 20)
+    clauses = text.split("; ")
+    pieces = [c + ";" for c in clauses[:-1]] + clauses[-1:]
+    lines: list[str] = []
+    for piece in pieces:
+        current = lines[-1] if lines else ""
+        if lines and len(current) + 1 + len(piece) <= width:
+            lines[-1] = f"{current} {piece}"
+            continue
+        lead = indent if lines else ""
+        lines += textwrap.wrap(piece, width=width, initial_indent=lead, subsequent_indent=indent,
+                               break_long_words=False, break_on_hyphens=False) or [lead]
+    return lines
+
+# -- one trace's tables (gpuutil analyze --format table) ------------------------------------------
 def tabulate_line(label: str, summary: TraceSummary) -> str:
     """The ``Output for tabulate:`` line of torch/_inductor/wrapper_benchmark.py, for this trace."""
     cells = [label, f"{summary.busy_pct:.2f}%", f"{summary.mm_conv_pct:.2f}%"]
@@ -73,7 +288,7 @@ def category_table(summary: TraceSummary) -> str:
 
 def kernel_table(summary: TraceSummary, width: int = 80) -> str:
     rows = [
-        (shorten(k.name, width), k.category, k.count, f"{k.total_us:,.3f}", f"{k.mean_us:,.3f}", f"{k.pct_of_window:.2f}")
+        (shorten_kernel(k.name, width), k.category, k.count, f"{k.total_us:,.3f}", f"{k.mean_us:,.3f}", f"{k.pct_of_window:.2f}")
         for k in summary.top_kernels
     ]
     return tabulate(
@@ -97,6 +312,6 @@ def trace_report(summary: TraceSummary, label: str) -> str:
     text = "\n".join(p for p in parts)
     if summary.top_other:
         text += "\nunclassified ('other') kernels: " + "; ".join(
-            f"{shorten(k.name, 60)} ({k.total_us:,.1f} µs)" for k in summary.top_other[:3]
+            f"{shorten_kernel(k.name, 60)} ({k.total_us:,.1f} µs)" for k in summary.top_other[:3]
         )
     return text + "\n" + tabulate_line(label, summary)

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Protocol, Sequence
 
-from tabulate import tabulate
-
-from pytest_gpuutil.report.tables import shorten
+from pytest_gpuutil.report.tables import Column, fit_table, shorten_kernel, shorten_test_id, wrap
 
 if TYPE_CHECKING:
     from pytest_gpuutil.gates.baseline import RunDoc
@@ -47,42 +46,74 @@ class RunState(Protocol):
 
 SECTION = "GPU utilization (pytest-gpuutil)"
 
+#: the narrowest a test id is cut to, and the width it keeps before optional columns come in
+_TEST_MIN, _TEST_FAIR = 36, 64
 
-def _num(value: Any, fmt: str) -> str:
-    return "" if value is None else format(value, fmt)
+#: Columns of the top-tests table, by priority (tables.OPTIONAL and up: where there is room, or -v).
+#: Other measurements add a Column here (its ``name`` is the TestRecord field it shows).
+TEST_COLUMNS: tuple[Column, ...] = (
+    Column("test", "test", priority=0, min_width=_TEST_MIN, fair_width=_TEST_FAIR, cut=shorten_test_id),
+    Column("outcome", "outcome", priority=15),
+    Column("wall_ms", "wall ms", ".3f", priority=13),
+    Column("gpu_busy_ms", "GPU ms", ".3f", priority=2),
+    Column("busy_pct", "busy %", ".1f", priority=1),
+    Column("mm_conv_pct", "mm/conv %", ".1f", priority=3),
+    Column("attention_pct", "attn %", ".1f", priority=14),
+    Column("communication_pct", "comm %", ".1f", priority=16),
+    Column("peak_alloc_mb", "peak MiB", ".1f", priority=4),
+    Column("kernel_count", "kernels", "d", priority=11),
+    Column("top_kernel", "top kernel", priority=12, min_width=24, fair_width=48, cut=shorten_kernel),
+)
+
+#: Columns of the top-tests-by-memory table.
+MEMORY_COLUMNS: tuple[Column, ...] = (
+    Column("test", "top tests by peak GPU memory", priority=0, min_width=_TEST_MIN, fair_width=_TEST_FAIR,
+           cut=shorten_test_id),
+    Column("outcome", "outcome", priority=13),
+    Column("peak_alloc_mb", "peak MiB", ".1f", priority=1),
+    Column("peak_reserved_mb", "reserved MiB", ".1f", priority=2),
+    Column("leaked_mb", "left behind MiB", ".1f", priority=3),
+    Column("alloc_retries", "retries", "d", priority=12),
+    Column("ooms", "OOMs", "d", priority=11),
+)
+
+#: Columns of the regression table (rows from gates.regression.regression_rows).
+REGRESSION_COLUMNS: tuple[Column, ...] = (
+    Column("test", "test", priority=0, min_width=_TEST_MIN, fair_width=_TEST_FAIR, cut=shorten_test_id),
+    Column("metric", "metric", priority=1),
+    Column("baseline", "baseline", priority=2, align="right"),
+    Column("now", "now", priority=3, align="right"),
+    Column("change", "change", priority=4, align="right"),
+    Column("limit", "limit", priority=5, align="right"),
+)
 
 
-def top_tests_table(state: RunState) -> str:
+@dataclass(frozen=True)
+class Terminal:
+    """What the summary is fitted to: the terminal's width, and whether -v asked for every column."""
+
+    width: int = 80
+    verbose: bool = False
+
+    @classmethod
+    def of(cls, tr: Any) -> Terminal:
+        """The terminal reporter's writer width (COLUMNS or the real terminal) and -v."""
+        try:
+            width = int(tr.config.get_terminal_writer().fullwidth)
+        except (AttributeError, TypeError, ValueError):
+            width = 80
+        return cls(width=max(width, 40), verbose=(getattr(tr.config.option, "verbose", 0) or 0) > 0)
+
+
+def top_tests_table(state: RunState, terminal: Terminal = Terminal()) -> str:
     measured = [r for r in state.measured() if r.kernel_count or r.gpu_busy_ms]
     measured.sort(key=lambda r: (-(r.gpu_busy_ms or 0.0), r.test))
     if state.settings.top:
         measured = measured[: state.settings.top]
-    rows = [
-        (
-            shorten(r.test, 60),
-            r.outcome,
-            _num(r.wall_ms, ".3f"),
-            _num(r.gpu_busy_ms, ".3f"),
-            _num(r.busy_pct, ".1f"),
-            _num(r.mm_conv_pct, ".1f"),
-            _num(r.attention_pct, ".1f"),
-            _num(r.communication_pct, ".1f"),
-            _num(r.peak_alloc_mb, ".1f"),
-            r.kernel_count,
-            shorten(r.top_kernel or "", 50),
-        )
-        for r in measured
-    ]
-    return tabulate(
-        rows,
-        headers=("test", "outcome", "wall ms", "GPU ms", "busy %", "mm/conv %", "attn %", "comm %", "peak MiB",
-                 "kernels", "top kernel"),
-        tablefmt="simple",
-        disable_numparse=True,
-    )
+    return fit_table(TEST_COLUMNS, measured, terminal.width, every_column=terminal.verbose)
 
 
-def top_memory_table(state: RunState) -> str:
+def top_memory_table(state: RunState, terminal: Terminal = Terminal()) -> str:
     """The tests with the highest peak of allocated GPU memory ("" when none was measured)."""
     with_memory = sorted((r for r in state.records if r.peak_alloc_mb is not None),
                          key=lambda r: (-(r.peak_alloc_mb or 0.0), r.test))
@@ -90,21 +121,28 @@ def top_memory_table(state: RunState) -> str:
         return ""
     if state.settings.top:
         with_memory = with_memory[: state.settings.top]
-    rows = [(shorten(r.test, 60), r.outcome, _num(r.peak_alloc_mb, ".1f"), _num(r.peak_reserved_mb, ".1f"),
-             _num(r.leaked_mb, ".1f"), r.alloc_retries, r.ooms) for r in with_memory]
-    return tabulate(rows, headers=("top tests by peak GPU memory", "outcome", "peak alloc MiB", "peak reserved MiB",
-                                   "left behind MiB", "retries", "OOMs"), tablefmt="simple", disable_numparse=True)
+    return fit_table(MEMORY_COLUMNS, with_memory, terminal.width, every_column=terminal.verbose)
 
 
 def totals_line(state: RunState) -> str:
+    """The session's totals in one line (the terminal wraps it; the job summary takes it whole)."""
     t = state.totals()
-    info = state.machine_info()
+    return "; ".join(_totals_clauses(t, state.machine_info()))
+
+
+def _totals_clauses(t: dict[str, Any], info: dict[str, Any]) -> list[str]:
+    """The totals line's clauses: GPU busy over the profiled calls, then what the tests did."""
     gpu = f"{info.get('gpu_count') or 0} x {info.get('gpu_model')}" if info.get("gpu_model") else "no GPU"
-    return (
+    return [
         f"session GPU busy {t['busy_pct']:.1f}%: {t['gpu_busy_ms']:.3f} ms of GPU work in "
-        f"{t['profiled_wall_ms']:.3f} ms of profiled test calls; {t['profiled']} tests profiled, "
-        f"{t['profiled'] - t['with_gpu_work']} launched no GPU work ({gpu})"
-    )
+        f"{t['profiled_wall_ms']:.3f} ms of profiled test calls",
+        f"{t['profiled']} tests profiled, {_no_gpu_work(t)} ({gpu})",
+    ]
+
+
+def _no_gpu_work(t: dict[str, Any]) -> str:
+    """How many profiled tests launched no GPU work themselves."""
+    return f"{t['profiled'] - t['with_gpu_work']} launched no GPU work"
 
 
 def measurement_lines(state: RunState) -> list[str]:
@@ -135,45 +173,56 @@ def measurement_warnings(state: RunState) -> list[str]:
 def write_summary(state: RunState, tr: Any) -> None:
     if not state.has_output() and not state.usage_errors and state.settings.compare is None:
         return  # with --gpu-util-compare the gate's outcome is always reported (it may set the exit status)
+    terminal = Terminal.of(tr)
+
+    def say(text: str, **markup: bool) -> None:
+        for line in wrap(text, terminal.width):
+            tr.write_line(line, **markup)
+
     tr.write_sep("-", SECTION)
-    for error in state.usage_errors:
+    for error in state.usage_errors:  # messages stay one line each (they name files; CI logs are grepped)
         tr.write_line(f"ERROR: {error}", red=True)
     for problem in measurement_warnings(state) + state.trace_errors:
         tr.write_line(f"WARNING: {problem}", yellow=True)
     if state.settings.enabled and state.no_cuda():
-        tr.write_line(
-            f"no CUDA device found: GPU fields are empty in the files ({_count(len(state.records), 'test')} ran)"
-        )
+        tr.write_line(f"no CUDA device found: GPU fields are empty in the files ({_count(len(state.records), 'test')} ran)")
     elif state.settings.enabled:
-        table = top_tests_table(state)
         if state.measured():
-            tr.write_line(table)
-        tr.write_line(totals_line(state))
+            tr.write_line(top_tests_table(state, terminal))
+        say(totals_line(state))
         for line in measurement_lines(state):
-            tr.write_line(line)
-        memory = top_memory_table(state)
+            say(line)
+        memory = top_memory_table(state, terminal)
         if memory:
             tr.write_line(memory)
         gpus = state.gpu_table()
         if len(gpus) > 1 or any(w != "main" for g in gpus for w in g["workers"]):
-            tr.write_line(
+            say(
                 "per GPU: "
                 + "; ".join(f"GPU {g['gpu']}: {g['busy_ms']:.3f} ms busy, {g['tests']} tests ({', '.join(g['workers'])})" for g in gpus)
             )
     if state.thresholds_not_checked:
-        tr.write_line(
-            f"gpu_util thresholds NOT CHECKED for {len(state.thresholds_not_checked)} tests (no GPU measurement): "
-            + ", ".join(shorten(t, 60) for t in state.thresholds_not_checked[:5])
-        )
-    write_gate(state, tr)
+        not_checked = state.thresholds_not_checked
+        head = f"gpu_util thresholds NOT CHECKED for {_count(len(not_checked), 'test')} (no GPU measurement):"
+        more = [f"and {len(not_checked) - 5} more"] if len(not_checked) > 5 else []
+        one_line = f"{head} {', '.join(not_checked[:5] + more)}"
+        if len(one_line) <= terminal.width:
+            tr.write_line(one_line)
+        else:  # one test a line, each id cut to fit
+            say(head)
+            for text in [shorten_test_id(t, terminal.width - 2) for t in not_checked[:5]] + more:
+                tr.write_line("  " + text)
+    write_gate(state, tr, terminal)
     if state.metric_rows_written:
-        tr.write_line(f"metric tables: {state.metric_rows_written} rows in {state.output_dir}/metric_table_*.csv")
+        say(f"metric tables: {state.metric_rows_written} rows in "
+            f"{display_path(Path(state.output_dir) / 'metric_table_*.csv')}")
     if state.written:
-        tr.write_line("wrote " + ", ".join(_rel(p) for p in state.written))
+        say("wrote " + ", ".join(display_path(p) for p in state.written))
     _github_step_summary(state)
 
 
-def write_gate(state: RunState, tr: Any) -> None:
+def write_gate(state: RunState, tr: Any, terminal: Terminal = Terminal()) -> None:
+    """The baseline comparison's outcome: its messages one line each, the regressions as a fitted table."""
     for message in state.baseline_messages:
         tr.write_line(f"WARNING: {message}", yellow=True)
     if state.settings.compare is None:
@@ -185,12 +234,13 @@ def write_gate(state: RunState, tr: Any) -> None:
     comparison = state.comparison
     if comparison is None:
         return
-    from pytest_gpuutil.gates.regression import regression_table
+    from pytest_gpuutil.gates.regression import REGRESSION_HEADERS, regression_rows
 
-    where = state.compare_label or f"baseline {_rel(state.baseline.path)}"
+    where = state.compare_label or f"baseline {display_path(state.baseline.path)}"
     if comparison.failed:
         tr.write_sep("-", f"GPU regressions against {where}", red=True)
-        tr.write_line(regression_table(comparison.regressions))
+        rows = [dict(zip(REGRESSION_HEADERS, row)) for row in regression_rows(comparison.regressions)]
+        tr.write_line(fit_table(REGRESSION_COLUMNS, rows, terminal.width, every_column=terminal.verbose))
         tr.write_line(
             f"FAILED: {len(comparison.regressions)} regression(s) in {len({r.test for r in comparison.regressions})} "
             f"test(s) (limits: {' '.join(e.text for e in state.fail_exprs)})",
@@ -198,19 +248,25 @@ def write_gate(state: RunState, tr: Any) -> None:
         )
     else:
         tr.write_line(f"no GPU regressions against {where}: {len(comparison.compared)} tests compared")
-    for note in state.gate_notes:
-        tr.write_line(note)
+    for note in state.gate_notes:  # prose: wrapped to the terminal
+        for line in wrap(note, terminal.width):
+            tr.write_line(line)
 
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
-def _rel(path: Any) -> str:
-    try:
-        return os.path.relpath(path)
-    except ValueError:
-        return str(path)
+def display_path(path: Any, cwd: Any = None) -> str:
+    """A path as the plugin prints it: relative under the working directory, absolute anywhere else."""
+    base = os.path.abspath(cwd if cwd is not None else os.getcwd())
+    target = os.path.abspath(os.path.join(base, os.fspath(path)))
+    for root, full in ((base, target), (os.path.realpath(base), os.path.realpath(target))):
+        if full == root:
+            return "."
+        if full.startswith(root.rstrip(os.sep) + os.sep):
+            return os.path.relpath(full, root)
+    return target
 
 
 def _github_step_summary(state: RunState) -> None:
@@ -222,7 +278,7 @@ def _github_step_summary(state: RunState) -> None:
 
     path = step_summary_path()
     regressions = state.comparison.regressions if state.comparison else ()
-    if path is None or not (state.settings.enabled or regressions):  # kernel_bench gates run without --gpu-util
+    if path is None or not (state.settings.enabled or regressions):  # a gate from the ini file runs unmeasured
         return
     try:
         append_step_summary(path, step_summary_markdown(state.records, regressions, totals_line(state), state.settings.top))  # 0 = all

@@ -11,7 +11,9 @@ from typing import Any, Optional, Sequence
 
 from pytest_gpuutil.gates.baseline import (
     BaselineError,
+    BaselineNotSaved,
     RunDoc,
+    describe_saved,
     load_run_doc,
     machine_id,
     resolve_baseline,
@@ -19,6 +21,7 @@ from pytest_gpuutil.gates.baseline import (
 from pytest_gpuutil.gates.regression import Comparison, FailExpr, compare_records
 from pytest_gpuutil.options import COMPARE_LATEST
 from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.report.terminal import display_path
 from pytest_gpuutil.session import SetupError
 
 
@@ -26,24 +29,34 @@ def choose_baseline(spec: str, output_dir: Path, info: dict[str, Any],
                     any_machine: bool) -> tuple[Optional[RunDoc], str]:
     """The baseline ``spec`` names (or the latest), or None and why there is none to compare with.
 
-    SetupError when the baseline named cannot be found or read.
+    No baseline saved (yet) under the name asked for, or none at all for the latest, is a reason
+    (a warning; a failure with --gpu-util-compare-strict). SetupError when a baseline PATH names
+    no file, or a baseline cannot be read.
     """
     try:
         path = resolve_baseline(None if spec == COMPARE_LATEST else spec, output_dir, info)
+    except BaselineNotSaved as exc:
+        return None, not_saved(repr(exc.name), output_dir, info)
     except BaselineError as exc:
         raise SetupError(f"--gpu-util-compare: {exc}") from None
     if path is None:
-        return None, f"no baseline yet for machine {machine_id(info)} under {output_dir / 'baselines'}"
+        return None, not_saved("yet", output_dir, info)
     try:
         doc = load_run_doc(path)
     except BaselineError as exc:
-        raise SetupError(f"--gpu-util-compare: corrupt baseline {exc}") from None
+        raise SetupError(f"--gpu-util-compare: corrupt baseline {display_path(exc.path)}: {exc.problem}") from None
     if doc.machine_id != machine_id(info) and not any_machine:
         return None, (
-            f"baseline {path} is from machine {doc.machine_id}, this is {machine_id(info)}: not compared "
+            f"baseline {display_path(path)} is from machine {doc.machine_id}, this is {machine_id(info)}: not compared "
             "(--gpu-util-compare-any-machine compares anyway)"
         )
     return doc, ""
+
+
+def not_saved(what: str, output_dir: Path, info: dict[str, Any]) -> str:
+    """The warning for a baseline not saved: where it was looked for, and which baselines there are."""
+    return (f"no baseline {what} for machine {machine_id(info)} under {display_path(output_dir / 'baselines')} "
+            f"({describe_saved(output_dir, info)}): not compared")
 
 
 def compare_with_baseline(baseline: Optional[RunDoc], records: Sequence[TestRecord], fail_exprs: Sequence[FailExpr],

@@ -8,7 +8,6 @@ written all the same.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, Optional, Sequence
@@ -27,6 +26,7 @@ from pytest_gpuutil.history.series import TREND_RUNS, Trend, earlier_records, tr
 from pytest_gpuutil.history.store import HistoryError, open_history
 from pytest_gpuutil.options import Settings
 from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.report.terminal import display_path
 
 #: ``--gpu-util-compare history``: the run history (else a file with one of HISTORY_SUFFIXES)
 COMPARE_HISTORY = "history"
@@ -37,13 +37,6 @@ DEFAULT_NAME = "history.sqlite"
 def names_history(spec: Optional[str]) -> bool:
     """True when a ``--gpu-util-compare`` value means the run history rather than a baseline."""
     return spec is not None and (spec == COMPARE_HISTORY or spec.lower().endswith(HISTORY_SUFFIXES))
-
-
-def _rel(path: Path) -> str:
-    try:
-        return os.path.relpath(path)
-    except ValueError:
-        return str(path)
 
 
 class HistoryLink:
@@ -77,7 +70,7 @@ class HistoryLink:
         ``MIN_RUNS`` earlier runs on this machine id (or the history is missing or unreadable)."""
         machine = machine_id(info)
         if not self.read_path.exists():
-            return None, None, [f"no run history yet at {_rel(self.read_path)}: not compared"], []
+            return None, None, [f"no run history yet at {display_path(self.read_path)}: not compared"], []
         try:
             with open_history(self.read_path) as history:
                 earlier = earlier_records(history, records, lambda r: machine, self.last)
@@ -87,7 +80,7 @@ class HistoryLink:
         result = compare_with_history(earlier, records, exprs)
         self.result = result
         if not result.medians:
-            return None, None, [not_gated_text(_rel(self.read_path), earlier, machine)], []
+            return None, None, [not_gated_text(display_path(self.read_path), earlier, machine)], []
         warnings = [text for text in (too_few_text(result, machine),) if text]
         notes = [text for text in (within_noise_text(result),) if text]
         baseline = RunDoc(path=self.read_path, machine_info=MappingProxyType(dict(info)), records=result.medians)
@@ -95,7 +88,7 @@ class HistoryLink:
 
     def label(self, info: Mapping[str, Any]) -> str:
         """What the summary and the page call the comparison's baseline."""
-        return (f"history {_rel(self.read_path)} (median of each test's last {self.last} runs on "
+        return (f"history {display_path(self.read_path)} (median of each test's last {self.last} runs on "
                 f"{machine_id(info)})")
 
     def trends(self, records: Sequence[TestRecord], info: Mapping[str, Any], exprs: Sequence[FailExpr],

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from pytest_gpuutil.measurement import CONTINUOUS
+from pytest_gpuutil.report.terminal import display_path
 from pytest_gpuutil.session.run_files import safe_name
 
 if TYPE_CHECKING:
@@ -165,7 +166,7 @@ class Measuring:
 
                 write_chrome_trace(str(path), profile.events, profile.window, label=record.test)
         except Exception as exc:  # noqa: BLE001 - a trace that cannot be written must not fail the test
-            self._trace_errors.append(f"could not write trace {path}: {exc}")
+            self._trace_errors.append(f"could not write trace {display_path(path)}: {exc}")
 
     @staticmethod
     def payload(record: TestRecord, results: TestResults, thresholds: str) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
 from pytest_gpuutil.capture.memory import format_size
+from pytest_gpuutil.report.terminal import display_path
 from pytest_gpuutil.session.run_files import safe_name
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ def memory_report(nodeid: str, memory: Optional[TestMemory], meter: Optional[Mem
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         meter.dump_snapshot(str(path))
-        lines.append(f"memory snapshot: {path} (open it at https://pytorch.org/memory_viz)")
+        lines.append(f"memory snapshot: {display_path(path)} (open it at https://pytorch.org/memory_viz)")
     except Exception as exc:  # noqa: BLE001
-        lines.append(f"could not save the memory snapshot {path}: {exc}")
+        lines.append(f"could not save the memory snapshot {display_path(path)}: {exc}")
     return "\n".join(lines)

@@ -11,6 +11,7 @@ from typing import Any
 
 from pytest_gpuutil.records import TestRecord
 from pytest_gpuutil.report.metric_tables import MetricRow, MetricTableError, MetricTableRegistry
+from pytest_gpuutil.report.terminal import display_path
 
 
 class Receiver:
@@ -51,7 +52,7 @@ class Receiver:
                 self._registry.write_rows(rows)
                 self.metric_rows_written += len(rows)
             except (OSError, MetricTableError) as exc:  # a table that cannot be written must not crash the run
-                message = f"could not write metric table rows to {self._output_dir}: {exc}"
+                message = f"could not write metric table rows to {display_path(self._output_dir)}: {exc}"
                 if message not in self._usage_errors:
                     self._usage_errors.append(message)
         state = payload.get("thresholds", "")

@@ -16,6 +16,7 @@ from pytest_gpuutil.gates.regression import Comparison, FailExpr
 from pytest_gpuutil.options import Settings
 from pytest_gpuutil.records import TestRecord
 from pytest_gpuutil.report.files import run_document, write_run_files
+from pytest_gpuutil.report.terminal import display_path
 
 if TYPE_CHECKING:
     from pytest_gpuutil.history.series import Trend
@@ -57,7 +58,7 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
             written.append(write_html_report(target, doc, baseline=view, traces_dir=output_dir / "traces",
                                              trace_name=safe_name, trends=trends))
         except OSError as exc:
-            usage_errors.append(f"--gpu-util-html: could not write {target}: {exc}")
+            usage_errors.append(f"--gpu-util-html: could not write {display_path(target)}: {exc}")
 
 
 def now_utc() -> str:

@@ -23,6 +23,7 @@ from pytest_gpuutil.measurement import Measurement, TestMemory, TestProfile
 from pytest_gpuutil.options import Settings
 from pytest_gpuutil.records import TestRecord
 from pytest_gpuutil.report.metric_tables import MetricTableError, MetricTableRegistry
+from pytest_gpuutil.report.terminal import display_path
 from pytest_gpuutil.session import SetupError, run_files
 from pytest_gpuutil.session.comparison import choose_baseline, compare_with_baseline
 from pytest_gpuutil.session.history_link import HistoryLink
@@ -144,7 +145,7 @@ class GpuUtilSession:
         try:
             self.registry.purge()
         except OSError as exc:  # an undeletable old table must not crash every pytest run
-            self.usage_errors.append(f"could not delete old metric tables in {self.output_dir}: {exc}")
+            self.usage_errors.append(f"could not delete old metric tables in {display_path(self.output_dir)}: {exc}")
         if self.settings.compare is None or self.history.compares:  # the history is read at the end
             return
         self.baseline, why_not = choose_baseline(self.settings.compare, self.output_dir, self.machine_info(),

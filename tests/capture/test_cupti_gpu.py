@@ -117,7 +117,8 @@ def test_many_tiny_kernels_are_all_counted_and_cheap_to_read(capture):
     assert flush_s < 1.0, flush_s  # generous bound: about 20 ms on an H100
 
 
-def test_the_plugin_measures_with_cupti_and_says_so(pytester):
+def test_the_plugin_measures_with_cupti_and_says_so(pytester, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # the measurement-cost line whole, not wrapped
     pytester.makepyfile(
         """
         import torch

@@ -10,12 +10,17 @@ import pytest
 
 from pytest_gpuutil.gates.baseline import (
     BaselineError,
+    BaselineNotSaved,
     RunDoc,
     autosave_name,
+    baseline_dir,
+    describe_saved,
+    is_baseline_path,
     load_run_doc,
     machine_id,
     resolve_baseline,
     save_baseline,
+    saved_baselines,
 )
 from pytest_gpuutil.records import TestRecord
 
@@ -157,10 +162,39 @@ def test_resolve_existing_path(tmp_path: Path):
     assert resolve_baseline(str(other), tmp_path, H100) == other
 
 
-def test_resolve_unknown_name_raises(tmp_path: Path):
+def test_resolve_a_name_not_saved_is_not_saved(tmp_path: Path):
     save_baseline(run_doc(), tmp_path, "main")
-    with pytest.raises(BaselineError, match=r"mian: no such file or baseline.*available: main"):
+    with pytest.raises(BaselineNotSaved, match=r"mian: no baseline of that name in .*NVIDIA_H100_80GB_HBM3-x1") as caught:
         resolve_baseline("mian", tmp_path, H100)
+    assert caught.value.name == "mian" and caught.value.directory == baseline_dir(tmp_path, H100)
+
+
+@pytest.mark.parametrize("spec", ["nope/base.json", "base.json", "nope/base", "./base"])
+def test_resolve_a_path_that_is_no_file_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spec: str):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(BaselineError, match="no such file") as caught:
+        resolve_baseline(spec, tmp_path, H100)
+    assert not isinstance(caught.value, BaselineNotSaved)
+    assert is_baseline_path(spec)
+    assert not is_baseline_path("main") and not is_baseline_path("main.v2")
+
+
+def test_saved_baselines_and_their_description(tmp_path: Path):
+    assert saved_baselines(tmp_path) == {} and describe_saved(tmp_path, H100) == "none saved for this machine"
+    save_baseline(run_doc(), tmp_path, "main")
+    save_baseline(run_doc(), tmp_path, "20261101_000000")
+    h200 = {**run_doc(), "machine_info": {"gpu_model": "NVIDIA H200", "gpu_count": 2}}
+    save_baseline(h200, tmp_path, "nightly")
+    assert saved_baselines(tmp_path) == {"NVIDIA_H100_80GB_HBM3-x1": ("main", "20261101_000000"),
+                                         "NVIDIA_H200-x2": ("nightly",)}
+    assert describe_saved(tmp_path, H100) == ("saved for this machine: main, 20261101_000000, "
+                                              "for other machines: NVIDIA_H200-x2 (nightly)")
+    assert describe_saved(tmp_path, {"gpu_model": "NVIDIA A100"}) == (
+        "none saved for this machine, for other machines: NVIDIA_H100_80GB_HBM3-x1 (main, 20261101_000000); "
+        "NVIDIA_H200-x2 (nightly)")
+    for n in range(7):
+        save_baseline(h200, tmp_path, f"n{n}")
+    assert "NVIDIA_H200-x2 (n4, n5, n6, nightly and 4 more)" in describe_saved(tmp_path, H100, most=4)
 
 
 def test_load_run_doc_roundtrip(tmp_path: Path):

@@ -136,10 +136,42 @@ def test_missing_baseline_fails_with_compare_strict(pytester):
     result.stdout.fnmatch_lines(["FAILED: no baseline to compare with (--gpu-util-compare-strict)"])
 
 
-def test_a_named_baseline_that_does_not_exist_is_a_usage_error(pytester, baseline_main):
+def test_a_baseline_name_not_saved_yet_warns_naming_the_baselines_there_are(pytester, baseline_main):
+    other = baseline_main.parent.parent / "NVIDIA_Imaginary_X9-x2"  # a baseline from another machine
+    other.mkdir()
+    (other / "nightly.json").write_text(baseline_main.read_text())
     result = run(pytester, "--gpu-util", "--gpu-util-compare", "mian")
+    assert result.ret == 0, output(result)
+    result.assert_outcomes(passed=2)
+    warnings = [line for line in result.stdout.lines if "WARNING" in line]
+    assert len(warnings) == 1, output(result)
+    assert warnings[0].startswith("WARNING: no baseline 'mian' for machine ")
+    assert " under .gpu_util/baselines (saved for this machine: main, " in warnings[0]
+    assert "for other machines: NVIDIA_Imaginary_X9-x2 (nightly)): not compared" in warnings[0]
+    assert "GPU regressions" not in result.stdout.str() and "ERROR" not in output(result)
+
+
+def test_a_baseline_name_not_saved_yet_fails_with_compare_strict(pytester, baseline_main):
+    result = run(pytester, "--gpu-util", "--gpu-util-compare", "mian", "--gpu-util-compare-strict")
+    assert result.ret == 1, output(result)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "WARNING: no baseline 'mian' for machine *",
+        "FAILED: no baseline to compare with (--gpu-util-compare-strict)",
+        "*== 2 passed in *",
+    ])
+    assert "Traceback" not in output(result)
+
+
+@pytest.mark.parametrize("spec", ["nowhere/main.json", "main-typo.json", "nowhere/main"])
+def test_a_baseline_path_that_does_not_exist_is_a_usage_error_of_one_line(pytester, baseline_main, spec):
+    result = run(pytester, "--gpu-util", "--gpu-util-compare", spec)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert "mian" in result.stderr.str() and "available: main" in result.stderr.str()
+    errors = result.stderr.lines
+    assert [line for line in errors if line.strip()] == [
+        f"ERROR: --gpu-util-compare: {spec}: no such file (a NAME without '/' or '.json' names a saved baseline)"
+    ], output(result)
+    assert "Traceback" not in output(result)
 
 
 def test_baseline_from_another_gpu_model_is_not_compared_unless_any_machine(pytester, baseline_main):
@@ -174,7 +206,8 @@ def test_corrupt_baseline_is_a_usage_error_naming_the_file(pytester, baseline_ma
     result = run(pytester, "--gpu-util", "--gpu-util-compare", "main")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
-    assert str(baseline_main) in err and problem in err, err
+    shown = baseline_main.relative_to(pytester.path)  # under the working directory: relative
+    assert f"corrupt baseline {shown}: " in err and problem in err, err
     assert "Traceback" not in output(result)
 
 
@@ -274,7 +307,9 @@ def test_marker_without_gpu_data_is_not_checked_never_passed(pytester):
     assert result.ret == 0  # not checked is not a failure ...
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines([  # ... and not a pass either: the summary says so
-        "gpu_util thresholds NOT CHECKED for 4 tests (no GPU measurement): test_m.py::test_low, *"
+        "gpu_util thresholds NOT CHECKED for 4 tests (no GPU measurement):",  # too long for one line at 80
+        "  test_m.py::test_low",
+        "  test_m.py::test_high",
     ])
     record = json.loads((pytester.path / ".gpu_util" / "gpu_util.json").read_text())["tests"][0]
     assert record["busy_pct"] is None and record["note"] == "no CUDA device"
@@ -415,7 +450,7 @@ def test_github_step_summary_gets_a_markdown_table(pytester, baseline_main, monk
     assert "| `test_a.py::test_fast` | busy_pct | 50 | 30 | -20.0 pts | -5 pts |" in lines
 
 
-def test_github_step_summary_honours_top_0_and_kernel_bench_gates_without_gpu_util(pytester, monkeypatch):
+def test_github_step_summary_honours_top_0_and_kernel_bench_gates(pytester, monkeypatch):
     summary = pytester.path / "step_summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     pytester.makeconftest(PLANT_CONFTEST)
@@ -438,7 +473,8 @@ def test_github_step_summary_honours_top_0_and_kernel_bench_gates_without_gpu_ut
     pytester.makepyfile(test_kb=KERNEL_BENCH_TEST)
     (pytester.path / "sleep_s.txt").write_text("0.001")
     assert run(pytester, "test_kb.py", "--gpu-util-save", "kb").ret == 0
-    assert not summary.exists()  # nothing to say without --gpu-util and without a gate
+    assert "GPU utilization" in summary.read_text()  # --gpu-util-save turns measuring on
+    summary.unlink()
     (pytester.path / "sleep_s.txt").write_text("0.003")
     result = run(pytester, "test_kb.py", "--gpu-util-compare", "kb", "--gpu-util-fail", "kernel_bench.median:5%")
     assert result.ret == 1

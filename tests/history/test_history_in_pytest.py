@@ -70,6 +70,7 @@ def test_five_runs_make_a_history_of_five_runs(five_runs, capsys):
 
 
 def test_an_unchanged_run_passes_and_a_5x_slower_kernel_bench_fails_with_pytests_summary_line(five_runs, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # room for the table's limit column
     result = run(five_runs, *GATE)
     assert result.ret == 0, output(result)
     result.stdout.fnmatch_lines(["no GPU regressions against history .gpu_util/history.sqlite (median of each test's "
@@ -121,7 +122,8 @@ def noisy_history(pytester: pytest.Pytester, values: list[float]) -> None:
         assert run(pytester, "--gpu-util", "--gpu-util-history").ret == 0
 
 
-def test_a_change_past_the_limit_inside_the_noise_passes_and_says_so(pytester):
+def test_a_change_past_the_limit_inside_the_noise_passes_and_says_so(pytester, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # room for the table's limit column
     noisy_history(pytester, [50.0, 56.0, 44.0, 55.0, 45.0])  # median 50, scaled MAD 7.4: noise ±22 pts
     plant(pytester, test_fast=busy(40.0), test_slow=busy(50.0))  # -10 pts: past busy_pct:5, inside the noise
     result = run(pytester, "--gpu-util", "--gpu-util-compare", "history", "--gpu-util-fail", "busy_pct:5")

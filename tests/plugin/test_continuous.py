@@ -45,7 +45,8 @@ def records(pytester: pytest.Pytester) -> dict:
     return records_by_test(read_json(pytester.path / ".gpu_util" / "gpu_util.json"))
 
 
-def test_each_window_gets_exactly_its_own_events(pytester: pytest.Pytester) -> None:
+def test_each_window_gets_exactly_its_own_events(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # the measurement-cost line whole, not wrapped
     pytester.makeconftest(SYNTHETIC_CONFTEST)
     pytester.makepyfile(
         test_windows="""
@@ -314,7 +315,7 @@ def test_broken(gpu):
 
 
 # -- xdist --------------------------------------------------------------------------------------
-def test_under_xdist_every_record_reaches_the_controller_once(pytester: pytest.Pytester) -> None:
+def test_under_xdist_every_record_reaches_the_controller_once(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("xdist")
     pytester.makeconftest(SYNTHETIC_CONFTEST)
     pytester.makepyfile(
@@ -326,6 +327,7 @@ def test_t(gpu, i):
     gpu.run("nvjet_k", 10_000 * (i + 1))
 """
     )
+    monkeypatch.setenv("COLUMNS", "200")  # the start-up line whole, not wrapped
     result = run(pytester, "-n", "2", "--gpu-util", "--gpu-util-flush", "tests=3")
     result.assert_outcomes(passed=12)
     doc = read_json(pytester.path / ".gpu_util" / "gpu_util.json")

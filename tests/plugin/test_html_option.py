@@ -94,6 +94,25 @@ def test_the_ini_key(suite: pytest.Pytester) -> None:
     assert len(table_rows((suite.path / "ci" / "gpu_report.html").read_text(encoding="utf-8"))) == 3
 
 
+def test_the_option_alone_turns_measuring_on_and_the_header_says_so(suite: pytest.Pytester) -> None:
+    result = run(suite, "--gpu-util-html", "reports/alone.html", "-k", "attention")
+    assert result.ret == 0, output(result)
+    result.stdout.fnmatch_lines(["gpu-util: on (turned on by --gpu-util-html)", "collected 6 items / 5 deselected*"])
+    assert table_rows((suite.path / "reports" / "alone.html").read_text(encoding="utf-8")) == ["test_work.py::test_attention"]
+    result.stdout.fnmatch_lines(["wrote .gpu_util/gpu_util.csv, .gpu_util/gpu_util.json, reports/alone.html"])
+    bare = run(suite, "--gpu-util-html", "-k", "idle")  # no value: DIR/report.html
+    bare.stdout.fnmatch_lines(["gpu-util: on (turned on by --gpu-util-html)"])
+    assert (suite.path / ".gpu_util" / "report.html").is_file()
+
+
+def test_the_ini_key_alone_does_not_turn_measuring_on(suite: pytest.Pytester) -> None:
+    suite.makeini("[pytest]\ngpu_util_html = ci/gpu_report.html\n")
+    result = run(suite, "-k", "idle")
+    result.assert_outcomes(passed=1, deselected=5)
+    assert "gpu-util: on" not in result.stdout.str() and "GPU utilization" not in result.stdout.str()
+    assert not (suite.path / "ci").exists() and not (suite.path / ".gpu_util" / "gpu_util.json").exists()
+
+
 def test_no_option_no_report(suite: pytest.Pytester) -> None:
     run(suite, "--gpu-util", "-k", "idle").assert_outcomes(passed=1, deselected=5)
     assert (suite.path / ".gpu_util" / "gpu_util.json").is_file()

@@ -233,3 +233,33 @@ def test_resolve_checks_each_ini_value_of_a_repeatable_option():
     assert resolve(spec, ["busy_pct:1"], ["busy_pct:5"]) == ["busy_pct:1"]
     with pytest.raises(OptionError, match="ini key gpu_util_fail"):
         resolve(spec, None, ["busy_pct:5", "nope"])
+
+
+@pytest.mark.parametrize("words, by", [
+    (["--gpu-util"], None),
+    (["--gpu-util-save", "snap"], "--gpu-util-save"),
+    (["--gpu-util-autosave"], "--gpu-util-autosave"),
+    (["--gpu-util-compare"], "--gpu-util-compare"),
+    (["--gpu-util-compare=snap"], "--gpu-util-compare"),
+    (["--gpu-util-fail", "busy_pct:5"], "--gpu-util-fail"),
+    (["--gpu-util-history"], "--gpu-util-history"),
+])
+def test_options_that_need_measurements_turn_measuring_on(two_files, words, by):
+    result = run(two_files, *words, "test_gate.py")
+    assert result.ret == 0, output(result)
+    header = "gpu-util: on (--gpu-util)" if by is None else f"gpu-util: on (turned on by {by})"
+    assert [line for line in result.stdout.lines if line.startswith("gpu-util:")] == [header]
+    result.stdout.fnmatch_lines(["*- GPU utilization (pytest-gpuutil) -*"])
+    doc = json.loads((two_files.path / ".gpu_util" / "gpu_util.json").read_text())
+    assert [t["test"] for t in doc["tests"]] == ["test_gate.py::test_gate"]
+
+
+def test_without_any_of_them_nothing_is_measured_and_the_header_is_quiet(two_files):
+    two_files.makeini("[pytest]\ngpu_util_fail = busy_pct:5\ngpu_util_save = nightly\n")  # ini keys alone: off
+    result = run(two_files, "test_gate.py")
+    assert result.ret == 0, output(result)
+    assert "gpu-util:" not in result.stdout.str() and "GPU utilization" not in result.stdout.str()
+    assert not (two_files.path / ".gpu_util" / "baselines").exists()
+    two_files.makeini("[pytest]\ngpu_util = true\n")
+    result = run(two_files, "test_gate.py")
+    result.stdout.fnmatch_lines(["gpu-util: on (gpu_util = true in the ini file)"])

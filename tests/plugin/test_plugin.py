@@ -18,6 +18,7 @@ import pytest
 from pytest_gpuutil.plugin import STATE_KEY
 from tests.helpers import (
     HAS_CUDA,
+    output,
     read_csv,
     read_json,
     records_by_test,
@@ -307,6 +308,21 @@ def test_no_cuda_path_writes_files_with_empty_gpu_fields_and_one_summary_line(py
         assert row["wall_ms"] == ""  # without --gpu-util-cpu nothing is profiled on a CPU-only machine
     doc = read_json(pytester.path / ".gpu_util" / "gpu_util.json")
     assert {t["note"] for t in doc["tests"]} == {"no CUDA device"}
+
+
+def test_paths_outside_the_working_directory_are_printed_absolute(pytester: pytest.Pytester,
+                                                                   tmp_path_factory: pytest.TempPathFactory) -> None:
+    pytester.makepyfile(test_one="def test_one():\n    pass\n")
+    outside = tmp_path_factory.mktemp("gu_s")
+    result = run(pytester, "--gpu-util", f"--gpu-util-dir={outside}", "--gpu-util-save", "main",
+                 f"--gpu-util-html={outside / 'page.html'}")
+    assert result.ret == 0, output(result)
+    wrote = " ".join(line for line in result.stdout.lines if line.startswith(("wrote ", "  ")))
+    for path in (outside / "gpu_util.csv", outside / "page.html", next(outside.glob("baselines/*/main.json"))):
+        assert str(path) in wrote, output(result)
+    assert "../" not in result.stdout.str()
+    inside = run(pytester, "--gpu-util", "--gpu-util-dir=sub/out", "--gpu-util-html")
+    inside.stdout.fnmatch_lines(["wrote sub/out/gpu_util.csv, sub/out/gpu_util.json, sub/out/report.html"])
 
 
 @requires_no_cuda

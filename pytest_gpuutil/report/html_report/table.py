@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from pytest_gpuutil.gates.regression import finite_number as _finite
-from pytest_gpuutil.report.ci import shorten
+from pytest_gpuutil.report.tables import shorten
 from pytest_gpuutil.report.html_report.comparison import BaselineView, ComparedMetric
 from pytest_gpuutil.report.html_report.fields import (
     as_map,
