@@ -68,6 +68,16 @@ def plain_string(text: str) -> str:
     return str(text).strip()
 
 
+def positive_int(text: str) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
 def baseline_spec(text: str) -> str:
     """A baseline NAME or PATH for --gpu-util-compare (test paths are kept apart by keep_test_paths)."""
     value = str(text).strip()
@@ -123,7 +133,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("--gpu-util-save", "save this run as baseline NAME under DIR/baselines/<machine id>/", parse=nonempty_name, metavar="NAME"),
     OptionSpec("--gpu-util-autosave", "save this run as a timestamped baseline", kind="flag", default=False),
     OptionSpec("--gpu-util-compare", "compare with a baseline: NAME or PATH.json (no value, or a test path after it: the "
-               "latest for this machine)", kind="optional", parse=baseline_spec, metavar="NAME|PATH"),
+               "latest for this machine); 'history' (or a PATH.sqlite): each test with its last runs in the run history, "
+               "a regression only outside their noise", kind="optional", parse=baseline_spec, metavar="NAME|PATH|history"),
     OptionSpec("--gpu-util-fail", "what counts as a regression, one expression per use (repeatable; a value may also hold "
                "several, comma-separated), e.g. --gpu-util-fail busy_pct:5 --gpu-util-fail gpu_busy_ms:10% "
                "(default busy_pct:5 mm_conv_pct:5 gpu_busy_ms:10%)", kind="append", parse=fail_expressions, metavar="EXPR"),
@@ -139,6 +150,10 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("--gpu-util-memory-history", "record every GPU allocation with its Python stack (slower): a test over "
                "a memory limit or out of memory then reports the allocations at its peak and saves a snapshot",
                kind="flag", default=False),
+    OptionSpec("--gpu-util-history", "append this run to the SQLite run history at PATH (no value: DIR/history.sqlite); "
+               "read by --gpu-util-compare history and gpuutil history", kind="optional", metavar="PATH"),
+    OptionSpec("--gpu-util-history-runs", "with --gpu-util-compare history: each test's last N runs (default 5)",
+               parse=positive_int, default=5, metavar="N"),
     OptionSpec("--gpu-util-pin", "under pytest-xdist, pin worker i to GPU i mod count (sets CUDA_VISIBLE_DEVICES)", kind="flag", default=False),
 )
 
@@ -292,11 +307,16 @@ class Settings:
     html: Optional[str] = None
     #: what turned measuring on: "--gpu-util", another option (TURNS_ON), the ini key, or "" (off)
     enabled_by: str = ""
+    #: the run history to append to: None = none, "" = <output_dir>/history.sqlite
+    history: Optional[str] = None
+    #: earlier runs a test is compared with under --gpu-util-compare history
+    history_runs: int = 5
 
 
 #: Options that turn measuring on when given on the command line, as --gpu-util does (their ini
 #: keys do not: a key in an ini file would measure every run of the project without a word).
-TURNS_ON = ("--gpu-util-html", "--gpu-util-save", "--gpu-util-autosave", "--gpu-util-compare", "--gpu-util-fail")
+TURNS_ON = ("--gpu-util-html", "--gpu-util-save", "--gpu-util-autosave", "--gpu-util-compare", "--gpu-util-fail",
+            "--gpu-util-history")
 INI_TURNS_ON = "gpu_util = true in the ini file"
 
 
@@ -335,4 +355,7 @@ def read_settings(getoption: Callable[[str], Any], getini: Callable[[str], Any])
         source=values["gpu_util_source"],
         memory_history=values["gpu_util_memory_history"],
         html=None if values["gpu_util_html"] is None else "" if values["gpu_util_html"] == COMPARE_LATEST else values["gpu_util_html"],
+        history=None if values["gpu_util_history"] is None else "" if values["gpu_util_history"] == COMPARE_LATEST
+        else values["gpu_util_history"],
+        history_runs=values["gpu_util_history_runs"],
     )

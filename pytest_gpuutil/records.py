@@ -67,6 +67,9 @@ class TestRecord:
     devices: tuple[str, ...] = ()
     #: xdist worker id ("gw0") or "" in a single-process run
     worker: str = ""
+    #: in a run merged from shards on different machines (``gpuutil merge``): the label of the machine that ran
+    #: this test, a key of the run document's ``machines``; "" when the run's ``machine_info`` describes it
+    machine: str = ""
     #: busy microseconds per physical GPU (key: physical GPU id as a string)
     gpu_busy_us_by_device: Mapping[str, float] = field(default_factory=dict)
     #: window-relative category shares, e.g. {"gemm": 42.1}

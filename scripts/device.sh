@@ -61,6 +61,15 @@ step_gates() {
   tail -n 4 "$W/gate_compare_clean.log"
 }
 
+defstep history 240 24 "run history: validation/history_noise.py, 8 runs of a small suite into a history, the history gate on unchanged and 5x slower code, false alarms counted (history_noise/)"
+step_history() {
+  python3 validation/history_noise.py --out "$W/history_noise" --runs "${HISTORY_RUNS:-8}"
+}
+after_history() {
+  rm -f "$W/history_noise/suite/"*.pyc 2>/dev/null
+  return 0
+}
+
 defstep duty 90 0 "duty-cycle ground truth: validation/ground_truth.py --sections duty (into duty/)"
 step_duty() {
   python3 validation/ground_truth.py --out "$W/duty" --sections duty

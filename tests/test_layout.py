@@ -16,6 +16,7 @@ LAYERS = {
     "records": 3,  # the per-test record
     "machine": 3,  # what machine the run is on
     "gates": 4,  # pass/fail decisions on records
+    "history": 4,  # past runs: merging shards, the run history, the noise-aware gate
     "report": 5,  # what users read
     # pytest glue, the run's state and the command line: may import every layer
     "per_test": 6,
@@ -73,7 +74,7 @@ def imported_modules(name: str, path: Path) -> set[str]:
 
 
 #: The package's folders, each a layer or part of one (see LAYERS); a new folder is a decision, made here.
-FOLDERS = {"traces", "capture", "analysis", "gates", "report", "cli", "session"}
+FOLDERS = {"traces", "capture", "analysis", "gates", "history", "report", "cli", "session"}
 #: Packages inside a folder: the HTML report (its modules obey the same limits)
 NESTED = {"report": {"html_report"}}
 #: No package module is longer than this (the C reader, traces/_scan.c, is not a Python module)

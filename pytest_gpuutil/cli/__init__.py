@@ -14,7 +14,10 @@ USAGE = """usage: gpuutil COMMAND ...
 commands:
   analyze TRACE [TRACE ...] [--format table|json|csv]   analyse torch.profiler traces
   compare BASELINE.json CURRENT.json [--fail EXPR]...   compare two --gpu-util runs (exit 1 on regression)
+  compare --history DB CURRENT.json [--fail EXPR]...    compare a run with its last runs in a run history
   report RUN.json [--baseline BASELINE.json] [-o OUT]   render a run as a self-contained HTML report
+  merge RUN.json [RUN.json ...] -o OUT.json             merge CI shards into one run
+  history [--db PATH] [--format table|json] [TEST ...]  the run history: runs and per-test series
 """
 
 
@@ -36,6 +39,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from pytest_gpuutil.cli.report import main as report_main
 
         return report_main(rest)
-    print(f"error: unknown command {command!r} (expected analyze, compare or report)", file=sys.stderr)
+    if command == "merge":
+        from pytest_gpuutil.cli.merge import main as merge_main
+
+        return merge_main(rest)
+    if command == "history":
+        from pytest_gpuutil.cli.history import main as history_main
+
+        return history_main(rest)
+    print(f"error: unknown command {command!r} (expected analyze, compare, report, merge or history)", file=sys.stderr)
     return EXIT_USAGE
 

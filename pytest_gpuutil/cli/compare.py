@@ -1,5 +1,8 @@
 """``gpuutil compare BASELINE.json CURRENT.json [--fail EXPR]...``: gate a run against a baseline.
 
+``gpuutil compare --history DB CURRENT.json [--runs N]`` gates it against each test's last N runs in a
+run history instead (``history.noise``: past the limit and outside the runs' noise; a test of a run
+merged from several machines against its own machine's runs).
 Exit status: 0 no regression, 1 at least one regression, 2 bad input (missing or corrupt file,
 bad ``--fail`` expression); bad input is reported as one ``error: ...`` line on stderr.
 Without ``--fail``, the defaults are ``busy_pct:5 mm_conv_pct:5 gpu_busy_ms:10%``.
@@ -15,10 +18,22 @@ from pytest_gpuutil.gates.baseline import BaselineError, load_run_doc, machine_i
 from pytest_gpuutil.gates.regression import (
     DEFAULT_FAIL_EXPRS,
     METRICS,
+    Comparison,
+    FailExpr,
     compare_records,
     parse_fail_exprs,
     regression_table,
 )
+from pytest_gpuutil.history.merge import read_shard
+from pytest_gpuutil.history.noise import (
+    DEFAULT_RUNS,
+    compare_with_history,
+    not_gated_text,
+    too_few_text,
+    within_noise_text,
+)
+from pytest_gpuutil.history.series import earlier_records
+from pytest_gpuutil.history.store import HistoryError, open_history
 from pytest_gpuutil.options import misplaced_expression
 
 PROG = "gpuutil compare"
@@ -50,11 +65,17 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``gpuutil compare``."""
     parser = _Parser(
         prog=PROG,
-        description="Compare two gpu_util.json runs and fail on GPU-utilization regressions.",
+        usage=f"{PROG} BASELINE.json CURRENT.json [--fail EXPR]...\n"
+              f"       {PROG} --history DB CURRENT.json [--runs N] [--fail EXPR]...",
+        description="Compare two gpu_util.json runs (or a run with its last runs in a run history) and fail on "
+                    "GPU-utilization regressions.",
         epilog="Exit status: 0 no regression, 1 regression, 2 bad input.",
     )
-    parser.add_argument("baseline", metavar="BASELINE.json", help="baseline run file")
-    parser.add_argument("current", metavar="CURRENT.json", help="current run file")
+    parser.add_argument("runs", nargs="*", metavar="BASELINE.json CURRENT.json",
+                        help="baseline run file and current run file (with --history: the current run file only)")
+    parser.add_argument("--history", metavar="DB", help="compare with the run history DB (a --gpu-util-history file)")
+    parser.add_argument("--runs", dest="last", type=int, default=DEFAULT_RUNS, metavar="N",
+                        help=f"with --history: each test's last N runs (default {DEFAULT_RUNS})")
     parser.add_argument(
         "--fail", metavar="EXPR", action="append", default=None, help=FAIL_HELP
     )
@@ -81,7 +102,7 @@ def main(
     if problem:
         return _error(err, problem)
     try:
-        args = parser.parse_args(words)
+        args = parser.parse_intermixed_args(words)
     except _UsageError as exc:
         return _error(err, str(exc))
     except SystemExit as exc:  # --help
@@ -92,9 +113,17 @@ def main(
         return _error(err, f"--fail: {exc}")
     if not exprs:
         return _error(err, "--fail: no expression given")
+    if args.history is not None:
+        if len(args.runs) != 1:
+            return _error(err, "with --history give one run file: CURRENT.json")
+        if args.last < 1:
+            return _error(err, f"--runs: expected a whole number >= 1, got {args.last}")
+        return _compare_with_history(args.history, args.runs[0], args.last, exprs, out, err)
+    if len(args.runs) != 2:
+        return _error(err, "expected BASELINE.json CURRENT.json (or --history DB CURRENT.json)")
     try:
-        baseline = load_run_doc(args.baseline)
-        current = load_run_doc(args.current)
+        baseline = load_run_doc(args.runs[0])
+        current = load_run_doc(args.runs[1])
     except BaselineError as exc:
         return _error(err, str(exc))
 
@@ -106,6 +135,37 @@ def main(
             file=err,
         )
     result = compare_records(baseline.records, current.records, exprs)
+    return _verdict(result, exprs, out, err)
+
+
+def _compare_with_history(db: str, current_path: str, last: int, exprs: Sequence[FailExpr], out: TextIO,
+                          err: TextIO) -> int:
+    """``--history``: each test against its last runs on the machine id that ran it."""
+    try:
+        current = read_shard(current_path)
+        with open_history(db) as history:
+            earlier = earlier_records(history, current.run.records.values(),
+                                      lambda r: machine_id(current.machine_of(r)), last, current.run.created)
+    except (BaselineError, HistoryError) as exc:
+        return _error(err, str(exc))
+    result = compare_with_history(earlier, current.run.records.values(), exprs)
+    machines = ", ".join(sorted({machine_id(current.machine_of(r)) for r in current.run.records.values()}))
+    if not result.medians:
+        print(f"warning: {not_gated_text(db, earlier, machines)}", file=err)
+        print(f"no regressions: 0 tests compared against the history [{' '.join(e.text for e in exprs)}]", file=out)
+        return EXIT_OK
+    if result.too_few:
+        print(f"warning: {too_few_text(result, machines)}", file=err)
+    code = _verdict(result.comparison, exprs, out, err,
+                    f" against the history {db} (median of each test's last {last} runs on {machines})")
+    note = within_noise_text(result)
+    if note:
+        print(note, file=out)
+    return code
+
+
+def _verdict(result: Comparison, exprs: Sequence[FailExpr], out: TextIO, err: TextIO, against: str = "") -> int:
+    """The regression table and the summary line; the exit status."""
     gates = " ".join(e.text for e in exprs)
     extra = []
     if result.new_tests:
@@ -115,7 +175,7 @@ def main(
     suffix = f" ({'; '.join(extra)})" if extra else ""
     compared = len(result.compared)
     if not result.regressions:
-        print(f"no regressions: {compared} tests compared{suffix} [{gates}]", file=out)
+        print(f"no regressions: {compared} tests compared{against}{suffix} [{gates}]", file=out)
         if compared == 0:
             print("warning: the two runs have no test in common", file=err)
         return EXIT_OK
@@ -123,7 +183,7 @@ def main(
     tests = len({r.test for r in result.regressions})
     print(
         f"{len(result.regressions)} regressions in {tests} of {compared} tests compared"
-        f"{suffix} [{gates}]",
+        f"{against}{suffix} [{gates}]",
         file=out,
     )
     return EXIT_REGRESSION

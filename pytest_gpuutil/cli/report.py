@@ -1,8 +1,9 @@
-"""``gpuutil report RUN.json [--baseline BASELINE.json] [--fail EXPR ...] [-o report.html]``.
+"""``gpuutil report RUN.json [--baseline BASELINE.json] [--fail EXPR ...] [--history DB] [-o report.html]``.
 
-Renders a saved run (``gpu_util.json``, e.g. a CI artifact) as the self-contained HTML report,
-optionally against a baseline run. Exit status: 0 written, 2 bad input (a missing or corrupt
-JSON file, a bad ``--fail`` expression, an output that cannot be written), reported as one
+Renders a saved run (``gpu_util.json``, e.g. a CI artifact, or a merge of CI shards) as the
+self-contained HTML report, optionally against a baseline run, and with ``--history`` a trend line
+per test from a run history. Exit status: 0 written, 2 bad input (a missing or corrupt
+JSON file or history, a bad ``--fail`` expression, an output that cannot be written), reported as one
 ``error: ...`` line on stderr. Regressions are shown, not gated: ``gpuutil compare`` gates.
 """
 from __future__ import annotations
@@ -19,7 +20,10 @@ from pytest_gpuutil.gates.baseline import (
     load_run_doc,
     machine_id,
 )
-from pytest_gpuutil.gates.regression import DEFAULT_FAIL_EXPRS, parse_fail_exprs
+from pytest_gpuutil.gates.regression import DEFAULT_FAIL_EXPRS, FailExpr, parse_fail_exprs
+from pytest_gpuutil.history.merge import read_shard
+from pytest_gpuutil.history.series import TREND_RUNS, Trend, earlier_records, trends
+from pytest_gpuutil.history.store import HistoryError, open_history
 from pytest_gpuutil.report.html_report import (
     DEFAULT_NAME,
     baseline_view_of,
@@ -49,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--fail", metavar="EXPR", action="append", default=None,
                         help=f"what counts as a regression, as for gpuutil compare (default: "
                              f"{' '.join(DEFAULT_FAIL_EXPRS).replace('%', '%%')})")
+    parser.add_argument("--history", metavar="DB", help="a run history (--gpu-util-history): a trend line per test "
+                                                         "over its last runs there and this one")
     parser.add_argument("-o", "--output", metavar="report.html",
                         help=f"where to write the page (default: {DEFAULT_NAME} beside RUN.json)")
     return parser
@@ -63,6 +69,15 @@ def _document(run: RunDoc) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise BaselineError(run.path, "expected a JSON object")
     return doc
+
+
+def _trends(db: str, run: RunDoc, exprs: Sequence[FailExpr]) -> dict[str, Trend]:
+    """Each test's trend over its last runs in the history (on the machine that ran it) and this run."""
+    shard = read_shard(run.path)
+    with open_history(db) as history:
+        earlier = earlier_records(history, run.records.values(), lambda r: machine_id(shard.machine_of(r)),
+                                  TREND_RUNS - 1, run.created)
+    return trends(run.records.values(), earlier, [e.metric for e in exprs])
 
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
@@ -88,6 +103,13 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     except BaselineError as exc:
         print(f"error: {exc}", file=err)
         return EXIT_USAGE
+    trends = None
+    if args.history is not None:
+        try:
+            trends = _trends(args.history, run, exprs)
+        except (BaselineError, HistoryError) as exc:
+            print(f"error: {exc}", file=err)
+            return EXIT_USAGE
     view = None
     if base is not None:
         if base.machine_id != machine_id(run.machine_info):
@@ -96,7 +118,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         view = baseline_view_of(base, run.records.values(), exprs, label=args.baseline)
     target = Path(args.output) if args.output else run.path.parent / DEFAULT_NAME
     try:
-        written = write_html_report(target, doc, baseline=view, traces_dir=run.path.parent / "traces", trace_name=safe_name)
+        written = write_html_report(target, doc, baseline=view, traces_dir=run.path.parent / "traces", trace_name=safe_name,
+                                    trends=trends)
     except OSError as exc:
         print(f"error: {target}: cannot write: {exc.strerror or exc}", file=err)
         return EXIT_USAGE

@@ -181,7 +181,7 @@ def finite_number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def _values(record: TestRecord, metric: str) -> dict[str, tuple[float | None, str]]:
+def metric_values(record: TestRecord, metric: str) -> dict[str, tuple[float | None, str]]:
     """Reported metric name -> (value, unit) for one record (several for ``kernel_bench.X``)."""
     if metric.startswith(_KERNEL_BENCH):
         stat = metric[len(_KERNEL_BENCH):]
@@ -221,9 +221,9 @@ def worsening(expr: FailExpr, change: float) -> float:
 def metric_pairs(old: TestRecord, new: TestRecord, metric: str) -> list[tuple[str, float, float]]:
     """(reported name, baseline, now) for each comparable value of ``metric`` in both records (one per
     ``kernel_bench`` label of the same unit); values missing or not finite on either side are skipped."""
-    old_values = _values(old, metric)
+    old_values = metric_values(old, metric)
     pairs = []
-    for name, (now, unit) in _values(new, metric).items():
+    for name, (now, unit) in metric_values(new, metric).items():
         then, old_unit = old_values.get(name, (None, ""))
         if now is not None and then is not None and unit == old_unit:
             pairs.append((name, then, now))

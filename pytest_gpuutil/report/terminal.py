@@ -25,6 +25,10 @@ class RunState(Protocol):
     baseline_messages: list[str]
     baseline: Optional[RunDoc]
     comparison: Optional[Comparison]
+    #: what the gate calls its baseline when that is not a baseline file (the run history), else ""
+    compare_label: str
+    #: lines after the gate's verdict (changes within the history's noise)
+    gate_notes: list[str]
     fail_exprs: Sequence[FailExpr]
     metric_rows_written: int
     #: per process (worker id or "main"): mode, source, startup_s, fallback, broken
@@ -232,7 +236,7 @@ def write_gate(state: RunState, tr: Any, terminal: Terminal = Terminal()) -> Non
         return
     from pytest_gpuutil.gates.regression import REGRESSION_HEADERS, regression_rows
 
-    where = f"baseline {display_path(state.baseline.path)}"
+    where = state.compare_label or f"baseline {display_path(state.baseline.path)}"
     if comparison.failed:
         tr.write_sep("-", f"GPU regressions against {where}", red=True)
         rows = [dict(zip(REGRESSION_HEADERS, row)) for row in regression_rows(comparison.regressions)]
@@ -244,6 +248,9 @@ def write_gate(state: RunState, tr: Any, terminal: Terminal = Terminal()) -> Non
         )
     else:
         tr.write_line(f"no GPU regressions against {where}: {len(comparison.compared)} tests compared")
+    for note in state.gate_notes:  # prose: wrapped to the terminal
+        for line in wrap(note, terminal.width):
+            tr.write_line(line)
 
 
 def _count(n: int, noun: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from pytest_gpuutil.gates.baseline import RunDoc, free_autosave_name, save_baseline
 from pytest_gpuutil.gates.regression import Comparison, FailExpr
@@ -17,6 +17,9 @@ from pytest_gpuutil.options import Settings
 from pytest_gpuutil.records import TestRecord
 from pytest_gpuutil.report.files import run_document, write_run_files
 from pytest_gpuutil.report.terminal import display_path
+
+if TYPE_CHECKING:
+    from pytest_gpuutil.history.series import Trend
 
 
 def safe_name(nodeid: str) -> str:
@@ -27,14 +30,17 @@ def safe_name(nodeid: str) -> str:
 def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus: list[dict[str, Any]],
               totals: dict[str, Any], thresholds: dict[str, str], settings: Settings, output_dir: Path,
               invocation_dir: Path, baseline: Optional[RunDoc], fail_exprs: Sequence[FailExpr],
-              comparison: Optional[Comparison], written: list[Path], usage_errors: list[str]) -> None:
+              comparison: Optional[Comparison], written: list[Path], usage_errors: list[str],
+              created: Optional[str] = None, baseline_label: Optional[str] = None,
+              trends: Optional[Mapping[str, Trend]] = None) -> None:
     """Write gpu_util.csv/json, save the baselines asked for, write the HTML report if asked.
 
     Each file goes into ``written`` once it is written (an OSError stops the rest); an HTML report
-    that cannot be written goes into ``usage_errors``.
+    that cannot be written goes into ``usage_errors``. ``created``: the run's time (default now);
+    ``baseline_label``: what the page calls the baseline; ``trends``: the page's trend lines.
     """
     records = sorted(records, key=lambda r: r.test)
-    created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    created = created or now_utc()
     doc = run_document(records, machine, created, gpus=gpus, totals=totals, thresholds=thresholds)
     written.extend(write_run_files(output_dir, records, doc))
     for name in filter(None, (settings.save, free_autosave_name(output_dir, machine) if settings.autosave else None)):
@@ -47,12 +53,17 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
         )
 
         target = invocation_dir / settings.html if settings.html else output_dir / DEFAULT_NAME
-        view = baseline_view_of(baseline, records, fail_exprs, comparison) if baseline else None
+        view = baseline_view_of(baseline, records, fail_exprs, comparison, baseline_label) if baseline else None
         try:
             written.append(write_html_report(target, doc, baseline=view, traces_dir=output_dir / "traces",
-                                             trace_name=safe_name))
+                                             trace_name=safe_name, trends=trends))
         except OSError as exc:
             usage_errors.append(f"--gpu-util-html: could not write {display_path(target)}: {exc}")
+
+
+def now_utc() -> str:
+    """The time a run document is stamped with (UTC, whole seconds)."""
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def measured(records: Sequence[TestRecord]) -> list[TestRecord]:

@@ -26,6 +26,7 @@ from pytest_gpuutil.report.metric_tables import MetricTableError, MetricTableReg
 from pytest_gpuutil.report.terminal import display_path
 from pytest_gpuutil.session import SetupError, run_files
 from pytest_gpuutil.session.comparison import choose_baseline, compare_with_baseline
+from pytest_gpuutil.session.history_link import HistoryLink
 from pytest_gpuutil.session.measuring import Measuring
 from pytest_gpuutil.session.memory_report import memory_report
 from pytest_gpuutil.session.receiving import Receiver
@@ -73,6 +74,12 @@ class GpuUtilSession:
         self.baseline_messages: list[str] = []
         self.comparison: Optional[Comparison] = None
         self.gate_failed = False
+        #: the run history (--gpu-util-history, --gpu-util-compare history)
+        self.history = HistoryLink(settings, self.output_dir, invocation_dir)
+        #: what the summary calls the baseline when it is not a file ("" for a baseline file)
+        self.compare_label = ""
+        #: lines the summary prints after the gate's verdict
+        self.gate_notes: list[str] = []
         self.written: list[Path] = []
         self._cuda: Optional[bool] = None
         self._torch: Any = None
@@ -139,7 +146,7 @@ class GpuUtilSession:
             self.registry.purge()
         except OSError as exc:  # an undeletable old table must not crash every pytest run
             self.usage_errors.append(f"could not delete old metric tables in {display_path(self.output_dir)}: {exc}")
-        if self.settings.compare is None:
+        if self.settings.compare is None or self.history.compares:  # the history is read at the end
             return
         self.baseline, why_not = choose_baseline(self.settings.compare, self.output_dir, self.machine_info(),
                                                  self.settings.compare_any_machine)
@@ -190,8 +197,24 @@ class GpuUtilSession:
         """Compare with the baseline; sets gate_failed on a regression (or strict with none)."""
         if self.settings.compare is None:
             return
+        if self.history.compares:
+            self._compare_with_history()
+            return
         self.comparison, self.gate_failed = compare_with_baseline(self.baseline, self.records, self.fail_exprs,
                                                                   self.settings.compare_strict)
+
+    def _compare_with_history(self) -> None:
+        """Each test against its last runs in the history (see history.noise); errors become usage errors."""
+        info = self.machine_info()
+        self.baseline, self.comparison, warnings, self.gate_notes = self.history.compare(self.records, info,
+                                                                                         self.fail_exprs)
+        self.baseline_messages.extend(warnings)
+        self.compare_label = self.history.label(info)
+        self.gate_failed = self.comparison.failed if self.comparison is not None else self.settings.compare_strict
+        self._history_errors()
+
+    def _history_errors(self) -> None:
+        self.usage_errors.extend(e for e in self.history.errors if e not in self.usage_errors)
 
     def check_tables(self) -> None:
         try:
@@ -203,11 +226,22 @@ class GpuUtilSession:
         """Write gpu_util.csv/json, save a baseline if asked, write the HTML report if asked (after comparing)."""
         if not self.has_output():
             return
-        run_files.write_run(self.records, self.machine_info(), gpus=self.gpu_table(), totals=self.totals(),
-                            thresholds=self.receiver.threshold_states(), settings=self.settings,
-                            output_dir=self.output_dir, invocation_dir=self.invocation_dir, baseline=self.baseline,
-                            fail_exprs=self.fail_exprs, comparison=self.comparison, written=self.written,
-                            usage_errors=self.usage_errors)
+        created, info = run_files.now_utc(), self.machine_info()
+        trends = (self.history.trends(self.records, info, self.fail_exprs, self.comparison)
+                  if self.settings.html is not None and self.history.used else None)
+        try:
+            run_files.write_run(self.records, info, gpus=self.gpu_table(), totals=self.totals(),
+                                thresholds=self.receiver.threshold_states(), settings=self.settings,
+                                output_dir=self.output_dir, invocation_dir=self.invocation_dir, baseline=self.baseline,
+                                fail_exprs=self.fail_exprs, comparison=self.comparison, written=self.written,
+                                usage_errors=self.usage_errors, created=created,
+                                baseline_label=self.compare_label or None, trends=trends)
+        finally:  # the run joins the history even when its files could not be written
+            if self.history.appends:
+                path = self.history.append(self.records, info, created, cwd=str(self.invocation_dir))
+                if path is not None:
+                    self.written.append(path)
+            self._history_errors()
 
     # -- aggregates ------------------------------------------------------------------------------
     def no_cuda(self) -> bool:

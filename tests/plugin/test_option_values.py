@@ -67,6 +67,8 @@ SAMPLE_VALUES = {
     "--gpu-util-thresholds": "min_busy_pct=0",
     "--gpu-util-source": "torch",
     "--gpu-util-flush": "tests=5",
+    "--gpu-util-history": None,
+    "--gpu-util-history-runs": "3",
 }
 
 VALUE_OPTIONS = [spec.flag for spec in OPTIONS if spec.kind != "flag"]
@@ -240,6 +242,7 @@ def test_resolve_checks_each_ini_value_of_a_repeatable_option():
     (["--gpu-util-compare"], "--gpu-util-compare"),
     (["--gpu-util-compare=snap"], "--gpu-util-compare"),
     (["--gpu-util-fail", "busy_pct:5"], "--gpu-util-fail"),
+    (["--gpu-util-history"], "--gpu-util-history"),
 ])
 def test_options_that_need_measurements_turn_measuring_on(two_files, words, by):
     result = run(two_files, *words, "test_gate.py")

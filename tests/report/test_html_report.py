@@ -204,3 +204,26 @@ def test_rows_beyond_the_first_hundred_wait_in_a_template():
     assert table.count('<tr tabindex="0"') == 100 and template.count('<tr tabindex="0"') == 50
     assert "Showing the first 100 tests: the other 50 need JavaScript." in page
     assert '<template id="more-rows">' not in render_report(synthetic_document(100))
+
+
+def test_trend_lines_in_a_last_column_only_with_a_history():
+    from pytest_gpuutil.history.series import Trend
+    from pytest_gpuutil.report.html_report.svg import sparkline
+
+    tests = (record("t.py::a", gpu_busy_ms=9.0), record("t.py::b", gpu_busy_ms=1.0))
+    assert "trend" not in render_report(doc(*tests))  # no history: the table as it always was
+    trends = {"t.py::a": Trend("gpu_busy_ms", (4.0, None, 4.2, 3.9, 9.0), "ms")}
+    page = render_report(doc(*tests), trends=trends)
+    head = page[page.index('<table id="tests">'):page.index("</thead>")]
+    assert len(re.findall(r"<th[ >]", head)) == 14 and head.endswith(">trend</th></tr>")  # after the 13 the script indexes
+    row_a = page[page.index("<td>t.py::a</td>"):]
+    row_a = row_a[: row_a.index("</tr>")]
+    assert row_a.count("<td>") == 14 and '<svg class="spark"' in row_a
+    assert "gpu_busy_ms over 5 runs, oldest first: 4.000 … now 9.000 ms (min 3.900, max 9.000)" in row_a
+    row_b = page[page.index("<td>t.py::b</td>"):]
+    assert row_b[: row_b.index("</tr>")].endswith("<td></td>")  # no earlier runs: an empty cell
+    line = sparkline((1.0, None, 3.0, 2.0), "t", width=90, height=18)
+    assert '<polyline points="2,16 59.3,2 88,9"' in line and 'cx="88" cy="9" r="2" fill="#4e79a7"' in line
+    assert 'fill="#e15759"' in sparkline((1.0, 2.0), "t", bad=True)
+    assert sparkline((1.0,), "t") == "" and sparkline((None, 2.0), "t") == ""
+    assert 'points="2,9 88,9"' in sparkline((5.0, 5.0), "t")  # flat: across the middle

@@ -130,3 +130,23 @@ def test_without_gate_drops_the_first_kernel_and_windows_the_rest():
     trace, window = without_gate(Trace.from_events("t", events))
     assert [e.name for e in trace.events] == ["a", "b"]
     assert (window.start_ns, window.end_ns) == (100, 600)
+
+
+# --- the history's false-alarm count (validation/history_noise.py) -------------------------------
+
+
+def test_history_noise_counts_what_a_single_baseline_flags_and_the_history_rule_does_not():
+    from pytest_gpuutil.records import TestRecord
+    from validation import history_noise
+
+    def run(noisy: float, steady: float) -> dict:
+        return {t: TestRecord(t, "passed", kernel_bench={"k": {"median": v, "unit": "ms"}})
+                for t, v in (("s/test_suite.py::test_kb_small", noisy), ("s/test_suite.py::test_other", steady))}
+
+    unchanged = [run(v, 1.0) for v in (1.0, 1.3, 0.8, 1.2, 0.9, 1.25, 0.85)]  # noisy, never slower
+    slowed = run(5.0, 1.0)
+    counts = history_noise.count(unchanged, slowed)
+    entry = counts["limits"]["kernel_bench.median:10%"]
+    assert counts["runs_judged"] == 4  # the 4th run on: 3 earlier runs each
+    assert entry["single_baseline_flags"] == 2 and entry["history_flags"] == 0  # 0.8 -> 1.2 and 0.9 -> 1.25: avoided
+    assert entry["slowed"]["history_caught"] == ["s/test_suite.py::test_kb_small"] and entry["slowed"]["history_other"] == []

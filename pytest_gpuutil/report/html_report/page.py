@@ -11,7 +11,7 @@ import json
 import os
 import urllib.parse
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional
 
 from pytest_gpuutil.report.files import atomic_write_text
 from pytest_gpuutil.report.html_report.comparison import BaselineView
@@ -25,6 +25,9 @@ from pytest_gpuutil.report.html_report.sections import (
 )
 from pytest_gpuutil.report.html_report.svg import Palette, esc, palette_css
 from pytest_gpuutil.report.html_report.table import tests_section
+
+if TYPE_CHECKING:
+    from pytest_gpuutil.history.series import Trend
 
 DEFAULT_NAME = "report.html"
 #: The package holding ``assets/``
@@ -61,13 +64,14 @@ def json_script(data: Any) -> str:
 
 
 def render_report(doc: Mapping[str, Any], baseline: Optional[BaselineView] = None,
-                  links: Optional[Mapping[str, str]] = None) -> str:
-    """The whole page for a run document (the dict ``gpu_util.json`` holds), as one HTML string."""
+                  links: Optional[Mapping[str, str]] = None, trends: Optional[Mapping[str, Trend]] = None) -> str:
+    """The whole page for a run document (the dict ``gpu_util.json`` holds), as one HTML string; with
+    ``trends`` (from a run history), a trend line per test."""
     tests = [t for t in (doc.get("tests") or ()) if isinstance(t, Mapping) and isinstance(t.get("test"), str)]
     totals = totals_of(doc, tests)
     thresholds = as_map(doc.get("thresholds"))
     palette = Palette.of(name for t in tests for name, _ in categories_of(t))
-    table, details = tests_section(tests, palette, thresholds, baseline, links or {})
+    table, details = tests_section(tests, palette, thresholds, baseline, links or {}, trends)
     info = as_map(doc.get("machine_info"))
     title = f"GPU utilization · {info.get('gpu_model') or 'no GPU'} · {as_text(doc.get('created'))}"
     data = json_script({"categories": [[name, palette.css_class(name)] for name in palette.order], "tests": details})
@@ -86,11 +90,12 @@ def render_report(doc: Mapping[str, Any], baseline: Optional[BaselineView] = Non
 
 
 def write_html_report(path: str | os.PathLike[str], doc: Mapping[str, Any], *, baseline: Optional[BaselineView] = None,
-                      traces_dir: Optional[Path] = None, trace_name: Optional[Callable[[str], str]] = None) -> Path:
+                      traces_dir: Optional[Path] = None, trace_name: Optional[Callable[[str], str]] = None,
+                      trends: Optional[Mapping[str, Trend]] = None) -> Path:
     """Render and write the page atomically; links to the trace files in ``traces_dir`` that exist."""
     target = Path(path)
     links = {}
     if traces_dir is not None and trace_name is not None:
         names = [t["test"] for t in doc.get("tests") or () if isinstance(t, Mapping) and isinstance(t.get("test"), str)]
         links = trace_links(names, traces_dir, target.parent.resolve(), trace_name)
-    return atomic_write_text(target, render_report(doc, baseline, links))
+    return atomic_write_text(target, render_report(doc, baseline, links, trends))

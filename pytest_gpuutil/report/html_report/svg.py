@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from html import escape
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import CATEGORIES
 
@@ -168,3 +168,25 @@ def histogram(counts: Sequence[int], labels: Sequence[str], title: str, width: i
         )
     parts.append(f'<line x1="{left}" x2="{width - left}" y1="{top + usable}" y2="{top + usable}" class="axis"/></svg>')
     return "".join(parts)
+
+
+def sparkline(values: Sequence[Optional[float]], title: str, width: int = 90, height: int = 18,
+              bad: bool = False) -> str:
+    """A trend line of ``values`` (oldest first; None leaves a gap in x), its last point marked (red when
+    ``bad``); colours inline, so it needs none of the page's CSS. "" with fewer than two values."""
+    points = [(k, v) for k, v in enumerate(values) if v is not None]
+    if len(points) < 2:
+        return ""
+    low, high = min(v for _, v in points), max(v for _, v in points)
+    pad, step = 2.0, (width - 4.0) / max(len(values) - 1, 1)
+
+    def y(value: float) -> float:
+        return height / 2 if high == low else pad + (height - 2 * pad) * (high - value) / (high - low)
+
+    line = " ".join(f"{num(pad + k * step)},{num(y(v))}" for k, v in points)
+    k, last = points[-1]
+    colour = "#e15759" if bad else "#4e79a7"
+    return (f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}" role="img" '
+            f'aria-label="{esc(title)}"><title>{esc(title)}</title>'
+            f'<polyline points="{line}" fill="none" stroke="#4e79a7" stroke-width="1.2"/>'
+            f'<circle cx="{num(pad + k * step)}" cy="{num(y(last))}" r="2" fill="{colour}"/></svg>')

@@ -6,7 +6,7 @@ built on click from one JSON block, an entry per row (``detail_data``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from pytest_gpuutil.gates.regression import finite_number as _finite
 from pytest_gpuutil.report.tables import shorten
@@ -21,7 +21,10 @@ from pytest_gpuutil.report.html_report.fields import (
     memory_of,
     rounded,
 )
-from pytest_gpuutil.report.html_report.svg import Palette, esc, legend, stacked_bar
+from pytest_gpuutil.report.html_report.svg import Palette, esc, legend, sparkline, stacked_bar
+
+if TYPE_CHECKING:
+    from pytest_gpuutil.history.series import Trend
 
 #: Threshold states of the run document's ``thresholds`` map, as the table shows them
 THRESHOLD_TEXT = {"failed": "limits failed", "not_checked": "limits not checked", "passed": ""}
@@ -70,7 +73,23 @@ TOP_KERNEL_CHARS = 72
 DETAIL_KERNEL_CHARS = 400
 
 
-def table_row(record: Mapping[str, Any], palette: Palette, limits: str, regressed: bool) -> str:
+#: The column added after the others when the page is given a run history (the script's indices stay)
+TREND_COLUMN = _Column("trend", "", False, "the test's metric over its last runs in the run history, this run last")
+
+
+def trend_cell(trend: Optional[Trend], regressed: bool) -> str:
+    """A test's trend line with a tooltip naming the metric and its first and last values ("" without one)."""
+    if trend is None:
+        return ""
+    shown = [v for v in trend.values if v is not None]
+    unit = f" {trend.unit}" if trend.unit else ""
+    title = (f"{trend.metric} over {len(trend.values)} runs, oldest first: {fixed(shown[0], 3)} … "
+             f"now {fixed(shown[-1], 3)}{unit} (min {fixed(min(shown), 3)}, max {fixed(max(shown), 3)})")
+    return sparkline(trend.values, title, bad=regressed)
+
+
+def table_row(record: Mapping[str, Any], palette: Palette, limits: str, regressed: bool,
+              extra_cells: Sequence[str] = ()) -> str:
     """One row of the test table (the cells' text is what the page's script sorts and filters on)."""
     outcome = as_text(record.get("outcome")) or "unknown"
     memory = memory_of(record)
@@ -91,6 +110,7 @@ def table_row(record: Mapping[str, Any], palette: Palette, limits: str, regresse
         stacked_bar(bar_parts(record), palette) if record.get("categories") else "",
         esc(shorten(top, TOP_KERNEL_CHARS)),
         esc(limits),
+        *extra_cells,
     )
     css = " ".join(c for c in ("" if outcome == "passed" else f"o-{outcome}", "reg" if regressed else "") if c)
     attrs = f' class="{esc(css)}"' if css else ""
@@ -136,8 +156,10 @@ def more_rows(rows: Sequence[str]) -> str:
 
 
 def tests_section(tests: Sequence[Mapping[str, Any]], palette: Palette, thresholds: Mapping[str, Any],
-                  baseline: Optional[BaselineView], links: Mapping[str, str]) -> tuple[str, list[dict[str, Any]]]:
-    """The test table's section (busiest tests first) and the detail data of its rows, in the same order."""
+                  baseline: Optional[BaselineView], links: Mapping[str, str],
+                  trends: Optional[Mapping[str, Trend]] = None) -> tuple[str, list[dict[str, Any]]]:
+    """The test table's section (busiest tests first) and the detail data of its rows, in the same order;
+    with ``trends`` (a run history), a last column of trend lines."""
     compared: dict[str, list[ComparedMetric]] = {}
     for row in baseline.rows if baseline else ():
         compared.setdefault(row.test, []).append(row)
@@ -147,9 +169,10 @@ def tests_section(tests: Sequence[Mapping[str, Any]], palette: Palette, threshol
     for record in order:
         state = str(thresholds.get(record["test"], ""))
         limits = ", ".join(s for s in (THRESHOLD_TEXT.get(state, state), "regressed" if record["test"] in regressed else "") if s)
-        rows.append(table_row(record, palette, limits, record["test"] in regressed))
+        extra = () if trends is None else (trend_cell(trends.get(record["test"]), record["test"] in regressed),)
+        rows.append(table_row(record, palette, limits, record["test"] in regressed, extra))
         details.append(detail_data(record, palette.order, links.get(record["test"]), compared.get(record["test"], ())))
-    heads = "".join(_th(c, initial=c.title == "GPU ms") for c in COLUMNS)
+    heads = "".join(_th(c, initial=c.title == "GPU ms") for c in (*COLUMNS, *((TREND_COLUMN,) if trends is not None else ())))
     outcomes = sorted({as_text(t.get("outcome")) or "unknown" for t in tests})
     options = "".join(f'<option value="{esc(o)}">{esc(o)}</option>' for o in outcomes)
     table = (

@@ -1,0 +1,81 @@
+"""``gpuutil merge A.json B.json ... -o OUT.json``: CI shards (each a gpu_util.json) into one run.
+
+Exit status: 0 written, 2 bad input (a missing or corrupt file, a test in two shards, an output
+that cannot be written), reported as one ``error: <file>: <problem>`` line on stderr. Shards from
+different machines merge (a warning says which fields differ; each record names its machine).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import NoReturn, Sequence, TextIO
+
+from pytest_gpuutil.gates.baseline import BaselineError
+from pytest_gpuutil.history.merge import PER_SHARD_KEYS, merge_runs, read_shard
+from pytest_gpuutil.report.files import atomic_write_bytes, json_bytes
+
+PROG = "gpuutil merge"
+EXIT_OK = 0
+EXIT_USAGE = 2
+
+
+class _UsageError(Exception):
+    """Bad command line; the message is printed as one ``error:`` line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Merge gpu_util.json runs (CI shards) into one run; each test may "
+                                            "come from one shard only.",
+                     epilog="Exit status: 0 written, 2 bad input.")
+    parser.add_argument("runs", nargs="+", metavar="RUN.json", help="gpu_util.json files of the shards")
+    parser.add_argument("-o", "--output", metavar="OUT.json", required=True, help="the merged run file to write")
+    return parser
+
+
+def _differences(shards: Sequence) -> list[str]:
+    """machine_info keys whose values differ between the shards' records' machines."""
+    infos = [s.machine_of(r) for s in shards for r in s.run.records.values()] or [s.run.machine_info for s in shards]
+    keys = sorted({k for info in infos for k in info if k not in PER_SHARD_KEYS})
+    return [k for k in keys if len({repr(info.get(k)) for info in infos}) > 1]
+
+
+def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """Run ``gpuutil merge``; returns the exit status (0 or 2)."""
+    out = stdout if stdout is not None else sys.stdout
+    err = stderr if stderr is not None else sys.stderr
+    try:
+        args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    except _UsageError as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    try:
+        shards = [read_shard(path) for path in args.runs]
+        doc = merge_runs(shards)
+    except BaselineError as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_USAGE
+    target = Path(args.output)
+    try:
+        atomic_write_bytes(target, json_bytes(doc))
+    except OSError as exc:
+        print(f"error: {target}: cannot write: {exc.strerror or exc}", file=err)
+        return EXIT_USAGE
+    machines = doc.get("machines") or {}
+    if machines:
+        print(f"warning: the shards ran on {len(machines)} machines (they differ in {', '.join(_differences(shards))}): "
+              f"each record names its own ({', '.join(machines)})", file=err)
+    print(f"merged {len(shards)} runs into {target} ({len(doc['tests'])} tests"
+          f"{f', {len(machines)} machines' if machines else ''})", file=out)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())
