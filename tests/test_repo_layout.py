@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -26,16 +27,27 @@ SKIP_PATHS = frozenset({"tests", "benchmarks/results"})
 BUILD_SUFFIXES = (".so", ".pyd", ".pyc")
 
 
-def _skipped(rel: str, name: str) -> bool:
-    return name in SKIP_NAMES or name.endswith(".egg-info") or rel in SKIP_PATHS
+def git_ignored_folders() -> frozenset[str]:
+    """Folders git ignores in this checkout (a developer's own scratch folders), relative; none outside git."""
+    try:
+        out = subprocess.run(["git", "status", "--ignored", "--porcelain"], cwd=ROOT, capture_output=True,
+                             text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return frozenset()
+    return frozenset(line[3:].rstrip("/") for line in out.splitlines() if line.startswith("!! ") and line.endswith("/"))
+
+
+def _skipped(rel: str, name: str, ignored: frozenset[str] = frozenset()) -> bool:
+    return name in SKIP_NAMES or name.endswith(".egg-info") or rel in SKIP_PATHS or rel in ignored
 
 
 def counted_folders() -> dict[str, list[str]]:
     """Every folder the 12-file rule covers (relative path, "." for the root) with its direct files."""
     found: dict[str, list[str]] = {}
+    ignored = git_ignored_folders()
     for here, dirs, files in os.walk(ROOT):
         rel = Path(here).relative_to(ROOT).as_posix()
-        dirs[:] = [d for d in dirs if not _skipped(d if rel == "." else f"{rel}/{d}", d)]
+        dirs[:] = [d for d in dirs if not _skipped(d if rel == "." else f"{rel}/{d}", d, ignored)]
         found[rel] = sorted(f for f in files if not f.endswith(BUILD_SUFFIXES))
     return found
 
