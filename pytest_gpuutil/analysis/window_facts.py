@@ -1,0 +1,282 @@
+"""What the findings rules read about one window: its GPU timeline, its kinds of work, the host's waits.
+
+Everything is computed when a rule first asks for it (cached), in plain Python over the window's
+events, with the per-event work in C where it can be (``map``, ``sorted``, ``accumulate``,
+``compress``): a rule whose cheap precondition fails never pays for the rest, and a window of a
+few events never imports numpy. Definitions follow :func:`~pytest_gpuutil.analysis.summary.analyze`:
+
+- an event belongs to the window when it overlaps it (``start <= end of window`` and ``end >=
+  start of window``, except an event of positive length that ends exactly at the window's start),
+  and is clipped to it;
+- busy: the union of the events on each device, summed over devices; idle: window × devices that
+  did work, minus busy, split per device into before the first event, between events and after
+  the last;
+- the host's waits: the union of the wait intervals (a ``cudaStreamSynchronize`` and the "Stream
+  Sync" record of the same call are one wait), clipped to the window and to ``sync_end_ns`` (the
+  capture's own closing synchronize is not the test's).
+"""
+from __future__ import annotations
+
+import bisect
+import functools
+import operator
+from collections import Counter
+from dataclasses import dataclass
+from itertools import accumulate, compress
+from typing import Any, NamedTuple, Optional, Sequence
+
+from pytest_gpuutil.analysis.classify import KernelClassifier
+from pytest_gpuutil.traces.model import CodedColumn, GpuColumns, SyncColumns, Window
+
+KERNEL = "kernel"
+MEMCPY = "gpu_memcpy"
+
+
+class Timeline(NamedTuple):
+    """The window's GPU work as time: busy, idle and its parts, summed over devices."""
+
+    devices: int
+    busy_ns: int
+    idle_before_ns: int
+    idle_between_ns: int
+    idle_after_ns: int
+    #: the stretches with no work between two pieces of work, every device's (ns, > 0)
+    gaps_ns: tuple[int, ...]
+    #: the union of all devices' work, as sorted disjoint blocks: their starts and their ends
+    any_busy_starts: list[int]
+    any_busy_ends: list[int]
+
+    @property
+    def idle_ns(self) -> int:
+        return self.idle_before_ns + self.idle_between_ns + self.idle_after_ns
+
+
+class Waits(NamedTuple):
+    """The host's waits for the GPU in the window and what the GPU did after each."""
+
+    count: int
+    #: calls or records behind the waits, by name
+    by_name: tuple[tuple[str, int], ...]
+    wait_ns: int
+    #: GPU idle from each wait's end until the next GPU work starts (waits followed by none: 0)
+    idle_after_ns: int
+    #: the waits as (start, end, idle after) relative to the window start, longest idle first (at most 5)
+    worst: tuple[tuple[int, int, int], ...]
+
+
+class KeyTotals(NamedTuple):
+    """Events and their clipped time for one (name, kind) pair in the window."""
+
+    name: str
+    kind: str
+    category: str
+    count: int
+    total_ns: int
+
+
+@dataclass(frozen=True)
+class WindowFacts:
+    """One window's events, with what the rules read computed on first use."""
+
+    events: GpuColumns
+    window: Window
+    classifier: KernelClassifier
+    syncs: Optional[SyncColumns] = None
+    #: waits that start at or after this (the capture's own closing synchronize) are not the test's
+    sync_end_ns: Optional[int] = None
+
+    @property
+    def window_ns(self) -> int:
+        return self.window.duration_ns
+
+    @functools.cached_property
+    def _rows(self) -> tuple[list[int], list[int], list[int], list[int]]:
+        """(key code, device code, clipped start, clipped end) columns of the events in the window."""
+        cols = self.events
+        starts, durs = _ints(cols.starts_ns), _ints(cols.durs_ns)
+        keys = self.keys[0]
+        devices = _text_codes(cols.devices)[0]
+        ends = list(map(operator.add, starts, durs))
+        ws, we = self.window.start_ns, self.window.end_ns
+        if starts and (min(starts) < ws or max(ends) > we):  # some event reaches outside the window
+            kept = [i for i, (s, e, d) in enumerate(zip(starts, ends, durs)) if not (s > we or e < ws or (e == ws and d > 0))]
+            return ([keys[i] for i in kept], [devices[i] for i in kept], [max(starts[i], ws) for i in kept],
+                    [min(ends[i], we) for i in kept])
+        return list(keys), list(devices), starts, ends
+
+    @functools.cached_property
+    def keys(self) -> tuple[Sequence[int], list[str], list[str]]:
+        """Each event's code for its (name, kind) pair, and the pairs' names and kinds."""
+        names, kinds = self.events.names, self.events.kinds
+        if isinstance(names, CodedColumn) and isinstance(kinds, CodedColumn) and names.codes is kinds.codes:
+            pair_of_code, pairs = _codes(list(zip(names.values, kinds.values)))
+            codes: Sequence[int] = list(map(pair_of_code.__getitem__, _ints(names.codes)))
+        else:
+            codes, pairs = _codes(list(zip(names, kinds)))
+        return codes, [n for n, _ in pairs], [k for _, k in pairs]
+
+    @functools.cached_property
+    def categories(self) -> list[str]:
+        """Each (name, kind) pair's category, by the classifier."""
+        _, names, kinds = self.keys
+        return [self.classifier.classify(name, kind) for name, kind in zip(names, kinds)]
+
+    @property
+    def event_count(self) -> int:
+        return len(self._rows[0])
+
+    @functools.cached_property
+    def _lengths(self) -> list[int]:
+        _, _, starts, ends = self._rows
+        return list(map(operator.sub, ends, starts))
+
+    @functools.cached_property
+    def _key_counts(self) -> list[int]:
+        found = Counter(self._rows[0])
+        return [found.get(code, 0) for code in range(len(self.keys[1]))]
+
+    @functools.cached_property
+    def kernel_count(self) -> int:
+        kinds = self.keys[2]
+        return sum(count for count, kind in zip(self._key_counts, kinds) if kind == KERNEL)
+
+    def totals(self, wanted: Sequence[bool]) -> list[KeyTotals]:
+        """Count and clipped time of each (name, kind) pair where ``wanted[pair]``, most time first."""
+        picked = [code for code, want in enumerate(wanted) if want and self._key_counts[code]]
+        if not picked:
+            return []
+        keys, lengths = self._rows[0], self._lengths
+        _, names, kinds = self.keys
+        if len(picked) == 1:
+            totals = {picked[0]: sum(compress(lengths, map(picked[0].__eq__, keys)))}
+        else:
+            totals = dict.fromkeys(picked, 0)
+            for key, length in compress(zip(keys, lengths), map(wanted.__getitem__, keys)):
+                totals[key] += length
+        rows = [KeyTotals(names[c], kinds[c], self.categories[c], self._key_counts[c], totals[c]) for c in picked]
+        return sorted(rows, key=lambda r: (-r.total_ns, r.name))
+
+    def lengths_of(self, wanted: Sequence[bool]) -> list[int]:
+        """The clipped lengths of the events whose (name, kind) pair is ``wanted``."""
+        return list(compress(self._lengths, map(wanted.__getitem__, self._rows[0])))
+
+    @functools.cached_property
+    def is_kernel(self) -> list[bool]:
+        """Per (name, kind) pair: whether it is a kernel."""
+        return [kind == KERNEL for kind in self.keys[2]]
+
+    @functools.cached_property
+    def kernel_lengths(self) -> list[int]:
+        return self.lengths_of(self.is_kernel)
+
+    @functools.cached_property
+    def timeline(self) -> Timeline:
+        _, devices, starts, ends = self._rows
+        ws, we = self.window.start_ns, self.window.end_ns
+        by_device: dict[int, list[int]] = {}
+        if len(set(devices)) <= 1:
+            by_device = {0: []} if starts else {}
+        else:
+            for i, device in enumerate(devices):
+                by_device.setdefault(device, []).append(i)
+        busy = before = between = after = 0
+        gaps: list[int] = []
+        all_starts: list[int] = []
+        all_ends: list[int] = []
+        for rows in by_device.values():
+            if len(by_device) == 1:
+                s, e = starts, ends
+            else:
+                s, e = list(map(starts.__getitem__, rows)), list(map(ends.__getitem__, rows))
+            if not all(map(operator.le, s, s[1:])):
+                order = sorted(range(len(s)), key=s.__getitem__)
+                s, e = list(map(s.__getitem__, order)), list(map(e.__getitem__, order))
+            block_starts, block_ends = _blocks(s, e)
+            dev_busy = sum(block_ends) - sum(block_starts)
+            dev_gaps = list(filter(None, map(operator.sub, block_starts[1:], block_ends)))  # touching blocks: no gap
+            busy += dev_busy
+            before += block_starts[0] - ws
+            after += we - block_ends[-1]
+            between += sum(dev_gaps)
+            gaps.extend(dev_gaps)
+            all_starts.extend(block_starts)
+            all_ends.extend(block_ends)
+        if len(by_device) > 1:
+            order = sorted(range(len(all_starts)), key=all_starts.__getitem__)
+            all_starts, all_ends = _blocks(list(map(all_starts.__getitem__, order)), list(map(all_ends.__getitem__, order)))
+        return Timeline(len(by_device), busy, before, between, after, tuple(gaps), all_starts, all_ends)
+
+    @property
+    def capacity_ns(self) -> int:
+        """Window × devices that did work: what busy and idle shares are of (as busy %)."""
+        return self.window_ns * max(1, self.timeline.devices)
+
+    def pct_of_window(self, ns: float) -> float:
+        capacity = self.capacity_ns
+        return 100.0 * ns / capacity if capacity > 0 else 0.0
+
+    @property
+    def busy_pct(self) -> float:
+        return self.pct_of_window(self.timeline.busy_ns)
+
+    @functools.cached_property
+    def sync_rows(self) -> list[tuple[str, int, int]]:
+        """The host's waits that overlap the window (and start before ``sync_end_ns``): (name, start, end), clipped."""
+        if not self.syncs:
+            return []
+        ws, we = self.window.start_ns, self.window.end_ns
+        limit = we if self.sync_end_ns is None else min(we, self.sync_end_ns)
+        return [(name, max(start, ws), min(start + dur, limit)) for name, start, dur in self.syncs.rows()
+                if start < limit and start + dur > ws]
+
+    @functools.cached_property
+    def waits(self) -> Waits:
+        rows = sorted(self.sync_rows, key=lambda r: r[1])
+        if not rows:
+            return Waits(0, (), 0, 0, ())
+        merged_s, merged_e = _blocks([r[1] for r in rows], [r[2] for r in rows])
+        busy_starts, busy_ends = self.timeline.any_busy_starts, self.timeline.any_busy_ends
+        ws = self.window.start_ns
+        found = []
+        for start, end in zip(merged_s, merged_e):
+            at = bisect.bisect_right(busy_starts, end)  # the first block starting after the wait ended
+            covering = at > 0 and busy_ends[at - 1] > end  # the GPU was still busy when the wait ended
+            idle = busy_starts[at] - end if at < len(busy_starts) and not covering else 0
+            found.append((start - ws, end - ws, idle))
+        names = Counter(r[0] for r in rows)
+        worst = sorted(found, key=lambda w: (-w[2], w[0]))[:5]
+        return Waits(len(found), tuple(sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))),
+                     sum(end - start for start, end in zip(merged_s, merged_e)), sum(w[2] for w in found),
+                     tuple(worst))
+
+
+def _blocks(starts: list[int], ends: list[int]) -> tuple[list[int], list[int]]:
+    """The union of intervals sorted by start, as block starts and ends."""
+    if not starts:
+        return [], []
+    if all(map(operator.le, ends, starts[1:])):  # no event overlaps the next: each is a block of its own
+        return starts, ends
+    reach = list(accumulate(ends, max))
+    new_block = list(map(operator.gt, starts[1:], reach))
+    return [starts[0], *compress(starts[1:], new_block)], [*compress(reach, new_block), reach[-1]]
+
+
+def _ints(values: Sequence[Any]) -> list[int]:
+    to_list = getattr(values, "tolist", None)
+    return to_list() if to_list is not None else list(values)
+
+
+def _codes(values: Sequence[Any]) -> tuple[list[int], list[Any]]:
+    distinct = list(dict.fromkeys(values))
+    index = {v: i for i, v in enumerate(distinct)}
+    return list(map(index.__getitem__, values)), distinct
+
+
+def _text_codes(ids: Sequence[Any]) -> tuple[list[int], list[str]]:
+    """Each event's code for the text of its device id (device 0 and "0" are one device)."""
+    if isinstance(ids, CodedColumn):
+        codes, distinct = _ints(ids.codes), list(ids.values)
+    else:
+        codes, distinct = _codes(_ints(ids))
+    text_codes, texts = _codes([str(v) for v in distinct])
+    return list(map(text_codes.__getitem__, codes)), texts
