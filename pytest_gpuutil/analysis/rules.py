@@ -174,17 +174,16 @@ def _launch_bound(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[s
         return None
     short_ns = limits["max_median_kernel_us"].value * 1000
     lengths = facts.kernel_lengths
-    short = sum(map(short_ns.__ge__, lengths))
-    if short * 2 < len(lengths):  # the median kernel is longer than the limit
+    if sum(map(short_ns.__ge__, lengths)) * 2 < len(lengths):  # most kernels are longer: so is the median
         return None
     timeline = facts.timeline
     busy_pct = facts.busy_pct
     if busy_pct >= limits["max_busy_pct"].value or not timeline.gaps_ns:
         return None
-    gap_ns = limits["max_median_gap_us"].value * 1000
-    if sum(map(gap_ns.__ge__, timeline.gaps_ns)) * 2 < len(timeline.gaps_ns):  # the median gap is longer
-        return None
     median_kernel, median_gap = _median(lengths), _median(list(timeline.gaps_ns))
+    if (median_kernel > short_ns or median_gap > limits["max_median_gap_us"].value * 1000
+            or median_gap < limits["min_median_gap_us"].value * 1000):
+        return None
     impact = facts.pct_of_window(timeline.idle_between_ns)
     top = facts.totals(facts.is_kernel)[:3]
     return _finding(
@@ -333,6 +332,8 @@ RULES: tuple[Rule, ...] = (
              min_kernels=Limit(100, "", "fewer launches cannot add up to much launch time (100 x ~5 µs = 0.5 ms)"),
              max_median_kernel_us=Limit(10, "µs", "a launch costs the host about 5-10 µs (148k launches/s on an "
                                                    "H100); kernels shorter than that finish before the next arrives"),
+             min_median_gap_us=Limit(2, "µs", "gaps of about 1 µs are the GPU's own step from one queued kernel "
+                                              "to the next: the host is ahead (a CUDA graph's replay looks so)"),
              max_median_gap_us=Limit(50, "µs", "gaps of a launch or two through PyTorch's eager path; longer "
                                                "gaps are other host work (gpu-idle)"),
              max_busy_pct=Limit(50, "%", "a GPU busy half the window or more is not held back by launches")),
