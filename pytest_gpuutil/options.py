@@ -15,6 +15,7 @@ from pytest_gpuutil.capture.flush_policy import FlushPolicy
 
 TRACE_MODES = ("none", "failed", "all")
 SOURCES = ("cupti", "torch")
+SWITCH = ("on", "off")
 
 
 def non_negative_int(text: str) -> int:
@@ -39,6 +40,23 @@ def event_source(text: str) -> str:
     if value not in SOURCES:
         raise argparse.ArgumentTypeError(f"expected one of {', '.join(SOURCES)}, got {text!r}")
     return value
+
+
+def on_off(text: str) -> bool:
+    value = str(text).strip().lower()
+    if value not in SWITCH:
+        raise argparse.ArgumentTypeError(f"expected on or off, got {text!r}")
+    return value == "on"
+
+
+def rule_ids(text: str) -> frozenset[str]:
+    """Findings rule ids, comma- or space-separated."""
+    from pytest_gpuutil.analysis.findings import parse_rule_ids  # only when the option is used
+
+    try:
+        return parse_rule_ids(str(text), "expected findings rule ids")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).replace("expected findings rule ids: ", "")) from None
 
 
 def table_list(text: str) -> tuple[str, ...]:
@@ -139,6 +157,11 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "a memory limit or out of memory then reports the allocations at its peak and saves a snapshot",
                kind="flag", default=False),
     OptionSpec("--gpu-util-pin", "under pytest-xdist, pin worker i to GPU i mod count (sets CUDA_VISIBLE_DEVICES)", kind="flag", default=False),
+    OptionSpec("--gpu-util-findings", "say what to fix in each test (pageable copies, host syncs, launch-bound loops, fp32 "
+               "matmuls, an idle GPU, ...): on (the default) or off; off also stops recording the host's waits",
+               parse=on_off, default=True, metavar="on|off"),
+    OptionSpec("--gpu-util-findings-ignore", "findings rules to leave out, comma-separated, e.g. gpu-idle,memcpy-dominant",
+               parse=rule_ids, default=frozenset(), metavar="RULE,RULE"),
 )
 
 #: ini-only keys: (name, type, help)
@@ -289,6 +312,9 @@ class Settings:
     memory_history: bool = False
     #: where to write the HTML report: None = no report, "" = <output_dir>/report.html
     html: Optional[str] = None
+    #: look for findings in each test, leaving out these rules
+    findings: bool = True
+    findings_ignore: frozenset[str] = frozenset()
 
 
 def read_settings(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Settings:
@@ -314,4 +340,6 @@ def read_settings(getoption: Callable[[str], Any], getini: Callable[[str], Any])
         source=values["gpu_util_source"],
         memory_history=values["gpu_util_memory_history"],
         html=None if values["gpu_util_html"] is None else "" if values["gpu_util_html"] == COMPARE_LATEST else values["gpu_util_html"],
+        findings=values["gpu_util_findings"],
+        findings_ignore=values["gpu_util_findings_ignore"],
     )

@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 from pytest_gpuutil.analysis.classify import CONV, GEMM
+from pytest_gpuutil.analysis.classify import MEMCPY as MEMCPY_CATEGORY
 from pytest_gpuutil.analysis.window_facts import MEMCPY, WindowFacts
 
 HIGH, MEDIUM, LOW = "high", "medium", "low"
@@ -68,6 +69,25 @@ class Limit:
 Check = Callable[[WindowFacts, Mapping[str, Limit], Mapping[str, float]], Optional[Finding]]
 
 
+class Glance(NamedTuple):
+    """A window's figures that are known before its events are looked at (a capture's per-window
+    statistics): what each rule's gate reads to skip a window it cannot fire on."""
+
+    window_ns: int
+    busy_pct: float
+    event_count: int
+    kernel_count: int
+    #: time per kernel category, µs (union per device, as the statistics give it)
+    category_us: Mapping[str, float]
+    #: the host's waits that overlap the window (None: none were recorded)
+    waits: Optional[int] = None
+
+
+#: ``gate(glance, limits) -> False`` only when the rule cannot fire on the window (a necessary
+#: condition: cheap, and never wrong the other way; the tests check it on every window they build)
+Gate = Callable[[Glance, Mapping[str, Limit]], bool]
+
+
 @dataclass(frozen=True)
 class Rule:
     id: str
@@ -80,6 +100,8 @@ class Rule:
     superseded_by: tuple[str, ...] = ()
     #: ... and this holds for the finding (default: always)
     superseded_when: Callable[[Finding], bool] = lambda finding: True
+    #: False when the rule cannot fire on a window (see Glance); None: reads no events (counters)
+    gate: Optional[Gate] = None
 
 
 def severity_of(impact_pct: float) -> str:
@@ -128,21 +150,18 @@ def _pageable(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[str, 
     if not any(wanted):
         return None
     least = limits["min_copy_us"].value * 1000
-    lengths = [n for n in facts.lengths_of(wanted) if n >= least]
-    total = sum(lengths)
-    busy = facts.timeline.busy_ns
-    share = _pct(total, busy)
+    total, copies = facts.union_ns(wanted, min_length=int(least))
+    share = _pct(total, facts.timeline.busy_ns)
     if total < limits["min_total_us"].value * 1000 or share < limits["min_share_of_busy"].value:
         return None
     by_name = {row.name: row.count for row in facts.totals(wanted)}
-    impact = facts.pct_of_window(total)
     return _finding(
         "pageable-memcpy",
-        f"{len(lengths)} copies from or to pageable host memory took {_ms_text(total)}, {share:.0f}% of GPU busy time",
+        f"{copies} copies from or to pageable host memory took {_ms_text(total)}, {share:.0f}% of GPU busy time",
         "pin the host memory (tensor.pin_memory(), DataLoader(pin_memory=True)) and copy with non_blocking=True, "
         "or create the tensors on the GPU (device='cuda')",
-        impact, copies=len(lengths), total_us=_us(total), share_of_busy_pct=round(share, 1),
-        longest_us=_us(max(lengths)), by_name=by_name)
+        facts.pct_of_window(total), copies=copies, total_us=_us(total), share_of_busy_pct=round(share, 1),
+        longest_us=_us(max(facts.lengths_of(wanted))), by_name=by_name)
 
 
 # -- host-sync ----------------------------------------------------------------------------------
@@ -169,11 +188,11 @@ def _host_sync(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[str,
 # -- launch-bound -------------------------------------------------------------------------------
 
 def _launch_bound(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[str, float]) -> Optional[Finding]:
-    count = facts.kernel_count
+    lengths = facts.kernel_lengths
+    count = len(lengths)
     if count < limits["min_kernels"].value:
         return None
     short_ns = limits["max_median_kernel_us"].value * 1000
-    lengths = facts.kernel_lengths
     if sum(map(short_ns.__ge__, lengths)) * 2 < len(lengths):  # most kernels are longer: so is the median
         return None
     timeline = facts.timeline
@@ -185,7 +204,7 @@ def _launch_bound(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[s
             or median_gap < limits["min_median_gap_us"].value * 1000):
         return None
     impact = facts.pct_of_window(timeline.idle_between_ns)
-    top = facts.totals(facts.is_kernel)[:3]
+    top = facts.counts(facts.is_kernel)[:3]
     return _finding(
         "launch-bound",
         f"{count:,} kernels, median {median_kernel / 1000:.1f} µs, median gap {median_gap / 1000:.1f} µs: "
@@ -194,7 +213,7 @@ def _launch_bound(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[s
         "torch.compile(mode='reduce-overhead')), fuse small ops (torch.compile) or batch the work",
         impact, kernels=count, median_kernel_us=_us(median_kernel), median_gap_us=_us(median_gap),
         busy_pct=round(busy_pct, 1), idle_between_us=_us(timeline.idle_between_ns),
-        top_kernels=[{"name": _short(r.name), "count": r.count, "total_us": _us(r.total_ns)} for r in top])
+        most_launched=[{"name": _short(name), "count": count} for name, count in top])
 
 
 # -- fp32-matmul --------------------------------------------------------------------------------
@@ -216,12 +235,11 @@ def _fp32_matmul(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[st
     wanted = [kind == "kernel" and is_fp32_gemm(name, cat) for name, kind, cat in zip(names, kinds, facts.categories)]
     if not any(wanted):
         return None
-    rows = facts.totals(wanted)
-    total = sum(r.total_ns for r in rows)
+    total, count = facts.union_ns(wanted)
     share = _pct(total, facts.timeline.busy_ns)
     if total < limits["min_total_us"].value * 1000 or share < limits["min_share_of_busy"].value:
         return None
-    count = sum(r.count for r in rows)
+    rows = facts.totals(wanted)
     return _finding(
         "fp32-matmul",
         f"{count} fp32 matmul/conv kernels without TF32 took {_ms_text(total)}, {share:.0f}% of GPU busy time "
@@ -271,18 +289,17 @@ def _memcpy_dominant(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mappin
     wanted = [kind == MEMCPY for kind in kinds]
     if not any(wanted):
         return None
-    rows = facts.totals(wanted)
-    total = sum(r.total_ns for r in rows)
+    total, count = facts.union_ns(wanted)
     share = _pct(total, facts.timeline.busy_ns)
     if total < limits["min_total_us"].value * 1000 or share < limits["min_share_of_busy"].value:
         return None
+    rows = facts.totals(wanted)
     return _finding(
         "memcpy-dominant",
-        f"copies took {_ms_text(total)}, {share:.0f}% of GPU busy time ({sum(r.count for r in rows)} copies, "
-        f"most in {rows[0].name})",
+        f"copies took {_ms_text(total)}, {share:.0f}% of GPU busy time ({count} copies, most in {rows[0].name})",
         "keep the data on the GPU between steps (move it once, in a fixture) or overlap the copies with compute "
         "(pinned memory, non_blocking=True)",
-        facts.pct_of_window(total), copies=sum(r.count for r in rows), total_us=_us(total),
+        facts.pct_of_window(total), copies=count, total_us=_us(total),
         share_of_busy_pct=round(share, 1), by_name={r.name: r.count for r in rows})
 
 
@@ -290,7 +307,7 @@ def _memcpy_dominant(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mappin
 
 def _low_sm_activity(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[str, float]) -> Optional[Finding]:
     sm = hw.get("sm_pct")
-    if sm is None or not facts.event_count:
+    if sm is None or not (facts.event_count or hw.get("events")):  # "events": a record's figures, see counter_findings
         return None
     busy = hw.get("busy_pct", facts.busy_pct)
     if busy < limits["min_busy_pct"].value or sm >= busy * limits["max_sm_share_of_busy"].value / 100:
@@ -307,6 +324,11 @@ def _limits(**limits: Limit) -> Mapping[str, Limit]:
     return MappingProxyType(limits)
 
 
+def _category_at_least(categories: tuple[str, ...], limit: str) -> Gate:
+    """Gate: these categories hold at least the rule's ``limit`` of time (µs)."""
+    return lambda g, limits: sum(g.category_us.get(c, 0.0) for c in categories) >= limits[limit].value * (1 - 1e-9)
+
+
 #: The rules, in the order they are reported.
 RULES: tuple[Rule, ...] = (
     Rule("pageable-memcpy", "copies from or to pageable (not pinned) host memory take a large share of GPU time",
@@ -317,7 +339,7 @@ RULES: tuple[Rule, ...] = (
              min_total_us=Limit(100, "µs", "below 0.1 ms the saving is too small to act on"),
              min_copy_us=Limit(10, "µs", "a copy under 10 µs moves at most tens of KB: its time is latency, which "
                                          "pinning does not change (.item()'s 4-byte copies are host-sync's)")),
-         _pageable),
+         _pageable, gate=_category_at_least((MEMCPY_CATEGORY,), "min_total_us")),
     Rule("host-sync", "the host waited for the GPU many times, and the GPU sat idle after each wait",
          "keep results on the GPU inside loops; read values once at the end",
          _limits(
@@ -325,7 +347,7 @@ RULES: tuple[Rule, ...] = (
                                      "in a loop shows up tens of times"),
              min_idle_after_pct=Limit(10, "%", "the GPU idle after the waits (the host launching the next work) "
                                                "is what the waits cost; under a tenth of the window it is noise")),
-         _host_sync),
+         _host_sync, gate=lambda g, limits: bool(g.event_count) and (g.waits or 0) >= limits["min_waits"].value),
     Rule("launch-bound", "many short kernels separated by launch-sized gaps: the host's launches set the pace",
          "capture the loop in a CUDA graph, fuse small ops (torch.compile) or batch the work",
          _limits(
@@ -337,27 +359,30 @@ RULES: tuple[Rule, ...] = (
              max_median_gap_us=Limit(50, "µs", "gaps of a launch or two through PyTorch's eager path; longer "
                                                "gaps are other host work (gpu-idle)"),
              max_busy_pct=Limit(50, "%", "a GPU busy half the window or more is not held back by launches")),
-         _launch_bound),
+         _launch_bound, gate=lambda g, limits: (g.kernel_count >= limits["min_kernels"].value
+                                                  and g.busy_pct < limits["max_busy_pct"].value)),
     Rule("fp32-matmul", "fp32 GEMM or convolution kernels without TF32 take a large share of GPU time",
          "allow TF32 (torch.set_float32_matmul_precision('high')) or use bf16 where the test allows",
          _limits(
              min_share_of_busy=Limit(20, "%", "TF32 runs these 4-8x faster on Ampere and Hopper (7x on the "
                                               "H100 zoo's 2048^3 matmul), so a fifth of GPU time saves ~15 %"),
              min_total_us=Limit(100, "µs", "below 0.1 ms the saving is too small to act on")),
-         _fp32_matmul),
+         _fp32_matmul, gate=_category_at_least((GEMM, CONV), "min_total_us")),
     Rule("gpu-idle", "the GPU was idle most of the window (split: before the first kernel, between kernels, after "
                      "the last)",
          "the largest part says where: set-up before, host work between, host work after",
          _limits(
              min_idle_pct=Limit(50, "%", "idle most of the window: the test measures the host more than the GPU"),
              min_window_ms=Limit(1, "ms", "a shorter test's idle time is too small to act on")),
-         _gpu_idle, superseded_by=("launch-bound", "host-sync"), superseded_when=lambda f: f.evidence.get("mostly") == "between"),
+         _gpu_idle, superseded_by=("launch-bound", "host-sync"), superseded_when=lambda f: f.evidence.get("mostly") == "between",
+         gate=lambda g, limits: (bool(g.event_count) and g.window_ns >= limits["min_window_ms"].value * 1e6
+                                 and 100 - g.busy_pct >= limits["min_idle_pct"].value * (1 - 1e-9))),
     Rule("memcpy-dominant", "copies (pinned or not) take most of the GPU's time",
          "keep the data on the GPU between steps, or overlap copies with compute",
          _limits(
              min_share_of_busy=Limit(50, "%", "most of the GPU's work is moving data, not computing"),
              min_total_us=Limit(1000, "µs", "below 1 ms of copies a test has little to gain")),
-         _memcpy_dominant, superseded_by=("pageable-memcpy",)),
+         _memcpy_dominant, superseded_by=("pageable-memcpy",), gate=_category_at_least((MEMCPY_CATEGORY,), "min_total_us")),
     Rule("low-sm-activity", "the GPU was busy but its SMs were barely active (hardware counters)",
          "give each kernel more work: larger batches, fused ops, a bigger launch grid",
          _limits(

@@ -14,6 +14,9 @@ few events never imports numpy. Definitions follow :func:`~pytest_gpuutil.analys
 - the host's waits: the union of the wait intervals (a ``cudaStreamSynchronize`` and the "Stream
   Sync" record of the same call are one wait), clipped to the window and to ``sync_end_ns`` (the
   capture's own closing synchronize is not the test's).
+
+:func:`~pytest_gpuutil.analysis.summary.analyze` builds the same :class:`Timeline` in the pass it
+makes anyway (sorted events, their blocks); given one, the rules do not sort the events again.
 """
 from __future__ import annotations
 
@@ -43,8 +46,10 @@ class Timeline(NamedTuple):
     #: the stretches with no work between two pieces of work, every device's (ns, > 0)
     gaps_ns: tuple[int, ...]
     #: the union of all devices' work, as sorted disjoint blocks: their starts and their ends
-    any_busy_starts: list[int]
-    any_busy_ends: list[int]
+    any_busy_starts: Sequence[int]
+    any_busy_ends: Sequence[int]
+    #: the kernels' clipped lengths (ns), when the maker of the timeline had them at hand
+    kernel_lengths: Optional[Sequence[int]] = None
 
     @property
     def idle_ns(self) -> int:
@@ -84,25 +89,36 @@ class WindowFacts:
     syncs: Optional[SyncColumns] = None
     #: waits that start at or after this (the capture's own closing synchronize) are not the test's
     sync_end_ns: Optional[int] = None
+    #: the window's timeline, when analyze already built it (see :func:`timeline_of`)
+    given_timeline: Optional[Timeline] = None
 
     @property
     def window_ns(self) -> int:
         return self.window.duration_ns
 
     @functools.cached_property
-    def _rows(self) -> tuple[list[int], list[int], list[int], list[int]]:
-        """(key code, device code, clipped start, clipped end) columns of the events in the window."""
+    def _kept(self) -> Optional[list[int]]:
+        """The indices of the events in the window; None when all of them are (nothing reaches outside)."""
         cols = self.events
         starts, durs = _ints(cols.starts_ns), _ints(cols.durs_ns)
-        keys = self.keys[0]
-        devices = _text_codes(cols.devices)[0]
-        ends = list(map(operator.add, starts, durs))
         ws, we = self.window.start_ns, self.window.end_ns
-        if starts and (min(starts) < ws or max(ends) > we):  # some event reaches outside the window
-            kept = [i for i, (s, e, d) in enumerate(zip(starts, ends, durs)) if not (s > we or e < ws or (e == ws and d > 0))]
-            return ([keys[i] for i in kept], [devices[i] for i in kept], [max(starts[i], ws) for i in kept],
-                    [min(ends[i], we) for i in kept])
-        return list(keys), list(devices), starts, ends
+        if not starts or (min(starts) >= ws and max(map(operator.add, starts, durs)) <= we):
+            return None
+        return [i for i, (s, d) in enumerate(zip(starts, durs)) if not (s > we or s + d < ws or (s + d == ws and d > 0))]
+
+    @functools.cached_property
+    def _rows(self) -> tuple[Sequence[int], Sequence[int], list[int], list[int]]:
+        """(key code, device code, clipped start, clipped end) columns of the events in the window
+        (device codes are built on first use)."""
+        cols = self.events
+        starts, durs = _ints(cols.starts_ns), _ints(cols.durs_ns)
+        keys, kept = self.keys[0], self._kept
+        ends = list(map(operator.add, starts, durs))
+        if kept is None:
+            return keys, _LazyDevices(cols.devices, None), starts, ends
+        ws, we = self.window.start_ns, self.window.end_ns
+        return ([keys[i] for i in kept], _LazyDevices(cols.devices, kept), [max(starts[i], ws) for i in kept],
+                [min(ends[i], we) for i in kept])
 
     @functools.cached_property
     def keys(self) -> tuple[Sequence[int], list[str], list[str]]:
@@ -132,8 +148,15 @@ class WindowFacts:
 
     @functools.cached_property
     def _key_counts(self) -> list[int]:
-        found = Counter(self._rows[0])
+        kept = self._kept
+        found = Counter(self.keys[0] if kept is None else map(self.keys[0].__getitem__, kept))
         return [found.get(code, 0) for code in range(len(self.keys[1]))]
+
+    def counts(self, wanted: Sequence[bool]) -> list[tuple[str, int]]:
+        """(name, events) of each (name, kind) pair where ``wanted[pair]``, most events first."""
+        names = self.keys[1]
+        found = [(names[c], n) for c, n in enumerate(self._key_counts) if n and wanted[c]]
+        return sorted(found, key=lambda r: (-r[1], r[0]))
 
     @functools.cached_property
     def kernel_count(self) -> int:
@@ -156,6 +179,23 @@ class WindowFacts:
         rows = [KeyTotals(names[c], kinds[c], self.categories[c], self._key_counts[c], totals[c]) for c in picked]
         return sorted(rows, key=lambda r: (-r.total_ns, r.name))
 
+    def union_ns(self, wanted: Sequence[bool], min_length: int = 0) -> tuple[int, int]:
+        """The time (union per device, summed) of the events whose (name, kind) pair is ``wanted`` and
+        that last at least ``min_length``, and how many events that is. Never more than the
+        category statistics' time for the categories those pairs are in (their union)."""
+        keys, devices, starts, ends = self._rows
+        rows = [i for i in compress(range(len(keys)), map(wanted.__getitem__, keys)) if ends[i] - starts[i] >= min_length]
+        devices = devices.codes() if rows else []
+        by_device: dict[int, list[int]] = {}
+        for i in rows:
+            by_device.setdefault(devices[i], []).append(i)
+        total = 0
+        for picked in by_device.values():
+            picked.sort(key=starts.__getitem__)
+            block_starts, block_ends = _blocks(list(map(starts.__getitem__, picked)), list(map(ends.__getitem__, picked)))
+            total += sum(map(operator.sub, block_ends, block_starts))
+        return total, len(rows)
+
     def lengths_of(self, wanted: Sequence[bool]) -> list[int]:
         """The clipped lengths of the events whose (name, kind) pair is ``wanted``."""
         return list(compress(self._lengths, map(wanted.__getitem__, self._rows[0])))
@@ -166,23 +206,26 @@ class WindowFacts:
         return [kind == KERNEL for kind in self.keys[2]]
 
     @functools.cached_property
-    def kernel_lengths(self) -> list[int]:
+    def kernel_lengths(self) -> Sequence[int]:
+        given = self.given_timeline
+        if given is not None and given.kernel_lengths is not None:
+            return _ints(given.kernel_lengths)
         return self.lengths_of(self.is_kernel)
 
     @functools.cached_property
     def timeline(self) -> Timeline:
+        if self.given_timeline is not None:
+            return self.given_timeline
         _, devices, starts, ends = self._rows
         ws, we = self.window.start_ns, self.window.end_ns
         by_device: dict[int, list[int]] = {}
+        devices = devices.codes()
         if len(set(devices)) <= 1:
             by_device = {0: []} if starts else {}
         else:
             for i, device in enumerate(devices):
                 by_device.setdefault(device, []).append(i)
-        busy = before = between = after = 0
-        gaps: list[int] = []
-        all_starts: list[int] = []
-        all_ends: list[int] = []
+        found = []
         for rows in by_device.values():
             if len(by_device) == 1:
                 s, e = starts, ends
@@ -191,20 +234,8 @@ class WindowFacts:
             if not all(map(operator.le, s, s[1:])):
                 order = sorted(range(len(s)), key=s.__getitem__)
                 s, e = list(map(s.__getitem__, order)), list(map(e.__getitem__, order))
-            block_starts, block_ends = _blocks(s, e)
-            dev_busy = sum(block_ends) - sum(block_starts)
-            dev_gaps = list(filter(None, map(operator.sub, block_starts[1:], block_ends)))  # touching blocks: no gap
-            busy += dev_busy
-            before += block_starts[0] - ws
-            after += we - block_ends[-1]
-            between += sum(dev_gaps)
-            gaps.extend(dev_gaps)
-            all_starts.extend(block_starts)
-            all_ends.extend(block_ends)
-        if len(by_device) > 1:
-            order = sorted(range(len(all_starts)), key=all_starts.__getitem__)
-            all_starts, all_ends = _blocks(list(map(all_starts.__getitem__, order)), list(map(all_ends.__getitem__, order)))
-        return Timeline(len(by_device), busy, before, between, after, tuple(gaps), all_starts, all_ends)
+            found.append(_blocks(s, e))
+        return timeline_of(self.window, found)
 
     @property
     def capacity_ns(self) -> int:
@@ -235,7 +266,7 @@ class WindowFacts:
         if not rows:
             return Waits(0, (), 0, 0, ())
         merged_s, merged_e = _blocks([r[1] for r in rows], [r[2] for r in rows])
-        busy_starts, busy_ends = self.timeline.any_busy_starts, self.timeline.any_busy_ends
+        busy_starts, busy_ends = _ints(self.timeline.any_busy_starts), _ints(self.timeline.any_busy_ends)
         ws = self.window.start_ns
         found = []
         for start, end in zip(merged_s, merged_e):
@@ -248,6 +279,20 @@ class WindowFacts:
         return Waits(len(found), tuple(sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))),
                      sum(end - start for start, end in zip(merged_s, merged_e)), sum(w[2] for w in found),
                      tuple(worst))
+
+
+class _LazyDevices:
+    """The events' device codes (device 0 and "0" are one device), made when first asked for."""
+
+    def __init__(self, devices: Sequence[Any], kept: Optional[list[int]]):
+        self._devices, self._kept = devices, kept
+        self._codes: Optional[list[int]] = None
+
+    def codes(self) -> list[int]:
+        if self._codes is None:
+            codes = _text_codes(self._devices)[0]
+            self._codes = codes if self._kept is None else [codes[i] for i in self._kept]
+        return self._codes
 
 
 def _blocks(starts: list[int], ends: list[int]) -> tuple[list[int], list[int]]:
@@ -280,3 +325,40 @@ def _text_codes(ids: Sequence[Any]) -> tuple[list[int], list[str]]:
         codes, distinct = _codes(_ints(ids))
     text_codes, texts = _codes([str(v) for v in distinct])
     return list(map(text_codes.__getitem__, codes)), texts
+
+
+def timeline_of(window: Window, devices: Sequence[tuple[Sequence[int], Sequence[int]]],
+                kernel_lengths: Optional[Sequence[int]] = None) -> Timeline:
+    """A :class:`Timeline` from each device's blocks (sorted disjoint starts and ends; lists or int64
+    arrays), as :func:`~pytest_gpuutil.analysis.summary.analyze` finds them."""
+    ws, we = window.start_ns, window.end_ns
+    busy = before = between = after = 0
+    gaps: list[int] = []
+    all_starts: list[Any] = []
+    all_ends: list[Any] = []
+    for block_starts, block_ends in devices:
+        if not len(block_starts):
+            continue
+        if hasattr(block_starts, "dtype"):
+            dev_gaps = block_starts[1:] - block_ends[:-1]
+            dev_gaps = dev_gaps[dev_gaps > 0].tolist()
+            busy += int((block_ends - block_starts).sum())
+            first, last = int(block_starts[0]), int(block_ends[-1])
+        else:
+            dev_gaps = list(filter(None, map(operator.sub, block_starts[1:], block_ends)))
+            busy += sum(block_ends) - sum(block_starts)
+            first, last = block_starts[0], block_ends[-1]
+        before += first - ws
+        after += we - last
+        between += sum(dev_gaps)
+        gaps.extend(dev_gaps)
+        all_starts.append(block_starts)
+        all_ends.append(block_ends)
+    if len(all_starts) == 1:
+        any_starts, any_ends = all_starts[0], all_ends[0]
+    else:
+        flat_s = [v for part in all_starts for v in _ints(part)]
+        flat_e = [v for part in all_ends for v in _ints(part)]
+        order = sorted(range(len(flat_s)), key=flat_s.__getitem__)
+        any_starts, any_ends = _blocks(list(map(flat_s.__getitem__, order)), list(map(flat_e.__getitem__, order)))
+    return Timeline(len(all_starts), busy, before, between, after, tuple(gaps), any_starts, any_ends, kernel_lengths)

@@ -150,6 +150,7 @@ def write_summary(state: RunState, tr: Any) -> None:
         memory = top_memory_table(state)
         if memory:
             tr.write_line(memory)
+        write_findings(state, tr)
         gpus = state.gpu_table()
         if len(gpus) > 1 or any(w != "main" for g in gpus for w in g["workers"]):
             tr.write_line(
@@ -167,6 +168,18 @@ def write_summary(state: RunState, tr: Any) -> None:
     if state.written:
         tr.write_line("wrote " + ", ".join(_rel(p) for p in state.written))
     _github_step_summary(state)
+
+
+def write_findings(state: RunState, tr: Any) -> None:
+    """What to fix, by rule, with the worst tests (nothing when findings were off)."""
+    from pytest_gpuutil.report.findings_report import SECTION as FINDINGS, finding_lines
+
+    lines = finding_lines(state.records)
+    if not lines:
+        return
+    tr.write_sep("-", FINDINGS)
+    for line in lines:
+        tr.write_line(line)
 
 
 def write_gate(state: RunState, tr: Any) -> None:

@@ -262,3 +262,13 @@ def test_every_rule_is_documented_with_its_limits() -> None:
         assert rule.title and rule.fix and rule.limits, rule.id
         for name, limit in rule.limits.items():
             assert limit.reason and limit.unit in ("%", "µs", "ms", ""), (rule.id, name)
+
+
+def test_counter_findings_come_from_a_records_figures() -> None:
+    from pytest_gpuutil.analysis.findings import counter_findings
+
+    found = counter_findings(busy_pct=80.0, sm_pct=2.0)
+    assert rules_of(found) == ["low-sm-activity"] and found[0].severity == "high"
+    assert counter_findings(busy_pct=80.0, sm_pct=None) == () == counter_findings(None, 2.0)
+    assert counter_findings(busy_pct=80.0, sm_pct=2.0, ignore={"low-sm-activity"}) == ()
+    assert counter_findings(busy_pct=10.0, sm_pct=0.1) == ()  # too little GPU work to judge
