@@ -143,6 +143,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "latest for this machine)", kind="optional", parse=baseline_spec, metavar="NAME|PATH"),
     OptionSpec("--gpu-util-fail", "what counts as a regression, one expression per use (repeatable; a value may also hold "
                "several, comma-separated), e.g. --gpu-util-fail busy_pct:5 --gpu-util-fail gpu_busy_ms:10% "
+               "--gpu-util-fail findings:0 (a finding the baseline did not have; findings.RULE:0 for one rule) "
                "(default busy_pct:5 mm_conv_pct:5 gpu_busy_ms:10%)", kind="append", parse=fail_expressions, metavar="EXPR"),
     OptionSpec("--gpu-util-compare-strict", "fail when there is no baseline to compare with", kind="flag", default=False),
     OptionSpec("--gpu-util-compare-any-machine", "compare even with a baseline from another GPU model", kind="flag", default=False),

@@ -28,7 +28,8 @@ from pytest_gpuutil.traces.reader import (
 from pytest_gpuutil.traces.model import HOST_SYNC_NAMES
 from tests.helpers.reference import DATA
 
-REAL_TRACES = sorted(DATA.glob("*.json.gz")) + sorted((DATA / "zoo").glob("*.json.gz"))
+REAL_TRACES = (sorted(DATA.glob("*.json.gz")) + sorted((DATA / "zoo").glob("*.json.gz"))
+               + sorted((DATA / "findings").glob("*.json.gz")))
 BIG_TRACE = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "h200_40k_kernels.json.gz"
 
 

@@ -325,3 +325,18 @@ def test_a_wait_in_another_layout_is_left_to_the_general_reader():
     data = with_first_wait(raw_text("duty_cycle_25.json.gz"), lambda e: {k: e[k] for k in sorted(e)})
     assert read_kineto_layout(data) is None
     assert same(trace_from_json("t", data), trace_from_json("t", raw_text("duty_cycle_25.json.gz")))
+
+
+FINDINGS_TRACES = sorted(p.name for p in (DATA / "findings").glob("*.json.gz"))
+
+
+@pytest.mark.parametrize("name", FINDINGS_TRACES)
+def test_traces_with_host_waits_read_alike_by_all_readers(name):
+    data = gzip.decompress((DATA / "findings" / name).read_bytes())
+    fast = kineto(data)
+    assert fast is not None, f"{name} should be read in Kineto's layout"
+    general, tolerant = trace_from_json("t", data), trace_from_json_tolerant("t", data)
+    assert same(fast, general) and same(general, tolerant)
+    assert len(fast.syncs) >= 2  # at least the recording's own two cudaDeviceSynchronize
+    in_2_13 = in_torch_2_13_layout(data)
+    assert same(kineto(in_2_13), general)
