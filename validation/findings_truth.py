@@ -60,9 +60,9 @@ WORKLOADS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "small_kernels": ("1000 x add_ on 1024 floats, launched one by one", ("launch-bound",), ()),
     "small_kernels_graph": ("the same 1000 add_ in a CUDA graph, replayed 10 times", (), ("launch-bound",)),
     "large_kernels": ("200 x add_ on 16M floats", (), ("launch-bound",)),
-    "item_in_loop": ("100 x (4096^3 bf16 matmul, .sum().item())", ("host-sync",), ()),
-    "sync_in_loop": ("100 x (4096^3 bf16 matmul, torch.cuda.synchronize())", ("host-sync",), ()),
-    "no_sync_loop": ("100 x (4096^3 bf16 matmul, sum into a GPU total), one .item()", (), FIVE),
+    "item_in_loop": ("100 x (2048^3 bf16 matmul, .sum().item())", ("host-sync",), ()),
+    "sync_in_loop": ("100 x (2048^3 bf16 matmul, torch.cuda.synchronize())", ("host-sync",), ()),
+    "no_sync_loop": ("100 x 2048^3 bf16 matmul, results kept on the GPU, one .item() at the end", (), FIVE),
     "idle_between": ("10 x (4 x 2048^3 bf16 matmul, host sleeps 2 ms)", ("gpu-idle:between",), ()),
     "idle_before": ("host sleeps 20 ms, then 4 x 2048^3 bf16 matmul", ("gpu-idle:before",), ()),
     "idle_after": ("4 x 2048^3 bf16 matmul, then the host sleeps 20 ms", ("gpu-idle:after",), ()),
@@ -154,10 +154,9 @@ def workloads(torch: Any) -> dict[str, Callable[[], Callable[[], Any]]]:
 
     def host_sync(kind: str) -> Callable[[], Callable[[], Any]]:
         def build() -> Callable[[], Any]:
-            a = torch.randn(4096, 4096, device=cuda, dtype=torch.bfloat16)
+            a = torch.randn(2048, 2048, device=cuda, dtype=torch.bfloat16)
 
             def step() -> Any:
-                total = torch.zeros((), device=cuda)
                 values = []
                 for _ in range(100):
                     c = a @ a
@@ -165,9 +164,7 @@ def workloads(torch: Any) -> dict[str, Callable[[], Callable[[], Any]]]:
                         values.append(c.sum().item())
                     elif kind == "sync":
                         torch.cuda.synchronize()
-                    else:
-                        total += c.sum()
-                return total.item() if kind == "none" else values
+                return c.sum().item() if kind == "none" else values
             return step
         return build
 
