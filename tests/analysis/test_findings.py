@@ -272,3 +272,14 @@ def test_counter_findings_come_from_a_records_figures() -> None:
     assert counter_findings(busy_pct=80.0, sm_pct=None) == () == counter_findings(None, 2.0)
     assert counter_findings(busy_pct=80.0, sm_pct=2.0, ignore={"low-sm-activity"}) == ()
     assert counter_findings(busy_pct=10.0, sm_pct=0.1) == ()  # too little GPU work to judge
+
+
+def test_the_readme_states_every_limit_and_its_reason() -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Findings"):readme.index("## GPU memory")]
+    for rule in RULES:
+        part = section[section.index(f"### `{rule.id}`"):]
+        for name, limit in rule.limits.items():
+            assert f"| `{name}` | {limit.text} | {limit.reason} |" in part, (rule.id, name)
