@@ -47,7 +47,8 @@ def find(events: GpuColumns, window: Window, classifier: Optional[KernelClassifi
     """
     if window.duration_ns <= 0:
         return ()
-    facts = WindowFacts(events, window, classifier or KernelClassifier(), syncs or None, sync_end_ns, timeline)
+    facts = WindowFacts(events, window, classifier or KernelClassifier(), syncs or None, sync_end_ns, timeline,
+                        seen.event_count if seen is not None else None)
     figures = {key: float(value) for key, value in (hardware or {}).items() if _finite(value)}
     skipped = set(ignore)
     found = {}

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import CONV, GEMM
 from pytest_gpuutil.analysis.classify import MEMCPY as MEMCPY_CATEGORY
@@ -125,10 +125,26 @@ def _ms_text(ns: float) -> str:
     return f"{ns / 1e3:.0f} µs" if ns >= 10e3 else f"{ns / 1e3:.1f} µs"
 
 
-def _median(values: list[int]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return float(ordered[mid]) if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+#: a median shown of more values than this is read from this many, evenly spaced (the decisions
+#: count all of them: :func:`_median_at_most` is exact)
+MEDIAN_SAMPLE = 5_000
+
+
+def _median(values: Sequence[int]) -> float:
+    """The lower median (the ⌈n/2⌉-th smallest); of an evenly spaced sample of a long sequence."""
+    step = max(1, len(values) // MEDIAN_SAMPLE)
+    ordered = sorted(values[::step])
+    return float(ordered[(len(ordered) - 1) // 2])
+
+
+def _median_at_most(values: Sequence[int], limit: float) -> bool:
+    """Whether the lower median of ``values`` is at most ``limit``: exactly, by counting (no sort)."""
+    return sum(map(limit.__ge__, values)) >= (len(values) + 1) // 2
+
+
+def _median_below(values: Sequence[int], limit: float) -> bool:
+    """Whether the lower median of ``values`` is under ``limit``, exactly."""
+    return sum(map(limit.__gt__, values)) >= (len(values) + 1) // 2
 
 
 def _pct(part: float, whole: float) -> float:
@@ -192,17 +208,16 @@ def _launch_bound(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[s
     count = len(lengths)
     if count < limits["min_kernels"].value:
         return None
-    short_ns = limits["max_median_kernel_us"].value * 1000
-    if sum(map(short_ns.__ge__, lengths)) * 2 < len(lengths):  # most kernels are longer: so is the median
+    if not _median_at_most(lengths, limits["max_median_kernel_us"].value * 1000):
         return None
     timeline = facts.timeline
     busy_pct = facts.busy_pct
-    if busy_pct >= limits["max_busy_pct"].value or not timeline.gaps_ns:
+    gaps = timeline.gaps_ns
+    if (busy_pct >= limits["max_busy_pct"].value or not gaps
+            or not _median_at_most(gaps, limits["max_median_gap_us"].value * 1000)
+            or _median_below(gaps, limits["min_median_gap_us"].value * 1000)):
         return None
-    median_kernel, median_gap = _median(lengths), _median(list(timeline.gaps_ns))
-    if (median_kernel > short_ns or median_gap > limits["max_median_gap_us"].value * 1000
-            or median_gap < limits["min_median_gap_us"].value * 1000):
-        return None
+    median_kernel, median_gap = _median(lengths), _median(gaps)
     impact = facts.pct_of_window(timeline.idle_between_ns)
     top = facts.counts(facts.is_kernel)[:3]
     return _finding(

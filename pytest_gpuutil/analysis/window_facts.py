@@ -91,6 +91,8 @@ class WindowFacts:
     sync_end_ns: Optional[int] = None
     #: the window's timeline, when analyze already built it (see :func:`timeline_of`)
     given_timeline: Optional[Timeline] = None
+    #: how many events overlap the window, when analyze already counted them
+    given_event_count: Optional[int] = None
 
     @property
     def window_ns(self) -> int:
@@ -139,7 +141,10 @@ class WindowFacts:
 
     @property
     def event_count(self) -> int:
-        return len(self._rows[0])
+        if self.given_event_count is not None:
+            return self.given_event_count
+        kept = self._kept
+        return len(self.events) if kept is None else len(kept)
 
     @functools.cached_property
     def _lengths(self) -> list[int]:
@@ -148,9 +153,13 @@ class WindowFacts:
 
     @functools.cached_property
     def _key_counts(self) -> list[int]:
-        kept = self._kept
-        found = Counter(self.keys[0] if kept is None else map(self.keys[0].__getitem__, kept))
-        return [found.get(code, 0) for code in range(len(self.keys[1]))]
+        # membership is all that counts here: analyze's count of the events in the window may say all are
+        kept = None if self.given_event_count == len(self.events) else self._kept
+        keys, n_keys = self.keys[0], len(self.keys[1])
+        if kept is None and n_keys <= 16 and isinstance(keys, list):  # a few kernels: list.count runs in C
+            return [keys.count(code) for code in range(n_keys)]
+        found = Counter(keys if kept is None else map(keys.__getitem__, kept))
+        return [found.get(code, 0) for code in range(n_keys)]
 
     def counts(self, wanted: Sequence[bool]) -> list[tuple[str, int]]:
         """(name, events) of each (name, kind) pair where ``wanted[pair]``, most events first."""
