@@ -139,3 +139,11 @@ def test_loop(gpu):
                                 "FAILED: 1 regression(s) in 1 test(s) (limits: findings.launch-bound:0)"])
     other_rule = run(pytester, "--gpu-util", "--gpu-util-compare", "base", "--gpu-util-fail", "findings.host-sync:0")
     assert other_rule.ret == 0, output(other_rule)
+
+
+def test_findings_travel_from_xdist_workers(suite: pytest.Pytester) -> None:
+    result = run(suite, "--gpu-util", "-n", "2")
+    result.assert_outcomes(passed=5)
+    got = records(suite)
+    assert "launch-bound" in rules(got["test_launch_bound"]) and got["test_cpu_only"]["findings"] == []
+    result.stdout.fnmatch_lines(["*findings: what to fix (pytest-gpuutil)*"])
