@@ -27,7 +27,7 @@ def test_json_has_the_findings_of_each_trace():
 def test_the_table_ends_each_trace_with_its_findings():
     res = gpuutil("analyze", FINDINGS / "pageable_copies.json.gz", FINDINGS / "tf32_matmul.json.gz")
     pageable, tf32 = res.stdout.split("== ")[1:]
-    assert "findings (what to fix):\n  pageable-memcpy [high]: 12 copies from or to pageable host memory" in pageable
+    assert "findings (what to fix):\n  pageable-memcpy [medium]: 10 copies from or to pageable host memory" in pageable
     assert "      fix: pin the host memory" in pageable
     assert "findings: none" in tf32
 
