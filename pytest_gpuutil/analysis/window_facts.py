@@ -24,7 +24,6 @@ import bisect
 import functools
 import operator
 from collections import Counter
-from dataclasses import dataclass
 from itertools import accumulate, compress
 from typing import Any, NamedTuple, Optional, Sequence
 
@@ -79,20 +78,24 @@ class KeyTotals(NamedTuple):
     total_ns: int
 
 
-@dataclass(frozen=True)
 class WindowFacts:
-    """One window's events, with what the rules read computed on first use."""
+    """One window's events, with what the rules read computed on first use (never changed after).
 
-    events: GpuColumns
-    window: Window
-    classifier: KernelClassifier
-    syncs: Optional[SyncColumns] = None
-    #: waits that start at or after this (the capture's own closing synchronize) are not the test's
-    sync_end_ns: Optional[int] = None
-    #: the window's timeline, when analyze already built it (see :func:`timeline_of`)
-    given_timeline: Optional[Timeline] = None
-    #: how many events overlap the window, when analyze already counted them
-    given_event_count: Optional[int] = None
+    ``syncs``: the host's waits; ``sync_end_ns``: waits that start from then on (the capture's own
+    closing synchronize) are not the test's; ``given_timeline`` and ``given_event_count``: what
+    analyze already found for the same window (see :func:`timeline_of`).
+    """
+
+    def __init__(self, events: GpuColumns, window: Window, classifier: KernelClassifier,
+                 syncs: Optional[SyncColumns] = None, sync_end_ns: Optional[int] = None,
+                 given_timeline: Optional[Timeline] = None, given_event_count: Optional[int] = None):
+        self.events = events
+        self.window = window
+        self.classifier = classifier
+        self.syncs = syncs
+        self.sync_end_ns = sync_end_ns
+        self.given_timeline = given_timeline
+        self.given_event_count = given_event_count
 
     @property
     def window_ns(self) -> int:
