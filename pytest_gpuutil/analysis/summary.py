@@ -298,8 +298,8 @@ def _numpy_figures(cols: GpuColumns, win: Window, pair_codes: "np.ndarray", key_
         order = on_dev[np.argsort(starts[on_dev], kind="stable")]
         s, e, c, st = starts[order], ends[order], cats[order], strs[order]
         block_starts, block_ends = blocks(s, e)
-        device_blocks.append((block_starts, block_ends))
         dev_busy = int((block_ends - block_starts).sum())
+        device_blocks.append((block_starts, block_ends, dev_busy))
         busy_ns += dev_busy
         name = device_names[d]
         device_stats.append(DeviceStat(name, dev_busy / 1000, pct(dev_busy, win.duration_ns), int(order.size)))
@@ -389,8 +389,8 @@ def _plain_figures(cols: GpuColumns, win: Window, pair_codes: list[int], key_kin
         s, e = list(map(starts.__getitem__, order)), list(map(ends.__getitem__, order))
         c, st = list(map(cat_of_event.__getitem__, order)), list(map(str_codes.__getitem__, order))
         block_starts, block_ends = plain_blocks(s, e)
-        device_blocks.append((block_starts, block_ends))
         dev_busy = sum(block_ends) - sum(block_starts)
+        device_blocks.append((block_starts, block_ends, dev_busy))
         busy_ns += dev_busy
         name = device_names[d]
         device_stats.append(DeviceStat(name, dev_busy / 1000, pct(dev_busy, win.duration_ns), len(order)))

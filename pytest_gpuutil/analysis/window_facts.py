@@ -339,26 +339,27 @@ def _text_codes(ids: Sequence[Any]) -> tuple[list[int], list[str]]:
     return list(map(text_codes.__getitem__, codes)), texts
 
 
-def timeline_of(window: Window, devices: Sequence[tuple[Sequence[int], Sequence[int]]],
+def timeline_of(window: Window, devices: Sequence[tuple[Any, ...]],
                 kernel_lengths: Optional[Sequence[int]] = None) -> Timeline:
     """A :class:`Timeline` from each device's blocks (sorted disjoint starts and ends; lists or int64
-    arrays), as :func:`~pytest_gpuutil.analysis.summary.analyze` finds them."""
+    arrays), as :func:`~pytest_gpuutil.analysis.summary.analyze` finds them, and their busy time
+    when already summed (``(starts, ends)`` or ``(starts, ends, busy)``)."""
     ws, we = window.start_ns, window.end_ns
     busy = before = between = after = 0
     gaps: list[int] = []
     all_starts: list[Any] = []
     all_ends: list[Any] = []
-    for block_starts, block_ends in devices:
+    for block_starts, block_ends, *known in devices:
         if not len(block_starts):
             continue
         if hasattr(block_starts, "dtype"):
             dev_gaps = block_starts[1:] - block_ends[:-1]
             dev_gaps = dev_gaps[dev_gaps > 0].tolist()
-            busy += int((block_ends - block_starts).sum())
+            busy += known[0] if known else int((block_ends - block_starts).sum())
             first, last = int(block_starts[0]), int(block_ends[-1])
         else:
             dev_gaps = list(filter(None, map(operator.sub, block_starts[1:], block_ends)))
-            busy += sum(block_ends) - sum(block_starts)
+            busy += known[0] if known else sum(block_ends) - sum(block_starts)
             first, last = block_starts[0], block_ends[-1]
         before += first - ws
         after += we - last
