@@ -131,18 +131,24 @@ MEDIAN_SAMPLE = 5_000
 def _median(values: Sequence[int]) -> float:
     """The lower median (the ⌈n/2⌉-th smallest); of an evenly spaced sample of a long sequence."""
     step = max(1, len(values) // MEDIAN_SAMPLE)
-    ordered = sorted(values[::step])
+    ordered = sorted(values[::step].tolist() if hasattr(values, "tolist") else values[::step])
     return float(ordered[(len(ordered) - 1) // 2])
+
+
+def _at_most(values: Sequence[int], limit: float) -> int:
+    """How many values are at most ``limit`` (a list: in C through map; an array: numpy)."""
+    return int((values <= limit).sum()) if hasattr(values, "dtype") else sum(map(limit.__ge__, values))
 
 
 def _median_at_most(values: Sequence[int], limit: float) -> bool:
     """Whether the lower median of ``values`` is at most ``limit``: exactly, by counting (no sort)."""
-    return sum(map(limit.__ge__, values)) >= (len(values) + 1) // 2
+    return _at_most(values, limit) >= (len(values) + 1) // 2
 
 
 def _median_below(values: Sequence[int], limit: float) -> bool:
     """Whether the lower median of ``values`` is under ``limit``, exactly."""
-    return sum(map(limit.__gt__, values)) >= (len(values) + 1) // 2
+    below = int((values < limit).sum()) if hasattr(values, "dtype") else sum(map(limit.__gt__, values))
+    return below >= (len(values) + 1) // 2
 
 
 def _pct(part: float, whole: float) -> float:
@@ -175,7 +181,7 @@ def _pageable(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[str, 
         "pin the host memory (tensor.pin_memory(), DataLoader(pin_memory=True)) and copy with non_blocking=True, "
         "or create the tensors on the GPU (device='cuda')",
         facts.pct_of_window(total), copies=copies, total_us=_us(total), share_of_busy_pct=round(share, 1),
-        longest_us=_us(max(facts.lengths_of(wanted))), by_name=by_name)
+        longest_us=_us(int(max(facts.lengths_of(wanted)))), by_name=by_name)
 
 
 # -- host-sync ----------------------------------------------------------------------------------
@@ -211,7 +217,7 @@ def _launch_bound(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[s
     timeline = facts.timeline
     busy_pct = facts.busy_pct
     gaps = timeline.gaps_ns
-    if (busy_pct >= limits["max_busy_pct"].value or not gaps
+    if (busy_pct >= limits["max_busy_pct"].value or not len(gaps)
             or not _median_at_most(gaps, limits["max_median_gap_us"].value * 1000)
             or _median_below(gaps, limits["min_median_gap_us"].value * 1000)):
         return None

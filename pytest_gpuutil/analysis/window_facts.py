@@ -17,6 +17,9 @@ few events never imports numpy. Definitions follow :func:`~pytest_gpuutil.analys
 
 :func:`~pytest_gpuutil.analysis.summary.analyze` builds the same :class:`Timeline` in the pass it
 makes anyway (sorted events, their blocks); given one, the rules do not sort the events again.
+Events in int64 arrays (what the live capture gives, and big traces) are looked at with numpy,
+events in lists (small traces, where numpy is not loaded) in plain Python: the same figures (the
+tests compare both ways on every recording).
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from itertools import accumulate, compress
 from typing import Any, NamedTuple, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
+from pytest_gpuutil.analysis.intervals import blocks as array_blocks
 from pytest_gpuutil.traces.model import CodedColumn, GpuColumns, SyncColumns, Window
 
 KERNEL = "kernel"
@@ -42,8 +46,9 @@ class Timeline(NamedTuple):
     idle_before_ns: int
     idle_between_ns: int
     idle_after_ns: int
-    #: the stretches with no work between two pieces of work, every device's (ns, > 0)
-    gaps_ns: tuple[int, ...]
+    #: the stretches with no work between two pieces of work, every device's (ns, > 0; a tuple, or
+    #: an int64 array where the blocks were arrays on one device)
+    gaps_ns: Sequence[int]
     #: the union of all devices' work, as sorted disjoint blocks: their starts and their ends
     any_busy_starts: Sequence[int]
     any_busy_ends: Sequence[int]
@@ -96,17 +101,24 @@ class WindowFacts:
         self.sync_end_ns = sync_end_ns
         self.given_timeline = given_timeline
         self.given_event_count = given_event_count
+        #: the events are int64 arrays: numpy does the work (loaded already)
+        self.arrays = hasattr(events.starts_ns, "dtype")
 
     @property
     def window_ns(self) -> int:
         return self.window.duration_ns
 
     @functools.cached_property
-    def _kept(self) -> Optional[list[int]]:
+    def _kept(self) -> Optional[Sequence[int]]:
         """The indices of the events in the window; None when all of them are (nothing reaches outside)."""
         cols = self.events
-        starts, durs = _ints(cols.starts_ns), _ints(cols.durs_ns)
         ws, we = self.window.start_ns, self.window.end_ns
+        if self.arrays:
+            starts, ends = cols.starts_ns, cols.starts_ns + cols.durs_ns
+            if not len(starts) or (starts.min() >= ws and ends.max() <= we):
+                return None
+            return (~((starts > we) | (ends < ws) | ((ends == ws) & (cols.durs_ns > 0)))).nonzero()[0]
+        starts, durs = _ints(cols.starts_ns), _ints(cols.durs_ns)
         if not starts or (min(starts) >= ws and max(map(operator.add, starts, durs)) <= we):
             return None
         return [i for i, (s, d) in enumerate(zip(starts, durs)) if not (s > we or s + d < ws or (s + d == ws and d > 0))]
@@ -116,8 +128,14 @@ class WindowFacts:
         """(key code, device code, clipped start, clipped end) columns of the events in the window
         (device codes are built on first use)."""
         cols = self.events
-        starts, durs = _ints(cols.starts_ns), _ints(cols.durs_ns)
         keys, kept = self.keys[0], self._kept
+        if self.arrays:
+            starts, ends = cols.starts_ns, cols.starts_ns + cols.durs_ns
+            if kept is None:
+                return keys, _LazyDevices(cols.devices, None), starts, ends
+            ws, we = self.window.start_ns, self.window.end_ns
+            return (keys[kept], _LazyDevices(cols.devices, kept), starts[kept].clip(min=ws), ends[kept].clip(max=we))
+        starts, durs = _ints(cols.starts_ns), _ints(cols.durs_ns)
         ends = list(map(operator.add, starts, durs))
         if kept is None:
             return keys, _LazyDevices(cols.devices, None), starts, ends
@@ -129,11 +147,21 @@ class WindowFacts:
     def keys(self) -> tuple[Sequence[int], list[str], list[str]]:
         """Each event's code for its (name, kind) pair, and the pairs' names and kinds."""
         names, kinds = self.events.names, self.events.kinds
+        codes: Sequence[int]
         if isinstance(names, CodedColumn) and isinstance(kinds, CodedColumn) and names.codes is kinds.codes:
             pair_of_code, pairs = _codes(list(zip(names.values, kinds.values)))
-            codes: Sequence[int] = list(map(pair_of_code.__getitem__, _ints(names.codes)))
+            if self.arrays:
+                import numpy as np
+
+                codes = np.asarray(pair_of_code, dtype=np.int64)[np.asarray(names.codes, dtype=np.int64)]
+            else:
+                codes = list(map(pair_of_code.__getitem__, _ints(names.codes)))
         else:
             codes, pairs = _codes(list(zip(names, kinds)))
+            if self.arrays:
+                import numpy as np
+
+                codes = np.asarray(codes, dtype=np.int64)
         return codes, [n for n, _ in pairs], [k for _, k in pairs]
 
     @functools.cached_property
@@ -150,15 +178,19 @@ class WindowFacts:
         return len(self.events) if kept is None else len(kept)
 
     @functools.cached_property
-    def _lengths(self) -> list[int]:
+    def _lengths(self) -> Sequence[int]:
         _, _, starts, ends = self._rows
-        return list(map(operator.sub, ends, starts))
+        return ends - starts if self.arrays else list(map(operator.sub, ends, starts))
 
     @functools.cached_property
     def _key_counts(self) -> list[int]:
         # membership is all that counts here: analyze's count of the events in the window may say all are
         kept = None if self.given_event_count == len(self.events) else self._kept
         keys, n_keys = self.keys[0], len(self.keys[1])
+        if self.arrays:
+            import numpy as np
+
+            return np.bincount(keys if kept is None else keys[kept], minlength=n_keys).tolist()
         if kept is None and n_keys <= 16 and isinstance(keys, list):  # a few kernels: list.count runs in C
             return [keys.count(code) for code in range(n_keys)]
         found = Counter(keys if kept is None else map(keys.__getitem__, kept))
@@ -182,7 +214,12 @@ class WindowFacts:
             return []
         keys, lengths = self._rows[0], self._lengths
         _, names, kinds = self.keys
-        if len(picked) == 1:
+        if self.arrays:
+            import numpy as np
+
+            sums = np.bincount(keys, weights=lengths, minlength=len(names)) if len(keys) else np.zeros(len(names))
+            totals = {c: int(sums[c]) for c in picked}
+        elif len(picked) == 1:
             totals = {picked[0]: sum(compress(lengths, map(picked[0].__eq__, keys)))}
         else:
             totals = dict.fromkeys(picked, 0)
@@ -196,6 +233,8 @@ class WindowFacts:
         that last at least ``min_length``, and how many events that is. Never more than the
         category statistics' time for the categories those pairs are in (their union)."""
         keys, devices, starts, ends = self._rows
+        if self.arrays:
+            return self._array_union(wanted, min_length)
         rows = [i for i in compress(range(len(keys)), map(wanted.__getitem__, keys)) if ends[i] - starts[i] >= min_length]
         devices = devices.codes() if rows else []
         by_device: dict[int, list[int]] = {}
@@ -208,8 +247,30 @@ class WindowFacts:
             total += sum(map(operator.sub, block_ends, block_starts))
         return total, len(rows)
 
-    def lengths_of(self, wanted: Sequence[bool]) -> list[int]:
+    def _array_union(self, wanted: Sequence[bool], min_length: int) -> tuple[int, int]:
+        import numpy as np
+
+        keys, devices, starts, ends = self._rows
+        chosen = np.asarray(wanted, dtype=bool)[keys] & (ends - starts >= min_length) if len(keys) else keys.astype(bool)
+        rows = chosen.nonzero()[0]
+        if not rows.size:
+            return 0, 0
+        device_of = np.asarray(devices.codes(), dtype=np.int64)[rows]
+        total = 0
+        for device in np.unique(device_of).tolist():
+            on = rows[device_of == device]
+            order = on[np.argsort(starts[on], kind="stable")]
+            block_starts, block_ends = array_blocks(starts[order], ends[order])
+            total += int((block_ends - block_starts).sum())
+        return total, int(rows.size)
+
+    def lengths_of(self, wanted: Sequence[bool]) -> Sequence[int]:
         """The clipped lengths of the events whose (name, kind) pair is ``wanted``."""
+        if self.arrays:
+            import numpy as np
+
+            keys = self._rows[0]
+            return self._lengths[np.asarray(wanted, dtype=bool)[keys]] if len(keys) else self._lengths
         return list(compress(self._lengths, map(wanted.__getitem__, self._rows[0])))
 
     @functools.cached_property
@@ -221,13 +282,15 @@ class WindowFacts:
     def kernel_lengths(self) -> Sequence[int]:
         given = self.given_timeline
         if given is not None and given.kernel_lengths is not None:
-            return _ints(given.kernel_lengths)
+            return given.kernel_lengths
         return self.lengths_of(self.is_kernel)
 
     @functools.cached_property
     def timeline(self) -> Timeline:
         if self.given_timeline is not None:
             return self.given_timeline
+        if self.arrays:
+            return self._array_timeline()
         _, devices, starts, ends = self._rows
         ws, we = self.window.start_ns, self.window.end_ns
         by_device: dict[int, list[int]] = {}
@@ -247,6 +310,20 @@ class WindowFacts:
                 order = sorted(range(len(s)), key=s.__getitem__)
                 s, e = list(map(s.__getitem__, order)), list(map(e.__getitem__, order))
             found.append(_blocks(s, e))
+        return timeline_of(self.window, found)
+
+    def _array_timeline(self) -> Timeline:
+        import numpy as np
+
+        _, devices, starts, ends = self._rows
+        if not len(starts):
+            return timeline_of(self.window, [])
+        codes = np.asarray(devices.codes(), dtype=np.int64)
+        found = []
+        for device in np.unique(codes).tolist():
+            on = (codes == device).nonzero()[0]
+            order = on[np.argsort(starts[on], kind="stable")]
+            found.append(array_blocks(starts[order], ends[order]))
         return timeline_of(self.window, found)
 
     @property
@@ -333,6 +410,11 @@ def _text_codes(ids: Sequence[Any]) -> tuple[list[int], list[str]]:
     """Each event's code for the text of its device id (device 0 and "0" are one device)."""
     if isinstance(ids, CodedColumn):
         codes, distinct = _ints(ids.codes), list(ids.values)
+    elif hasattr(ids, "dtype"):  # an array of ids: numpy finds the distinct ones
+        import numpy as np
+
+        values, inverse = np.unique(ids, return_inverse=True)
+        codes, distinct = inverse.ravel().tolist(), values.tolist()
     else:
         codes, distinct = _codes(_ints(ids))
     text_codes, texts = _codes([str(v) for v in distinct])
@@ -346,7 +428,7 @@ def timeline_of(window: Window, devices: Sequence[tuple[Any, ...]],
     when already summed (``(starts, ends)`` or ``(starts, ends, busy)``)."""
     ws, we = window.start_ns, window.end_ns
     busy = before = between = after = 0
-    gaps: list[int] = []
+    gaps: list[Any] = []  # per device: a list, or an array (kept so: the rules count them with numpy)
     all_starts: list[Any] = []
     all_ends: list[Any] = []
     for block_starts, block_ends, *known in devices:
@@ -354,17 +436,18 @@ def timeline_of(window: Window, devices: Sequence[tuple[Any, ...]],
             continue
         if hasattr(block_starts, "dtype"):
             dev_gaps = block_starts[1:] - block_ends[:-1]
-            dev_gaps = dev_gaps[dev_gaps > 0].tolist()
+            dev_gaps = dev_gaps[dev_gaps > 0]
             busy += known[0] if known else int((block_ends - block_starts).sum())
+            between += int(dev_gaps.sum())
             first, last = int(block_starts[0]), int(block_ends[-1])
         else:
             dev_gaps = list(filter(None, map(operator.sub, block_starts[1:], block_ends)))
             busy += known[0] if known else sum(block_ends) - sum(block_starts)
+            between += sum(dev_gaps)
             first, last = block_starts[0], block_ends[-1]
         before += first - ws
         after += we - last
-        between += sum(dev_gaps)
-        gaps.extend(dev_gaps)
+        gaps.append(dev_gaps)
         all_starts.append(block_starts)
         all_ends.append(block_ends)
     if len(all_starts) == 1:
@@ -374,4 +457,8 @@ def timeline_of(window: Window, devices: Sequence[tuple[Any, ...]],
         flat_e = [v for part in all_ends for v in _ints(part)]
         order = sorted(range(len(flat_s)), key=flat_s.__getitem__)
         any_starts, any_ends = _blocks(list(map(flat_s.__getitem__, order)), list(map(flat_e.__getitem__, order)))
-    return Timeline(len(all_starts), busy, before, between, after, tuple(gaps), any_starts, any_ends, kernel_lengths)
+    if len(gaps) == 1 and hasattr(gaps[0], "dtype"):
+        all_gaps: Sequence[int] = gaps[0]
+    else:
+        all_gaps = tuple(v for part in gaps for v in _ints(part))
+    return Timeline(len(all_starts), busy, before, between, after, all_gaps, any_starts, any_ends, kernel_lengths)

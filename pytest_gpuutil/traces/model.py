@@ -142,15 +142,20 @@ class GpuColumns:
 
     def take(self, indices: Sequence[int]) -> "GpuColumns":
         """The events at ``indices`` (coded columns stay coded and keep sharing their codes)."""
-        rows = list(indices.tolist() if hasattr(indices, "tolist") else indices)
-        shared: dict[int, list[int]] = {}
+        array = indices if hasattr(indices, "dtype") else None  # numpy indices: numpy columns take them as they are
+        rows = list(indices.tolist() if array is not None else indices)
+        shared: dict[int, Any] = {}
 
         def pick(column: Sequence[Any]) -> Sequence[Any]:
             if isinstance(column, CodedColumn):
-                codes = shared.setdefault(id(column.codes), [column.codes[i] for i in rows])
+                codes = shared.get(id(column.codes))
+                if codes is None:
+                    source = column.codes
+                    codes = shared[id(source)] = (source.take(rows if array is None else array) if hasattr(source, "take")
+                                                  else [source[i] for i in rows])
                 return CodedColumn(codes, column.values)
             if hasattr(column, "take"):  # numpy arrays
-                return column.take(rows)
+                return column.take(rows if array is None else array)
             return [column[i] for i in rows]
 
         return GpuColumns(pick(self.names), pick(self.kinds), pick(self.devices), pick(self.streams),

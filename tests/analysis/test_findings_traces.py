@@ -88,7 +88,10 @@ def test_rules_on_traces(name: str) -> None:
 @pytest.mark.parametrize("name", LIVE)
 def test_rules_on_live_capture_windows(name: str) -> None:
     events, window, syncs, cutoff = live_window(name)
-    assert_expected(name, list(find(events, window, syncs=syncs, sync_end_ns=cutoff)))
+    found = find(events, window, syncs=syncs, sync_end_ns=cutoff)
+    assert_expected(name, list(found))
+    # as the capture holds them: int64 arrays (the numpy way gives the same findings)
+    assert find(as_arrays(events), window, syncs=syncs, sync_end_ns=cutoff) == found
 
 
 def test_the_captures_closing_synchronize_is_left_out() -> None:
@@ -138,3 +141,36 @@ def test_older_traces_show_what_they_hold() -> None:
     assert "pageable-memcpy" not in rules["memcpy_h2d_d2h.json.gz"]  # pinned copies
     # a kernel, torch.cuda.synchronize(), a sleep: the GPU idles after each of the 13 waits
     assert rules["duty_cycle_25.json.gz"] == {"host-sync"} and rules["idle_no_gpu_work.json.gz"] == set()
+
+
+def as_arrays(columns: GpuColumns) -> GpuColumns:
+    """The same events as the live capture holds them: int64 arrays, names and kinds coded together."""
+    import numpy as np
+
+    from pytest_gpuutil.traces.model import CodedColumn
+
+    pairs = list(dict.fromkeys(zip(columns.names, columns.kinds)))
+    code_of = {pair: i for i, pair in enumerate(pairs)}
+    codes = np.asarray([code_of[pair] for pair in zip(columns.names, columns.kinds)], dtype=np.int64)
+    return GpuColumns(CodedColumn(codes, [n for n, _ in pairs]), CodedColumn(codes, [k for _, k in pairs]),
+                      np.asarray([int(d) for d in columns.devices], dtype=np.int64),
+                      np.asarray([int(s) for s in columns.streams], dtype=np.int64),
+                      np.asarray(columns.starts_ns, dtype=np.int64), np.asarray(columns.durs_ns, dtype=np.int64))
+
+
+@pytest.mark.parametrize("path", OLDER + sorted(FINDINGS.glob("*.json.gz")), ids=lambda p: p.name)
+def test_arrays_and_lists_give_the_same_findings(path: Path) -> None:
+    """The numpy way (live capture, big traces) and the plain-Python way (small traces) agree,
+    with and without analyze's timeline; on windows cut through the middle of the trace too."""
+    trace = read_trace(path)
+    if not all(str(d).lstrip("-").isdigit() for d in set(trace.columns.devices)):
+        pytest.skip("device ids that are not numbers")
+    arrays = as_arrays(trace.columns)
+    summary = analyze(trace)
+    window = summary.window
+    middle = Window(window.start_ns + window.duration_ns // 3, window.end_ns - window.duration_ns // 4, "test_call")
+    for win in (window, middle):
+        plain = [f.to_dict() for f in find(trace.columns, win, syncs=trace.syncs)]
+        assert [f.to_dict() for f in find(arrays, win, syncs=trace.syncs)] == plain, win
+    with_summary = [f.to_dict() for f in find_in_trace(trace, summary=summary)]
+    assert with_summary == [f.to_dict() for f in find(arrays, window, syncs=trace.syncs)]
