@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 if TYPE_CHECKING:
     from pytest_gpuutil.analysis.classify import KernelClassifier
+    from pytest_gpuutil.analysis.rules import Finding
     from pytest_gpuutil.analysis.windows import WindowStats
     from pytest_gpuutil.capture.continuous import ContinuousCapture, EventSource
     from pytest_gpuutil.capture.flush_policy import FlushPolicy
     from pytest_gpuutil.capture.memory import DeviceMemory, MemoryMeter
     from pytest_gpuutil.capture.profiler import RegionProfiler
-    from pytest_gpuutil.traces.model import GpuColumns, Window
+    from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
 CONTINUOUS = "continuous"
 PER_TEST = "per_test"
@@ -48,6 +49,10 @@ class TestProfile:
     events: Optional[GpuColumns] = None
     #: the per-test torch.profiler session, kept for a trace file (per-test profiling)
     profiler: Optional[RegionProfiler] = None
+    #: what to fix (None: findings were not looked for)
+    findings: Optional[tuple[Finding, ...]] = None
+    #: the host's waits in the window, kept with ``events`` for a trace file
+    syncs: Optional[SyncColumns] = None
 
 
 @dataclass(frozen=True)
@@ -76,8 +81,12 @@ class Measurement:
     """Per-test measurement of one process (a plain run or one xdist worker)."""
 
     def __init__(self, classifier: KernelClassifier, keep_events: bool, cpu_activity: bool, policy: FlushPolicy,
-                 use_cupti: bool = True, memory_history: bool = False):
+                 use_cupti: bool = True, memory_history: bool = False, findings: bool = False,
+                 findings_ignore: frozenset[str] = frozenset()):
         self.classifier = classifier
+        #: look for findings in each test (CUPTI then also records the host's waits), leaving out these rules
+        self.findings = findings
+        self.findings_ignore = findings_ignore
         self.memory_history = memory_history
         #: GPU memory counters, when CUDA is there (with any way of measuring, or none)
         self.meter: Optional[MemoryMeter] = None
@@ -127,7 +136,7 @@ class Measurement:
             from pytest_gpuutil.capture.cupti import CuptiError, CuptiSource
 
             try:
-                source = CuptiSource(demangle=getattr(torch._C, "_demangle", None))
+                source = CuptiSource(demangle=getattr(torch._C, "_demangle", None), host_syncs=self.findings)
             except CuptiError as exc:
                 self.fallback_reason = f"CUPTI not usable ({exc}): each test profiled with torch.profiler (slower)"
         if source is None:
@@ -143,6 +152,8 @@ class Measurement:
             synchronize=torch.cuda.synchronize if cuda else (lambda: None),
             profiler_active=(lambda: bool(enabled())) if enabled is not None else (lambda: False),
             keep_events=self.keep_events,
+            findings=self.findings,
+            findings_ignore=self.findings_ignore,
         )
         self.mode = CONTINUOUS
         self.source_name = source.name
@@ -167,7 +178,8 @@ class Measurement:
 
             began = time.perf_counter()
             profiler = RegionProfiler(self.classifier, cuda=self.cuda, cpu_activity=self.cpu_activity,
-                                      keep=self.keep_events)
+                                      keep=self.keep_events, findings=self.findings,
+                                      findings_ignore=self.findings_ignore)
             try:
                 profiler.start()
             except Exception as exc:  # noqa: BLE001 - profiling must never fail the test
@@ -198,7 +210,8 @@ class Measurement:
         stats = WindowStats.from_summary(region.summary) if region.summary is not None and self.cuda else None
         cost_ms = (self._begun.pop(nodeid, 0.0) + time.perf_counter() - began) * 1000
         return TestProfile(region.wall_ms, stats, region.note, cost_ms, region.window,
-                           profiler=profiler if profiler.prof is not None else None)
+                           profiler=profiler if profiler.prof is not None else None,
+                           findings=region.findings if stats is not None else None)
 
     def _end_memory(self, nodeid: str) -> None:
         started = self._memory_start.pop(nodeid, None)
@@ -239,5 +252,6 @@ class Measurement:
 def _profiles(results: list[Any]) -> dict[str, TestProfile]:
     """TestProfiles, by node id, from a continuous capture's WindowResults."""
     return {r.key: TestProfile(r.wall_ms, r.stats, r.note, r.measure_ms,
-                               r.stats.window if r.stats is not None else None, r.events)
+                               r.stats.window if r.stats is not None else None, r.events,
+                               findings=r.findings, syncs=r.syncs)
             for r in results}

@@ -16,6 +16,7 @@ from pytest_gpuutil.capture.flush_policy import FlushPolicy
 
 TRACE_MODES = ("none", "failed", "all")
 SOURCES = ("cupti", "torch")
+SWITCH = ("on", "off")
 
 
 def non_negative_int(text: str) -> int:
@@ -40,6 +41,23 @@ def event_source(text: str) -> str:
     if value not in SOURCES:
         raise argparse.ArgumentTypeError(f"expected one of {', '.join(SOURCES)}, got {text!r}")
     return value
+
+
+def on_off(text: str) -> bool:
+    value = str(text).strip().lower()
+    if value not in SWITCH:
+        raise argparse.ArgumentTypeError(f"expected on or off, got {text!r}")
+    return value == "on"
+
+
+def rule_ids(text: str) -> frozenset[str]:
+    """Findings rule ids, comma- or space-separated."""
+    from pytest_gpuutil.analysis.findings import parse_rule_ids  # only when the option is used
+
+    try:
+        return parse_rule_ids(str(text), "expected findings rule ids")
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).replace("expected findings rule ids: ", "")) from None
 
 
 def table_list(text: str) -> tuple[str, ...]:
@@ -137,6 +155,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "a regression only outside their noise", kind="optional", parse=baseline_spec, metavar="NAME|PATH|history"),
     OptionSpec("--gpu-util-fail", "what counts as a regression, one expression per use (repeatable; a value may also hold "
                "several, comma-separated), e.g. --gpu-util-fail busy_pct:5 --gpu-util-fail gpu_busy_ms:10% "
+               "--gpu-util-fail findings:0 (a finding the baseline did not have; findings.RULE:0 for one rule) "
                "(default busy_pct:5 mm_conv_pct:5 gpu_busy_ms:10%)", kind="append", parse=fail_expressions, metavar="EXPR"),
     OptionSpec("--gpu-util-compare-strict", "fail when there is no baseline to compare with", kind="flag", default=False),
     OptionSpec("--gpu-util-compare-any-machine", "compare even with a baseline from another GPU model", kind="flag", default=False),
@@ -155,6 +174,11 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("--gpu-util-history-runs", "with --gpu-util-compare history: each test's last N runs (default 5)",
                parse=positive_int, default=5, metavar="N"),
     OptionSpec("--gpu-util-pin", "under pytest-xdist, pin worker i to GPU i mod count (sets CUDA_VISIBLE_DEVICES)", kind="flag", default=False),
+    OptionSpec("--gpu-util-findings", "say what to fix in each test (pageable copies, host syncs, launch-bound loops, fp32 "
+               "matmuls, an idle GPU, ...): on (the default) or off; off also stops recording the host's waits",
+               parse=on_off, default=True, metavar="on|off"),
+    OptionSpec("--gpu-util-findings-ignore", "findings rules to leave out, comma-separated, e.g. gpu-idle,memcpy-dominant",
+               parse=rule_ids, default=frozenset(), metavar="RULE,RULE"),
 )
 
 #: ini-only keys: (name, type, help)
@@ -311,6 +335,9 @@ class Settings:
     history: Optional[str] = None
     #: earlier runs a test is compared with under --gpu-util-compare history
     history_runs: int = 5
+    #: look for findings in each test, leaving out these rules
+    findings: bool = True
+    findings_ignore: frozenset[str] = frozenset()
 
 
 #: Options that turn measuring on when given on the command line, as --gpu-util does (their ini
@@ -358,4 +385,6 @@ def read_settings(getoption: Callable[[str], Any], getini: Callable[[str], Any])
         history=None if values["gpu_util_history"] is None else "" if values["gpu_util_history"] == COMPARE_LATEST
         else values["gpu_util_history"],
         history_runs=values["gpu_util_history_runs"],
+        findings=values["gpu_util_findings"],
+        findings_ignore=values["gpu_util_findings_ignore"],
     )

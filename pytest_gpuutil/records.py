@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 #: The TestRecord fields that hold a measured number (None when nothing was measured).
 NUMERIC_FIELDS = (
@@ -26,8 +26,9 @@ NUMERIC_FIELDS = (
 MAPPING_FIELDS = ("gpu_busy_us_by_device", "categories", "kernel_bench", "gpu_trace", "memory_by_device")
 #: The TestRecord fields that hold a sequence of mappings (not in the CSV).
 LIST_FIELDS = ("top_kernels", "idle_gaps")
-#: Columns of gpu_util.csv, in order. Every TestRecord field that is a scalar.
-CSV_COLUMNS = ("test", "outcome", *NUMERIC_FIELDS, "top_kernel", "devices", "worker")
+#: Columns of gpu_util.csv, in order. Every TestRecord field that is a scalar (``findings``: the rule
+#: ids, space-separated).
+CSV_COLUMNS = ("test", "outcome", *NUMERIC_FIELDS, "top_kernel", "devices", "worker", "findings")
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,15 @@ class TestRecord:
     memory_by_device: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     #: why GPU fields are empty ("no CUDA device", "profiler already active", ...), else ""
     note: str = ""
+    #: what to fix, one per rule that fired: {"rule", "severity", "message", "fix", "impact_pct",
+    #: "evidence"} (see pytest_gpuutil.analysis.rules.Finding); None: findings were not looked for
+    #: (turned off, not measured, or a file written before findings existed)
+    findings: Optional[tuple[Mapping[str, Any], ...]] = None
+
+    @property
+    def finding_rules(self) -> tuple[str, ...]:
+        """The ids of the rules that fired (empty when none did or findings were not looked for)."""
+        return tuple(str(f.get("rule", "")) for f in self.findings or ())
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (shallow copies: records are never changed after they are made)."""
@@ -92,6 +102,8 @@ class TestRecord:
             data[name] = {k: dict(v) if isinstance(v, Mapping) else v for k, v in data[name].items()}
         for name in LIST_FIELDS:
             data[name] = [dict(item) for item in data[name]]
+        if self.findings is not None:
+            data["findings"] = [{**f, "evidence": dict(f.get("evidence") or {})} for f in self.findings]
         return data
 
     @classmethod
@@ -103,11 +115,16 @@ class TestRecord:
         for name in LIST_FIELDS:
             if name in kwargs:
                 kwargs[name] = tuple(dict(item) for item in kwargs[name] or () if isinstance(item, Mapping))
+        if "findings" in kwargs:
+            found = kwargs["findings"]
+            kwargs["findings"] = (tuple(dict(item) for item in found if isinstance(item, Mapping))
+                                  if isinstance(found, (list, tuple)) else None)
         return cls(**kwargs)
 
     def csv_row(self) -> dict[str, Any]:
-        row = {name: getattr(self, name) for name in CSV_COLUMNS}
+        row = {name: getattr(self, name) for name in CSV_COLUMNS if name != "findings"}
         row["devices"] = " ".join(self.devices)
+        row["findings"] = " ".join(self.finding_rules)
         return row
 
 

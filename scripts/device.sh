@@ -24,9 +24,15 @@ defstep() { ORDER+=("$1"); LIMIT[$1]=$2; TAIL[$1]=$3; WHAT[$1]=$4; }
 
 # --- the steps, in a sensible order for one call (overhead first, on a quiet GPU) -------------
 
-defstep overhead 200 11 "plugin overhead: benchmarks/bench_overhead.py, three suite shapes, plain vs --gpu-util, \$OVERHEAD_REPEATS (4) interleaved rounds"
+defstep overhead 200 11 "plugin overhead: benchmarks/bench_overhead.py, three suite shapes, plain vs --gpu-util, \$OVERHEAD_REPEATS (4) interleaved rounds (\$OVERHEAD_ARGS: more, e.g. --variant findings_off=--gpu-util-findings=off)"
 step_overhead() {
-  python3 benchmarks/bench_overhead.py --out "$W" --repeats "${OVERHEAD_REPEATS:-4}"
+  # shellcheck disable=SC2086 - OVERHEAD_ARGS holds several words on purpose
+  python3 benchmarks/bench_overhead.py --out "$W" --repeats "${OVERHEAD_REPEATS:-4}" ${OVERHEAD_ARGS:-}
+}
+
+defstep findings 240 40 "findings rules against workloads with and without each problem: validation/findings_truth.py (traces, live CUPTI windows, kind-38 cost, the plugin on both sources; into findings/)"
+step_findings() {
+  python3 validation/findings_truth.py "$W/findings"
 }
 
 defstep memory 40 12 "GPU memory truth: validation/memory_truth.py"

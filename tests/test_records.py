@@ -35,3 +35,25 @@ def test_the_csv_keeps_one_scalar_per_column() -> None:
     assert "top_kernels" not in CSV_COLUMNS and "idle_gaps" not in CSV_COLUMNS
     row = TestRecord("t", "passed", top_kernels=KERNELS).csv_row()
     assert set(row) == set(CSV_COLUMNS)
+
+
+FINDINGS = ({"rule": "host-sync", "severity": "high", "message": "the host waited 100 times", "fix": "drop .item()",
+             "impact_pct": 52.5, "evidence": {"waits": 100, "by_name": {"cudaStreamSynchronize": 100}}},
+            {"rule": "gpu-idle", "severity": "low", "message": "m", "fix": "f", "impact_pct": 10.0, "evidence": {}})
+
+
+def test_findings_go_through_json_and_back_and_into_the_csv() -> None:
+    record = TestRecord("t.py::test_a", "passed", findings=FINDINGS)
+    data = json.loads(json.dumps(record.to_dict()))
+    assert data["findings"] == list(FINDINGS)
+    assert TestRecord.from_dict(data) == record and record.finding_rules == ("host-sync", "gpu-idle")
+    assert record.csv_row()["findings"] == "host-sync gpu-idle" and CSV_COLUMNS[-1] == "findings"
+
+
+def test_findings_not_looked_for_stay_apart_from_none_found() -> None:
+    assert TestRecord.from_dict({"test": "t", "outcome": "passed"}).findings is None  # a file from before findings
+    assert TestRecord.from_dict({"test": "t", "outcome": "passed", "findings": []}).findings == ()
+    assert TestRecord.from_dict({"test": "t", "outcome": "passed", "findings": "x"}).findings is None
+    assert TestRecord.from_dict({"test": "t", "outcome": "passed", "findings": [FINDINGS[0], 3]}).findings == FINDINGS[:1]
+    assert json.loads(json.dumps(TestRecord("t", "passed").to_dict()))["findings"] is None
+    assert TestRecord("t", "passed").csv_row()["findings"] == ""

@@ -15,8 +15,9 @@ unions of intervals, which :mod:`~pytest_gpuutil.analysis.windows` shares, in ``
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from heapq import nlargest
+from itertools import compress
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from pytest_gpuutil.analysis.classify import (
@@ -50,6 +51,7 @@ from pytest_gpuutil.analysis.stats import (
     device_key,
     pct,
 )
+from pytest_gpuutil.analysis.window_facts import Timeline, timeline_of
 from pytest_gpuutil.traces.model import (
     GpuColumns,
     Trace,
@@ -80,6 +82,9 @@ class TraceSummary:
     idle_gaps: tuple[IdleGap, ...]
     overlap: Optional[Overlap]
     top_other: tuple[KernelStat, ...]
+    #: busy and idle over time (before the first event, between, after the last), gaps, kernel
+    #: lengths: what the findings rules read (not in to_dict)
+    timeline: Optional[Timeline] = field(default=None, compare=False, repr=False)
 
     @property
     def window_us(self) -> float:
@@ -177,6 +182,7 @@ class _Figures(NamedTuple):
     idle: list[IdleGap]
     kernel_count: int
     event_count: int
+    timeline: Timeline
 
 
 def analyze(
@@ -251,6 +257,7 @@ def _summary(path: str, win: Window, f: _Figures, key_names: list[str], key_cats
         idle_gaps=tuple(sorted(f.idle, key=lambda g: -g.dur_us)[:gap_count]),
         overlap=overlap,
         top_other=tuple(k for k in kernel_stats if k.category == OTHER)[:top],
+        timeline=f.timeline,
     )
 
 
@@ -285,12 +292,14 @@ def _numpy_figures(cols: GpuColumns, win: Window, pair_codes: "np.ndarray", key_
     device_stats = []
     stream_stats = []
     idle: list[IdleGap] = []
+    device_blocks = []
     for d in present_devices:
         on_dev = np.flatnonzero(devs == d)
         order = on_dev[np.argsort(starts[on_dev], kind="stable")]
         s, e, c, st = starts[order], ends[order], cats[order], strs[order]
         block_starts, block_ends = blocks(s, e)
         dev_busy = int((block_ends - block_starts).sum())
+        device_blocks.append((block_starts, block_ends, dev_busy))
         busy_ns += dev_busy
         name = device_names[d]
         device_stats.append(DeviceStat(name, dev_busy / 1000, pct(dev_busy, win.duration_ns), int(order.size)))
@@ -322,8 +331,10 @@ def _numpy_figures(cols: GpuColumns, win: Window, pair_codes: "np.ndarray", key_
     totals = (np.bincount(key_codes, weights=(ends - starts), minlength=n_keys).tolist() if key_codes.size
               else [0.0] * n_keys)
     kernel_count = int(is_kernel_key[key_codes].sum()) if key_codes.size else 0
+    kernel_lengths = (ends - starts)[is_kernel_key[key_codes]] if key_codes.size else ends[:0]
     return _Figures(busy_ns, mm_conv_ns, comm_ns, compute_ns, overlap_ns, cat_ns, cat_count, counts, totals,
-                    device_stats, stream_stats, idle, kernel_count, int(keep_idx.size))
+                    device_stats, stream_stats, idle, kernel_count, int(keep_idx.size),
+                    timeline_of(win, device_blocks, kernel_lengths))
 
 
 def _plain_figures(cols: GpuColumns, win: Window, pair_codes: list[int], key_kinds: list[str],
@@ -372,12 +383,14 @@ def _plain_figures(cols: GpuColumns, win: Window, pair_codes: list[int], key_kin
     device_stats = []
     stream_stats = []
     idle: list[IdleGap] = []
+    device_blocks = []
     for d in sorted(by_device, key=lambda d: device_key(device_names[d])):
         order = sorted(by_device[d], key=starts.__getitem__)  # stable, as numpy's argsort(kind="stable")
         s, e = list(map(starts.__getitem__, order)), list(map(ends.__getitem__, order))
         c, st = list(map(cat_of_event.__getitem__, order)), list(map(str_codes.__getitem__, order))
         block_starts, block_ends = plain_blocks(s, e)
         dev_busy = sum(block_ends) - sum(block_starts)
+        device_blocks.append((block_starts, block_ends, dev_busy))
         busy_ns += dev_busy
         name = device_names[d]
         device_stats.append(DeviceStat(name, dev_busy / 1000, pct(dev_busy, win.duration_ns), len(order)))
@@ -401,5 +414,7 @@ def _plain_figures(cols: GpuColumns, win: Window, pair_codes: list[int], key_kin
         for code in sorted(set(st), key=stream_names.__getitem__):
             union = dev_busy if stream_count[code] == len(st) else plain_union_where(s, e, map(code.__eq__, st))
             stream_stats.append(StreamStat(name, stream_names[code], union / 1000, stream_count[code]))
+    kernel_lengths = list(compress(lengths, map(is_kernel_key.__getitem__, keys)))
     return _Figures(busy_ns, mm_conv_ns, comm_ns, compute_ns, overlap_ns, cat_ns, cat_count, counts,
-                    list(map(float, totals)), device_stats, stream_stats, idle, kernel_count, len(kept))
+                    list(map(float, totals)), device_stats, stream_stats, idle, kernel_count, len(kept),
+                    timeline_of(win, device_blocks, kernel_lengths))

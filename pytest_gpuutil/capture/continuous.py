@@ -7,6 +7,12 @@ flush, everything collected is drained once and split among the windows closed s
 flush (:func:`~pytest_gpuutil.analysis.windows.window_stats`); a
 :class:`~pytest_gpuutil.capture.flush_policy.FlushPolicy` says when.
 
+With ``findings``, each window's findings come at the flush too
+(:func:`~pytest_gpuutil.analysis.findings.find`): a window whose statistics rule every rule out
+(:func:`~pytest_gpuutil.analysis.findings.may_fire`) is not looked at again; the others get their
+own events and the host's waits (a source with ``drain_syncs()``, as CUPTI with activity kind 38).
+The capture's own closing synchronize is not the test's wait: the clock is read before it.
+
 When another profiler is about to start (a test's own torch.profiler, ``gpu_trace``) or a fixture
 needs an unperturbed GPU (``kernel_bench``), the capture steps aside: the source flushes what it
 has and stops, and the window open at that moment is reported as not measured, with the reason.
@@ -21,8 +27,9 @@ from typing import Any, Callable, Optional, Protocol
 import numpy as np
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
+from pytest_gpuutil.analysis.findings import Finding, find, glance, may_fire
 from pytest_gpuutil.analysis.windows import WindowStats, assign_windows, window_stats
-from pytest_gpuutil.traces.model import GpuColumns, Window
+from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
 ALREADY_ACTIVE = "a torch.profiler session was already active"
 FOREIGN_PROFILER = "the test started its own torch.profiler session"
@@ -53,6 +60,10 @@ class WindowResult:
     measure_ms: float
     #: the window's own events, when the capture was asked to keep them (for trace files)
     events: Optional[GpuColumns] = None
+    #: what to fix (None: findings were not looked for, or the window was not measured)
+    findings: Optional[tuple[Finding, ...]] = None
+    #: the host's waits in the window, when the capture was asked to keep events and recorded waits
+    syncs: Optional[SyncColumns] = None
 
 
 @dataclass
@@ -64,6 +75,8 @@ class _Window:
     end_ns: int = 0
     wall_ms: float = 0.0
     own_s: float = 0.0
+    #: the clock before the closing synchronize: later waits are the capture's, not the test's
+    sync_end_ns: Optional[int] = None
 
 
 @dataclass
@@ -77,6 +90,9 @@ class ContinuousCapture:
     #: whether another torch.profiler session is running now
     profiler_active: Callable[[], bool] = lambda: False
     keep_events: bool = False
+    #: look for findings in each window, leaving out these rules
+    findings: bool = False
+    findings_ignore: frozenset[str] = frozenset()
     started: bool = False
     #: seconds the source took to start the first time (CUPTI's one-time start-up)
     startup_s: Optional[float] = None
@@ -149,6 +165,8 @@ class ContinuousCapture:
         self._open = None
         began = time.perf_counter()
         if not window.note:
+            if self.findings and self._records_waits:
+                window.sync_end_ns = self.source.now()
             self.synchronize()
             window.end_ns = self.source.now()
         window.wall_ms = (began - window.perf_start) * 1000
@@ -175,18 +193,26 @@ class ContinuousCapture:
             return []
         measured = [w for w in windows if not w.note]
         columns, dropped, error = GpuColumns(), 0, ""
+        syncs: Optional[SyncColumns] = None
         if self.started or measured:
             try:
                 columns, dropped = self.source.drain()
+                syncs = self.source.drain_syncs() if self._records_waits else None
             except Exception as exc:  # noqa: BLE001 - what was measured before stays; this batch says why
                 error = f"{self.source.name} could not be read: {exc}"
         stats: dict[int, WindowStats] = {}
         events: dict[int, GpuColumns] = {}
+        findings: dict[int, tuple[Finding, ...]] = {}
         if measured and not error:
             try:
                 stats, events = self._attribute(columns, measured)
             except Exception as exc:  # noqa: BLE001 - a failing analysis must not end the session
                 error = f"the capture could not be split into tests: {exc}"
+        if self.findings and stats:
+            try:
+                findings = self._findings(columns, syncs, [w for w in measured if id(w) in stats], stats)
+            except Exception as exc:  # noqa: BLE001 - the figures stand without findings; this batch says why
+                error = f"findings could not be looked for: {exc}"
         note = error or (f"{self.source.name} dropped {dropped} records in this batch: figures may be low" if dropped else "")
         share = (time.perf_counter() - began) / len(windows)
         return [
@@ -197,9 +223,66 @@ class ContinuousCapture:
                 note=w.note or note,
                 measure_ms=(w.own_s + share) * 1000,
                 events=events.get(id(w)),
+                findings=findings.get(id(w)),
+                syncs=self._syncs_of(syncs, w) if self.keep_events and syncs is not None and id(w) in events else None,
             )
             for w in windows
         ]
+
+    @property
+    def _records_waits(self) -> bool:
+        """Whether the source records the host's waits (CUPTI with activity kind 38 does)."""
+        return callable(getattr(self.source, "drain_syncs", None))
+
+    def _findings(self, columns: GpuColumns, syncs: Optional[SyncColumns], windows: list[_Window],
+                  stats: dict[int, WindowStats]) -> dict[int, tuple[Finding, ...]]:
+        """Each window's findings: the events and waits of those that may have some, looked at one by one."""
+        spans = [Window(w.start_ns, w.end_ns, "test_call") for w in windows]
+        waits = self._waits_by_window(syncs, windows, spans)
+        found: dict[int, tuple[Finding, ...]] = {id(w): () for w in windows}
+        looked = [i for i, w in enumerate(windows)
+                  if may_fire(glance(stats[id(w)], None if waits is None else len(waits[i])), self.findings_ignore)]
+        if not looked:
+            return found
+        picked, picked_spans = [windows[i] for i in looked], [spans[i] for i in looked]
+        if all(a.end_ns <= b.start_ns for a, b in zip(picked_spans, picked_spans[1:])):
+            events = self._events_by_window(columns, picked, picked_spans)
+        else:  # the wall clock stepped back between tests: one window at a time
+            events = {}
+            for w, span in zip(picked, picked_spans):
+                events.update(self._events_by_window(columns, [w], [span]))
+        for i in looked:
+            w = windows[i]
+            found[id(w)] = find(events[id(w)], spans[i], self.classifier,
+                                None if waits is None or syncs is None else syncs.take(waits[i]),
+                                ignore=self.findings_ignore, sync_end_ns=w.sync_end_ns)
+        return found
+
+    @staticmethod
+    def _waits_by_window(syncs: Optional[SyncColumns], windows: list[_Window], spans: list[Window]) -> Optional[list[list[int]]]:
+        """For each window, the indices of the waits that overlap it and began before its closing synchronize."""
+        if syncs is None:
+            return None
+        by_window: list[list[int]] = [[] for _ in windows]
+        if not len(syncs):
+            return by_window
+        starts = np.asarray(syncs.starts_ns, dtype=np.int64)
+        durs = np.asarray(syncs.durs_ns, dtype=np.int64)
+        order = np.argsort(starts, kind="stable")
+        sorted_starts, longest = starts[order], int(durs.max())
+        for i, (w, span) in enumerate(zip(windows, spans)):
+            limit = span.end_ns if w.sync_end_ns is None else min(span.end_ns, w.sync_end_ns)
+            lo = int(np.searchsorted(sorted_starts, span.start_ns - longest, side="left"))
+            hi = int(np.searchsorted(sorted_starts, limit, side="left"))  # began before the limit
+            near = order[lo:hi]
+            by_window[i] = sorted(near[starts[near] + durs[near] > span.start_ns].tolist())
+        return by_window
+
+    def _syncs_of(self, syncs: SyncColumns, window: _Window) -> SyncColumns:
+        """The waits of one window (for its trace file)."""
+        span = Window(window.start_ns, window.end_ns, "test_call")
+        found = self._waits_by_window(syncs, [window], [span])
+        return syncs.take(found[0]) if found else SyncColumns()
 
     def _attribute(self, columns: GpuColumns, windows: list[_Window]) -> tuple[dict[int, WindowStats], dict[int, GpuColumns]]:
         """Each window's figures (and events, when kept), in one pass when the windows are in order.

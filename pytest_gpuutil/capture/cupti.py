@@ -16,6 +16,10 @@ microsecond and nothing else is recorded.
 - Record layouts: every CUPTI version keeps the same offsets for the fields read here and only
   appends fields, so the size of each kind's record is learned from the library itself
   (``cuptiActivityGetNextRecord``) the first time that kind is seen.
+- With ``host_syncs`` (the default), CUPTI's synchronization records (activity kind 38: a stream,
+  event or context synchronize, with the host's start and end) come too, kept apart from the GPU
+  work (``drain_syncs()``): what the findings' ``host-sync`` rule reads. They cost far less than
+  the runtime-API activity, which records every launch as well.
 """
 from __future__ import annotations
 
@@ -29,13 +33,14 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from pytest_gpuutil.traces.model import CodedColumn, GpuColumns
+from pytest_gpuutil.traces.model import CodedColumn, GpuColumns, SyncColumns
 
 KIND_MEMCPY = 1
 KIND_MEMSET = 2
 KIND_KERNEL = 3
 KIND_CONCURRENT_KERNEL = 10
 KIND_MEMCPY2 = 22  # peer to peer
+KIND_SYNCHRONIZATION = 38
 #: the activity kinds this source turns on (CONCURRENT_KERNEL does not serialise kernels)
 ENABLED_KINDS = (KIND_CONCURRENT_KERNEL, KIND_MEMCPY, KIND_MEMCPY2, KIND_MEMSET)
 _KERNEL_KINDS = (KIND_KERNEL, KIND_CONCURRENT_KERNEL)
@@ -53,6 +58,11 @@ START, END = 16, 24
 KERNEL_DEVICE, KERNEL_STREAM, KERNEL_NAME = 40, 48, 104
 COPY_KIND, COPY_SRC, COPY_DST = 4, 5, 6
 MEM_DEVICE, MEM_STREAM, MEMSET_MEMORY_KIND = 32, 40, 50
+# CUpti_ActivitySynchronization(2): kind u32, type u32, start u64, end u64 (the host's times)
+SYNC_TYPE, SYNC_START, SYNC_END = 4, 8, 16
+#: the synchronization types in which the host waits, named as Kineto names its cuda_sync events
+#: (type 2, "Stream Wait Event", is the GPU waiting on an event: not kept)
+SYNC_TYPE_NAMES = {1: "Event Sync", 3: "Stream Sync", 4: "Context Sync"}
 
 # Kineto's names for memcpy and memset (libkineto/src/cupti_strings.cpp), so both sources agree
 MEMCPY_KIND_NAMES = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD",
@@ -117,11 +127,69 @@ def walk_records(buffer: np.ndarray, valid: int, size_of: Callable[[int, int], i
     return np.asarray(offsets, dtype=np.int64), np.asarray(kinds, dtype=np.uint32)
 
 
+@dataclass(frozen=True)
+class SyncRecords:
+    """The host's waits in some activity buffers (synchronization records), as columns."""
+
+    types: np.ndarray  # CUpti_ActivitySynchronizationType, only those of SYNC_TYPE_NAMES
+    starts: np.ndarray  # clock values (raw, or ns once converted)
+    ends: np.ndarray
+
+    @classmethod
+    def empty(cls) -> "SyncRecords":
+        z = np.zeros(0, dtype=np.uint64)
+        return cls(np.zeros(0, dtype=np.uint32), z, z)
+
+    @classmethod
+    def concat(cls, parts: list["SyncRecords"]) -> "SyncRecords":
+        if not parts:
+            return cls.empty()
+        if len(parts) == 1:
+            return parts[0]
+        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("types", "starts", "ends")))
+
+    def __len__(self) -> int:
+        return int(self.types.size)
+
+
 def parse_buffer(buffer: np.ndarray, valid: int, size_of: Callable[[int, int], int]) -> ParsedRecords:
     """Kernel, memcpy and memset records of one buffer as columns; other kinds are skipped."""
+    return parse_all(buffer, valid, size_of)[0]
+
+
+def parse_all(buffer: np.ndarray, valid: int,
+              size_of: Callable[[int, int], int]) -> tuple[ParsedRecords, SyncRecords]:
+    """GPU work and the host's waits in one buffer, walked once; other kinds are skipped."""
     if valid == 0:
-        return ParsedRecords.empty()
+        return ParsedRecords.empty(), SyncRecords.empty()
     offsets, kinds = walk_records(buffer, valid, size_of)
+    return _gpu_records(buffer, valid, offsets, kinds), _sync_records(buffer, valid, offsets, kinds)
+
+
+def _sync_records(buffer: np.ndarray, valid: int, offsets: np.ndarray, kinds: np.ndarray) -> SyncRecords:
+    at = offsets[kinds == KIND_SYNCHRONIZATION]
+    if at.size == 0:
+        return SyncRecords.empty()
+    data = buffer[:valid - valid % 8]
+    u64, u32 = data.view(np.uint64), data.view(np.uint32)
+    types = u32[(at + SYNC_TYPE) >> 2]
+    waits = np.isin(types, tuple(SYNC_TYPE_NAMES))
+    at = at[waits]
+    return SyncRecords(types[waits], u64[(at + SYNC_START) >> 3], u64[(at + SYNC_END) >> 3])
+
+
+def sync_columns(records: SyncRecords) -> SyncColumns:
+    """SyncColumns (named as Kineto names them) from records whose times are already ns."""
+    if len(records) == 0:
+        return SyncColumns()
+    distinct, codes = np.unique(records.types, return_inverse=True)
+    starts = records.starts.astype(np.int64)
+    ends = np.maximum(records.ends.astype(np.int64), starts)
+    return SyncColumns(CodedColumn(codes.astype(np.int64).ravel(), [SYNC_TYPE_NAMES[int(t)] for t in distinct.tolist()]),
+                       starts, ends - starts)
+
+
+def _gpu_records(buffer: np.ndarray, valid: int, offsets: np.ndarray, kinds: np.ndarray) -> ParsedRecords:
     wanted = np.isin(kinds, (*_KERNEL_KINDS, *_MEMCPY_KINDS, KIND_MEMSET))
     offsets, kinds = offsets[wanted], kinds[wanted]
     data = buffer[:valid - valid % 8]
@@ -224,7 +292,8 @@ def _bind(path: str) -> Any:
 
 
 class CuptiSource:
-    """Kernels, memcpy and memset from CUPTI, collected until ``drain()`` (one process, one instance).
+    """Kernels, memcpy and memset (and the host's waits) from CUPTI, collected until ``drain()`` (one
+    process, one instance).
 
     ``start()`` (re)registers the buffer callbacks and enables the kinds; ``stop()`` flushes and
     disables them (before another profiler takes CUPTI over). ``now()`` reads CUPTI's clock in
@@ -235,7 +304,7 @@ class CuptiSource:
     name = "CUPTI"
 
     def __init__(self, library_path: Optional[str] = None, demangle: Optional[Callable[[str], str]] = None,
-                 buffer_bytes: int = BUFFER_BYTES):
+                 buffer_bytes: int = BUFFER_BYTES, host_syncs: bool = True):
         path = library_path or find_loaded_library()
         if path is None:
             raise CuptiError("libcupti is not loaded in this process (a CPU build of torch, or torch not imported)")
@@ -246,11 +315,15 @@ class CuptiSource:
         self.library_path = path
         self._demangle = demangle or (lambda name: name)
         self._buffer_bytes = buffer_bytes
+        #: the activity kinds turned on: GPU work, and the host's waits with ``host_syncs``
+        self.kinds = ENABLED_KINDS + ((KIND_SYNCHRONIZATION,) if host_syncs else ())
         self._given: dict[int, np.ndarray] = {}  # address -> buffer CUPTI holds
         self._spare: list[np.ndarray] = []
         self._completed: list[tuple[np.ndarray, int]] = []
         self._lock = threading.Lock()  # the callbacks run on CUPTI's threads
         self._parsed: list[ParsedRecords] = []
+        self._sync_parsed: list[SyncRecords] = []
+        self._syncs_drained = SyncColumns()
         self._names: dict[int, str] = {}
         self._sizes: dict[int, int] = {}
         self._dropped = 0
@@ -290,7 +363,7 @@ class CuptiSource:
     def start(self) -> None:
         self._check(self._lib.cuptiActivityRegisterCallbacks(self._request_cb, self._complete_cb),
                     "cuptiActivityRegisterCallbacks")
-        for kind in ENABLED_KINDS:
+        for kind in self.kinds:
             self._check(self._lib.cuptiActivityEnable(kind), f"cuptiActivityEnable({kind})")
         self._active = True
         self._tsc = self._clock_map()
@@ -303,7 +376,7 @@ class CuptiSource:
         try:
             self._flush()
         finally:
-            for kind in ENABLED_KINDS:
+            for kind in self.kinds:
                 self._lib.cuptiActivityDisable(kind)
 
     def _ticks(self) -> int:
@@ -333,8 +406,15 @@ class CuptiSource:
             self._flush()
         records = ParsedRecords.concat(self._parsed)
         self._parsed = []
+        self._syncs_drained = sync_columns(SyncRecords.concat(self._sync_parsed))
+        self._sync_parsed = []
         dropped, self._dropped = self._dropped, 0
         return to_columns(records, self._kernel_name), dropped
+
+    def drain_syncs(self) -> SyncColumns:
+        """The host's waits collected up to the last ``drain()`` (empty without ``host_syncs``)."""
+        syncs, self._syncs_drained = self._syncs_drained, SyncColumns()
+        return syncs
 
     # -- internals ------------------------------------------------------------------------------
     def _flush(self) -> None:
@@ -345,9 +425,12 @@ class CuptiSource:
         with self._lock:
             completed, self._completed = self._completed, []
         for buffer, valid in completed:
-            records = parse_buffer(buffer, valid, self._record_size(buffer, valid))
+            records, syncs = parse_all(buffer, valid, self._record_size(buffer, valid))
             # in ns now, while the clock they were stamped with is still the one in place
             self._parsed.append(dataclasses.replace(records, starts=self._to_ns(records.starts), ends=self._to_ns(records.ends)))
+            if len(syncs):
+                self._sync_parsed.append(dataclasses.replace(syncs, starts=self._to_ns(syncs.starts),
+                                                             ends=self._to_ns(syncs.ends)))
             with self._lock:
                 if len(self._spare) < SPARE_BUFFERS:
                     self._spare.append(buffer)

@@ -9,7 +9,15 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from pytest_gpuutil.traces.model import GPU_WORK_CATEGORIES, GpuColumns, Trace, Window
+from pytest_gpuutil.traces.model import (
+    GPU_WORK_CATEGORIES,
+    HOST_SYNC_NAMES,
+    SYNC_CATEGORIES,
+    GpuColumns,
+    SyncColumns,
+    Trace,
+    Window,
+)
 
 _MEMCPY = re.compile(r"^Memcpy [A-Za-z]+ \(")
 _MEMSET = re.compile(r"^Memset \(")
@@ -24,8 +32,11 @@ def trace_from_profiler(prof: Any, label: str = "<live profiler>") -> Trace:
         gpu = [ev for ev in events if ev.activity_type() in GPU_WORK_CATEGORIES]
         kinds = [ev.activity_type() for ev in gpu]
         names = [ev.name() for ev in gpu]
+        waits = [ev for ev in events if ev.activity_type() in SYNC_CATEGORIES and ev.name() in HOST_SYNC_NAMES]
     else:
         gpu, kinds, names = _gpu_events_by_device_type(events)
+        cuda = type(events[0].device_type()).CUDA
+        waits = [ev for ev in events if ev.device_type() != cuda and ev.name() in HOST_SYNC_NAMES]  # runtime calls
     columns = GpuColumns(
         names,
         kinds,
@@ -34,7 +45,8 @@ def trace_from_profiler(prof: Any, label: str = "<live profiler>") -> Trace:
         [ev.start_ns() for ev in gpu],
         [ev.duration_ns() for ev in gpu],
     )
-    return Trace(label, columns)
+    syncs = SyncColumns([ev.name() for ev in waits], [ev.start_ns() for ev in waits], [ev.duration_ns() for ev in waits])
+    return Trace(label, columns, syncs=syncs)
 
 
 def _gpu_events_by_device_type(events: Sequence[Any]) -> tuple[list[Any], list[str], list[str]]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
+from pytest_gpuutil.analysis.findings import Finding, find_in_trace
 from pytest_gpuutil.analysis.summary import TraceSummary, analyze
 from pytest_gpuutil.capture.live_events import trace_from_profiler
 from pytest_gpuutil.traces.model import Window
@@ -31,6 +32,8 @@ class RegionProfile:
     summary: Optional[TraceSummary]
     window: Optional[Window]
     note: str = ""
+    #: what to fix (None: findings were not looked for)
+    findings: Optional[tuple[Finding, ...]] = None
 
 
 @contextlib.contextmanager
@@ -61,8 +64,12 @@ class RegionProfiler:
         cpu_activity: bool = False,
         keep: bool = False,
         window_source: str = "test_call",
+        findings: bool = False,
+        findings_ignore: frozenset[str] = frozenset(),
     ):
         self.classifier = classifier
+        self.findings = findings
+        self.findings_ignore = findings_ignore
         self.cuda = cuda
         self.cpu_activity = cpu_activity
         self.keep = keep
@@ -107,6 +114,7 @@ class RegionProfiler:
         self._p0 = time.perf_counter()
 
     def stop(self) -> RegionProfile:
+        sync_end_ns = time.time_ns()  # the synchronize below is ours, not the region's
         if self.cuda:
             self._torch.cuda.synchronize()
         t1_ns = time.time_ns()
@@ -117,10 +125,18 @@ class RegionProfiler:
         with _quiet_profiler():
             self.prof.stop()
         window = Window(self._t0_ns, t1_ns, self.window_source)
-        summary = analyze(trace_from_profiler(self.prof, label=self.window_source), self.classifier, window=window)
+        trace = trace_from_profiler(self.prof, label=self.window_source)
+        summary = analyze(trace, self.classifier, window=window)
+        findings = None
+        if self.findings:
+            try:
+                findings = find_in_trace(trace, window, self.classifier, ignore=self.findings_ignore,
+                                         sync_end_ns=sync_end_ns, summary=summary)
+            except Exception:  # noqa: BLE001 - the figures stand without findings (the record says none were looked for)
+                findings = None
         if not self.keep:
             self.prof = None
-        return RegionProfile(wall_ms, summary, window)
+        return RegionProfile(wall_ms, summary, window, findings=findings)
 
     def step_aside(self, reason: str, warn: bool = True) -> None:
         """Stop measuring this region (someone else needs the profiler); say why."""

@@ -1,13 +1,14 @@
-"""``gpuutil analyze TRACE ...``: busy %, categories and top kernels of trace files."""
+"""``gpuutil analyze TRACE ...``: busy %, categories, top kernels and findings of trace files."""
 from __future__ import annotations
 
 import argparse
 import json
 import os
 import sys
-from typing import Sequence
+from typing import Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier, parse_rules
+from pytest_gpuutil.analysis.findings import Finding, find_in_trace, parse_rule_ids
 from pytest_gpuutil.analysis.summary import TraceSummary, analyze
 from pytest_gpuutil.traces.reader import TraceError, read_trace
 
@@ -20,6 +21,7 @@ CSV_FIELDS = (
     "mm_conv_pct",
     "kernel_count",
     "top_kernel",
+    "findings",
 )
 EXIT_BAD_INPUT = 2
 
@@ -40,6 +42,9 @@ def _analyze_parser() -> argparse.ArgumentParser:
         metavar="CATEGORY=REGEX",
         help="a kernel rule tried before the built-in ones (repeatable; first match wins)",
     )
+    parser.add_argument("--findings", choices=("on", "off"), default="on",
+                        help="say what to fix in each trace (default on)")
+    parser.add_argument("--findings-ignore", default="", metavar="RULE,RULE", help="findings rules to leave out")
     return parser
 
 
@@ -47,26 +52,36 @@ def analyze_main(argv: Sequence[str]) -> int:
     args = _analyze_parser().parse_args(argv)
     try:
         classifier = KernelClassifier(parse_rules("\n".join(args.rule), source="--rule"))
+        ignore = parse_rule_ids(args.findings_ignore, "--findings-ignore")
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     summaries: list[TraceSummary] = []
+    findings: list[Optional[tuple[Finding, ...]]] = []
     failed = False
     for path in args.traces:
         try:
-            summaries.append(analyze(read_trace(path), classifier=classifier, top=args.top))
+            trace = read_trace(path)
+            summaries.append(analyze(trace, classifier=classifier, top=args.top))
+            findings.append(find_in_trace(trace, classifier=classifier, ignore=ignore, summary=summaries[-1])
+                            if args.findings == "on" else None)
         except TraceError as exc:
             print(f"error: {exc}", file=sys.stderr)
             failed = True
-    sys.stdout.write(render(summaries, args.format, several=len(args.traces) > 1))
+    sys.stdout.write(render(summaries, args.format, several=len(args.traces) > 1, findings=findings))
     sys.stdout.flush()
     return EXIT_BAD_INPUT if failed else 0
 
 
-def render(summaries: Sequence[TraceSummary], fmt: str, several: bool) -> str:
-    """The CLI's output for the analysed traces in one format."""
+def render(summaries: Sequence[TraceSummary], fmt: str, several: bool,
+           findings: Optional[Sequence[Optional[tuple[Finding, ...]]]] = None) -> str:
+    """The CLI's output for the analysed traces in one format (``findings``: per trace, None when not looked for)."""
+    found = list(findings) if findings is not None else [None] * len(summaries)
     if fmt == "json":
         docs = [s.to_dict() for s in summaries]
+        for doc, of_trace in zip(docs, found):
+            if of_trace is not None:
+                doc["findings"] = [f.to_dict() for f in of_trace]
         if not docs and not several:
             return ""
         return json.dumps(docs if several else docs[0], indent=2) + "\n"
@@ -77,16 +92,17 @@ def render(summaries: Sequence[TraceSummary], fmt: str, several: bool) -> str:
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(CSV_FIELDS)
-        for s in summaries:
+        for s, of_trace in zip(summaries, found):
             top = s.top_kernels[0].name if s.top_kernels else ""
             writer.writerow(
                 [s.path, f"{s.window_us:.3f}", s.window_source, f"{s.busy_us:.3f}", f"{s.busy_pct:.6f}",
-                 f"{s.mm_conv_pct:.6f}", s.kernel_count, top]
+                 f"{s.mm_conv_pct:.6f}", s.kernel_count, top, " ".join(f.rule for f in of_trace or ())]
             )
         return out.getvalue()
-    from pytest_gpuutil.report.tables import trace_report
+    from pytest_gpuutil.report.tables import findings_text, trace_report
 
-    return "".join(trace_report(s, _label(s.path)) + "\n\n" for s in summaries)
+    return "".join(trace_report(s, _label(s.path)) + findings_text(of_trace) + "\n\n"
+                   for s, of_trace in zip(summaries, found))
 
 
 def _label(path: str) -> str:

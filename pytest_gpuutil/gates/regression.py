@@ -40,6 +40,7 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType({
         MetricSpec("kernel_bench.min", False, "ms"),
         MetricSpec("kernel_bench.p20", False, "ms"),
         MetricSpec("kernel_bench.p80", False, "ms"),
+        MetricSpec("findings", False, ""),
     )
 })
 
@@ -48,8 +49,12 @@ METRICS: Mapping[str, MetricSpec] = MappingProxyType({
 DEFAULT_FAIL_EXPRS: tuple[str, ...] = ("busy_pct:5", "mm_conv_pct:5", "gpu_busy_ms:10%")
 
 _KERNEL_BENCH = "kernel_bench."
+#: ``findings:N`` fails a test with more than N findings its baseline record did not have;
+#: ``findings.RULE:N`` counts that rule's only (N is 0 then: the rule newly fired)
+FINDINGS = "findings"
+_FINDINGS_OF = "findings."
 _EPS = 1e-9
-_EXPR_RE = re.compile(r"^(?P<metric>[A-Za-z_][A-Za-z0-9_.]*):(?P<num>[^%]+)(?P<pct>%?)$")
+_EXPR_RE = re.compile(r"^(?P<metric>[A-Za-z_][A-Za-z0-9_.\-]*):(?P<num>[^%]+)(?P<pct>%?)$")
 
 RecordsLike = Union[Mapping[str, Any], Iterable[Any]]
 
@@ -66,7 +71,7 @@ class FailExpr:
     @property
     def spec(self) -> MetricSpec:
         """The metric's direction and unit."""
-        return METRICS[self.metric]
+        return METRICS[FINDINGS if self.metric.startswith(_FINDINGS_OF) else self.metric]
 
     @property
     def text(self) -> str:
@@ -97,9 +102,22 @@ def parse_fail_expr(text: str) -> FailExpr:
             f"(e.g. busy_pct:5, gpu_busy_ms:10%); metrics: {valid}"
         )
     metric = match.group("metric")
-    if metric not in METRICS:
+    if metric.startswith(_FINDINGS_OF):
+        from pytest_gpuutil.analysis.rules import RULE_IDS
+
+        if metric[len(_FINDINGS_OF):] not in RULE_IDS:
+            raise ValueError(
+                f"bad fail expression {text!r}: unknown findings rule {metric[len(_FINDINGS_OF):]!r}; "
+                f"rules: {', '.join(RULE_IDS)}"
+            )
+    elif metric not in METRICS:
         raise ValueError(
-            f"bad fail expression {text!r}: unknown metric {metric!r}; metrics: {valid}"
+            f"bad fail expression {text!r}: unknown metric {metric!r}; metrics: {valid}, findings.RULE"
+        )
+    if (metric == FINDINGS or metric.startswith(_FINDINGS_OF)) and match.group("pct"):
+        raise ValueError(
+            f"bad fail expression {text!r}: {metric} takes a number of new findings, not a percentage "
+            f"(e.g. {metric}:0)"
         )
     try:
         threshold = float(match.group("num"))
@@ -220,7 +238,11 @@ def worsening(expr: FailExpr, change: float) -> float:
 
 def metric_pairs(old: TestRecord, new: TestRecord, metric: str) -> list[tuple[str, float, float]]:
     """(reported name, baseline, now) for each comparable value of ``metric`` in both records (one per
-    ``kernel_bench`` label of the same unit); values missing or not finite on either side are skipped."""
+    ``kernel_bench`` label of the same unit); values missing or not finite on either side are skipped.
+    For ``findings``: the findings new against the baseline record, as (``findings: new RULE, ...``,
+    0, how many), when there are any and both records were looked at for findings."""
+    if metric == FINDINGS or metric.startswith(_FINDINGS_OF):
+        return _new_findings(old, new, metric)
     old_values = metric_values(old, metric)
     pairs = []
     for name, (now, unit) in metric_values(new, metric).items():
@@ -228,6 +250,15 @@ def metric_pairs(old: TestRecord, new: TestRecord, metric: str) -> list[tuple[st
         if now is not None and then is not None and unit == old_unit:
             pairs.append((name, then, now))
     return pairs
+
+
+def _new_findings(old: TestRecord, new: TestRecord, metric: str) -> list[tuple[str, float, float]]:
+    if old.findings is None or new.findings is None:  # findings off, or a baseline from before them
+        return []
+    before = set(old.finding_rules)
+    fresh = [rule for rule in new.finding_rules if rule not in before
+             and (metric == FINDINGS or rule == metric[len(_FINDINGS_OF):])]
+    return [(f"{FINDINGS}: new {', '.join(fresh)}", 0.0, float(len(fresh)))] if fresh else []
 
 
 def _check(

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from tabulate import tabulate
 
+from pytest_gpuutil.analysis.rules import Finding
 from pytest_gpuutil.analysis.summary import TraceSummary
 
 #: Categories given a column of their own in the one-line summary (percent of window).
@@ -315,3 +316,16 @@ def trace_report(summary: TraceSummary, label: str) -> str:
             f"{shorten_kernel(k.name, 60)} ({k.total_us:,.1f} µs)" for k in summary.top_other[:3]
         )
     return text + "\n" + tabulate_line(label, summary)
+
+
+def findings_text(findings: Optional[Sequence[Finding]]) -> str:
+    """The findings of one trace, after its report ("" when they were not looked for)."""
+    if findings is None:
+        return ""
+    if not findings:
+        return "\nfindings: none"
+    lines = ["", "findings (what to fix):"]
+    for f in findings:
+        lines.append(f"  {f.rule} [{f.severity}]: {f.message}")
+        lines.append(f"      fix: {f.fix}")
+    return "\n".join(lines)

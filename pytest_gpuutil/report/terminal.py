@@ -195,6 +195,7 @@ def write_summary(state: RunState, tr: Any) -> None:
         memory = top_memory_table(state, terminal)
         if memory:
             tr.write_line(memory)
+        write_findings(state, tr, terminal)
         gpus = state.gpu_table()
         if len(gpus) > 1 or any(w != "main" for g in gpus for w in g["workers"]):
             say(
@@ -219,6 +220,18 @@ def write_summary(state: RunState, tr: Any) -> None:
     if state.written:
         say("wrote " + ", ".join(display_path(p) for p in state.written))
     _github_step_summary(state)
+
+
+def write_findings(state: RunState, tr: Any, terminal: Terminal = Terminal()) -> None:
+    """What to fix, by rule, with the worst tests (nothing when findings were off), fitted to the terminal."""
+    from pytest_gpuutil.report.findings_report import SECTION as FINDINGS, finding_lines
+
+    lines = finding_lines(state.records, terminal.width)
+    if not lines:
+        return
+    tr.write_sep("-", FINDINGS)
+    for line in lines:
+        tr.write_line(line)
 
 
 def write_gate(state: RunState, tr: Any, terminal: Terminal = Terminal()) -> None:

@@ -164,7 +164,7 @@ class Measuring:
             else:
                 from pytest_gpuutil.traces.writer import write_chrome_trace
 
-                write_chrome_trace(str(path), profile.events, profile.window, label=record.test)
+                write_chrome_trace(str(path), profile.events, profile.window, label=record.test, syncs=profile.syncs)
         except Exception as exc:  # noqa: BLE001 - a trace that cannot be written must not fail the test
             self._trace_errors.append(f"could not write trace {display_path(path)}: {exc}")
 

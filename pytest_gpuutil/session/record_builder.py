@@ -69,6 +69,7 @@ def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], resu
             for c in stats.categories
         },
         note=_join(profile.note, oom_note),
+        findings=None if profile.findings is None else tuple(f.to_dict() for f in profile.findings),
     )
 
 

@@ -60,7 +60,8 @@ class GpuUtilSession:
         self.trace_errors: list[str] = []
         measurement = Measurement(self.classifier, keep_events=settings.traces != "none",
                                   cpu_activity=settings.cpu_activity, policy=settings.flush,
-                                  use_cupti=settings.source == "cupti", memory_history=settings.memory_history)
+                                  use_cupti=settings.source == "cupti", memory_history=settings.memory_history,
+                                  findings=settings.findings, findings_ignore=settings.findings_ignore)
         #: this process's tests (a plain run or a worker): measured, then sent on as payloads
         self.measuring = Measuring(measurement, self.make_record, worker_id=worker_id, traces=settings.traces,
                                    output_dir=self.output_dir, trace_errors=self.trace_errors)

@@ -16,16 +16,24 @@
  * stream (args.device/args.stream, else pid/tid) that is not an integer of at most 18 digits or
  * a string, nesting deeper than MAX_DEPTH, and anything that is not valid JSON.
  *
+ * The host's waits for the GPU are taken out too: an event whose "cat" is cuda_runtime,
+ * cuda_driver or cuda_sync and whose name is one of SYNC_NAMES (the same list as
+ * HOST_SYNC_NAMES in model.py) is kept with its ts and dur; it declines on such an event whose
+ * "ph" is not "X" or whose times are not -d.ddd (no negative dur). Other events of those
+ * categories (kernel launches, ...) are skipped.
+ *
  * The scan runs without the GIL. A big traceEvents array is read in parts, one thread each: a
  * part starts at a '{' on a line of its own after a "," (a line break is never inside a valid
  * JSON string), and the parts are kept only when each one ended exactly where the next starts
  * and the last one closed the array; otherwise the array is read again in one pass, which also
  * gives the reason to decline. Python objects are made afterwards. On success:
- *   (name_codes, names, kinds, place_codes, devices, streams, starts_ns, durs_ns, span, base, parts)
+ *   (name_codes, names, kinds, place_codes, devices, streams, starts_ns, durs_ns, span, base, parts,
+ *    sync_codes, sync_names, sync_starts_ns, sync_durs_ns)
  * name_codes/place_codes: one int per GPU event into names+kinds / devices+streams (distinct
  * values in first-seen order); starts_ns/durs_ns: ints; span: (start_ns, end_ns) of the first
  * "Trace" event or None; base: the raw text of "baseTimeNanoseconds" (bytes) or None; parts: how
- * many parts (threads) read the events.
+ * many parts (threads) read the events; sync_codes: one int per wait into sync_names (SYNC_NAMES, all
+ * of them); sync_starts_ns/sync_durs_ns: ints, in the order of the document.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -73,10 +81,18 @@ typedef struct {
     Py_ssize_t name_code, place_code; /* given once every part is read */
 } Row;
 
+/* a host wait: which of SYNC_NAMES, and its times */
+typedef struct {
+    int name;
+    int64_t ts, dur;
+} SyncRow;
+
 /* the events of one stretch of the traceEvents array (one per thread) */
 typedef struct {
     Row *rows;
     Py_ssize_t nrows, caprows;
+    SyncRow *syncs;
+    Py_ssize_t nsyncs, capsyncs;
     int have_span;
     int64_t span_start, span_end;
     int oom;
@@ -95,7 +111,7 @@ typedef struct {
 typedef struct {
     Part parts[MAX_THREADS];
     int nparts;
-    Py_ssize_t nrows;
+    Py_ssize_t nrows, nsyncs;
     NameKey *names;
     Py_ssize_t nnames, capnames;
     Py_ssize_t *table; /* open addressing over names: index+1, 0 = empty */
@@ -111,6 +127,14 @@ typedef struct {
 } Out;
 
 static const char *const KIND_NAMES[3] = {"kernel", "gpu_memcpy", "gpu_memset"};
+
+/* the calls and records in which the host waits for the GPU: HOST_SYNC_NAMES in model.py */
+static const char *const SYNC_NAMES[] = {
+    "cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy", "cudaMemcpy2D",
+    "cudaMemcpy3D", "cudaMemcpyToSymbol", "cudaMemcpyFromSymbol", "cuCtxSynchronize", "cuStreamSynchronize",
+    "cuEventSynchronize", "cuMemcpy", "cuMemcpyDtoH", "cuMemcpyDtoH_v2", "cuMemcpyHtoD", "cuMemcpyHtoD_v2",
+    "Context Sync", "Stream Sync", "Event Sync"};
+#define N_SYNC_NAMES ((int)(sizeof SYNC_NAMES / sizeof SYNC_NAMES[0]))
 
 /* ---------------------------------------------------------------- lexing */
 
@@ -579,12 +603,43 @@ static int scan_args(Cur *c, int which, Val *val, void *ctx) {
     return 0;
 }
 
+enum { K_SPAN = 3, K_SYNC = 4 };
+
 static int kept_kind(const Val *cat) {
     for (int k = 0; k < 3; k++) {
         if (key_is(cat, KIND_NAMES[k], (Py_ssize_t)strlen(KIND_NAMES[k]))) return k;
     }
-    if (key_is(cat, "Trace", 5)) return 3;
+    if (key_is(cat, "Trace", 5)) return K_SPAN;
+    if (key_is(cat, "cuda_runtime", 12) || key_is(cat, "cuda_driver", 11) || key_is(cat, "cuda_sync", 9)) return K_SYNC;
     return -1;
+}
+
+/* Which of SYNC_NAMES a name is, or -1 (a launch, any other call). */
+static int sync_name(const Val *name) {
+    if (name->kind != V_STRING || name->len < 8) return -1; /* the shortest is "cuMemcpy" */
+    for (int i = 0; i < N_SYNC_NAMES; i++) {
+        if (key_is(name, SYNC_NAMES[i], (Py_ssize_t)strlen(SYNC_NAMES[i]))) return i;
+    }
+    return -1;
+}
+
+/* A host wait (an event of a sync category): kept when its name is one of SYNC_NAMES. */
+static int scan_sync(Cur *c, Part *part, const Val *v) {
+    int which = sync_name(&v[E_NAME]);
+    if (which < 0) return 0;
+    if (v[E_PH].kind != V_STRING || !key_is(&v[E_PH], "X", 1)) return decline(c, "a host wait whose 'ph' is not \"X\"");
+    int64_t ts, dur;
+    if (micros_to_ns(&v[E_TS], &ts) < 0 || micros_to_ns(&v[E_DUR], &dur) < 0 || dur < 0)
+        return decline(c, "host wait times not written -d.ddd");
+    if (grow((void **)&part->syncs, &part->capsyncs, part->nsyncs + 1, sizeof(SyncRow)) < 0) {
+        part->oom = 1;
+        return decline(c, "out of memory");
+    }
+    SyncRow *row = &part->syncs[part->nsyncs++];
+    row->name = which;
+    row->ts = ts;
+    row->dur = dur;
+    return 0;
 }
 
 static int scan_event(Cur *c, Part *part) {
@@ -596,9 +651,10 @@ static int scan_event(Cur *c, Part *part) {
     if (v[E_CAT].kind != V_STRING) return decline(c, "an event's 'cat' is not a string");
     int kind = kept_kind(&v[E_CAT]);
     if (kind < 0) return 0;
+    if (kind == K_SYNC) return scan_sync(c, part, v);
     if (v[E_PH].kind != V_STRING || !key_is(&v[E_PH], "X", 1)) return decline(c, "kept work whose 'ph' is not \"X\"");
     int64_t ts, dur;
-    if (kind == 3) {
+    if (kind == K_SPAN) {
         if (part->have_span) return 0; /* only the first span counts, as in the general reader */
         if (micros_to_ns(&v[E_TS], &ts) < 0 || micros_to_ns(&v[E_DUR], &dur) < 0 || dur < 0)
             return decline(c, "the profiler span's times are not -d.ddd");
@@ -682,6 +738,7 @@ static int scan_elements(Cur *c, Part *part, const unsigned char *stop) {
 static void free_parts(Out *o) {
     for (int i = 0; i < MAX_THREADS; i++) {
         PyMem_RawFree(o->parts[i].rows);
+        PyMem_RawFree(o->parts[i].syncs);
         memset(&o->parts[i], 0, sizeof(Part));
     }
     o->nparts = 0;
@@ -827,6 +884,7 @@ static int code_rows(Out *o) {
             if (row->name_code < 0 || row->place_code < 0) return -1;
         }
         o->nrows += part->nrows;
+        o->nsyncs += part->nsyncs;
     }
     return 0;
 }
@@ -875,13 +933,44 @@ static PyObject *place_object(const Place *p) {
     return PyLong_FromLongLong(p->num);
 }
 
+/* The host waits as (sync_codes, sync_names, sync_starts, sync_durs), or NULL with an error set. */
+static PyObject *build_syncs(const Out *o) {
+    PyObject *codes = PyList_New(o->nsyncs), *names = PyList_New(N_SYNC_NAMES);
+    PyObject *starts = PyList_New(o->nsyncs), *durs = PyList_New(o->nsyncs), *result = NULL;
+    if (!codes || !names || !starts || !durs) goto done;
+    for (int i = 0; i < N_SYNC_NAMES; i++) {
+        PyObject *name = PyUnicode_InternFromString(SYNC_NAMES[i]);
+        if (!name) goto done;
+        PyList_SET_ITEM(names, i, name);
+    }
+    Py_ssize_t at = 0;
+    for (int i = 0; i < o->nparts; i++) {
+        const Part *part = &o->parts[i];
+        for (Py_ssize_t r = 0; r < part->nsyncs; r++, at++) {
+            const SyncRow *row = &part->syncs[r];
+            PyObject *a = PyLong_FromLong(row->name), *s = PyLong_FromLongLong(row->ts), *d = PyLong_FromLongLong(row->dur);
+            if (a) PyList_SET_ITEM(codes, at, a);
+            if (s) PyList_SET_ITEM(starts, at, s);
+            if (d) PyList_SET_ITEM(durs, at, d);
+            if (!a || !s || !d) goto done;
+        }
+    }
+    result = PyTuple_Pack(4, codes, names, starts, durs);
+done:
+    Py_XDECREF(codes);
+    Py_XDECREF(names);
+    Py_XDECREF(starts);
+    Py_XDECREF(durs);
+    return result;
+}
+
 static PyObject *build_result(const Out *o) {
     PyObject *name_codes = PyList_New(o->nrows), *place_codes = PyList_New(o->nrows);
     PyObject *starts = PyList_New(o->nrows), *durs = PyList_New(o->nrows);
     PyObject *names = PyList_New(o->nnames), *kinds = PyList_New(o->nnames);
     PyObject *devices = PyList_New(o->nplaces), *streams = PyList_New(o->nplaces);
     PyObject *kind_objects[3] = {NULL, NULL, NULL};
-    PyObject *span = NULL, *base = NULL, *parts = NULL, *result = NULL;
+    PyObject *span = NULL, *base = NULL, *parts = NULL, *syncs = NULL, *result = NULL;
     if (!name_codes || !place_codes || !starts || !durs || !names || !kinds || !devices || !streams) goto done;
     for (int k = 0; k < 3; k++) {
         kind_objects[k] = PyUnicode_InternFromString(KIND_NAMES[k]);
@@ -930,8 +1019,11 @@ static PyObject *build_result(const Out *o) {
     }
     if (!span || !base) goto done;
     parts = PyLong_FromLong(o->nparts);
-    if (!parts) goto done;
-    result = PyTuple_Pack(11, name_codes, names, kinds, place_codes, devices, streams, starts, durs, span, base, parts);
+    syncs = build_syncs(o);
+    if (!parts || !syncs) goto done;
+    result = PyTuple_Pack(15, name_codes, names, kinds, place_codes, devices, streams, starts, durs, span, base, parts,
+                          PyTuple_GET_ITEM(syncs, 0), PyTuple_GET_ITEM(syncs, 1), PyTuple_GET_ITEM(syncs, 2),
+                          PyTuple_GET_ITEM(syncs, 3));
 done:
     Py_XDECREF(name_codes);
     Py_XDECREF(place_codes);
@@ -944,6 +1036,7 @@ done:
     Py_XDECREF(span);
     Py_XDECREF(base);
     Py_XDECREF(parts);
+    Py_XDECREF(syncs);
     for (int k = 0; k < 3; k++) Py_XDECREF(kind_objects[k]);
     return result;
 }

@@ -1,6 +1,8 @@
 """Events from decoded JSON: the checks every trace reader shares, and the standard library's reader.
 
-A reader hands over each kept event (GPU work and the profiler's span) as a :class:`PlainEvent`
+A reader hands over each kept event (GPU work, the profiler's span and the host's waits: an event of
+a :data:`~pytest_gpuutil.traces.model.SYNC_CATEGORIES` category named in
+:data:`~pytest_gpuutil.traces.model.HOST_SYNC_NAMES`) as a :class:`PlainEvent`
 with its index in ``traceEvents``; :func:`trace_from_events` checks the fields the analysis uses
 and reports any problem as one :class:`TraceError` line naming the file and the event.
 :func:`trace_from_json_tolerant` reads any JSON with the standard library (numbers kept as
@@ -12,7 +14,14 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, NamedTuple, Optional
 
-from pytest_gpuutil.traces.model import GPU_WORK_CATEGORIES, GpuEvent, Trace
+from pytest_gpuutil.traces.model import (
+    GPU_WORK_CATEGORIES,
+    HOST_SYNC_NAMES,
+    SYNC_CATEGORIES,
+    GpuEvent,
+    SyncColumns,
+    Trace,
+)
 
 PROFILER_SPAN_CATEGORY = "Trace"
 KEPT_CATEGORIES = GPU_WORK_CATEGORIES | {PROFILER_SPAN_CATEGORY}
@@ -85,6 +94,8 @@ def _kept_dicts(path: str, events: list) -> list[tuple[int, PlainEvent]]:
         if "cat" in raw and not isinstance(raw["cat"], str):
             raise TraceError(path, f"event {index}: 'cat' is not a string: {_shown(raw['cat'])}")
         if raw.get("cat") not in KEPT_CATEGORIES:
+            if raw.get("cat") in SYNC_CATEGORIES and is_host_sync(raw.get("name")):
+                kept.append((index, _plain_from_dict(raw)))
             continue
         event = _plain_from_dict(raw)
         args = raw.get("args")
@@ -92,6 +103,11 @@ def _kept_dicts(path: str, events: list) -> list[tuple[int, PlainEvent]]:
             raise TraceError(path, f"{_describe(index, event)}: 'args' is {_json_kind(args)}, not an object")
         kept.append((index, event))
     return kept
+
+
+def is_host_sync(name: Any) -> bool:
+    """True for the name of a host wait (an event of a sync category with another name is not kept)."""
+    return type(name) is str and name in HOST_SYNC_NAMES
 
 
 def _plain_from_dict(raw: dict) -> PlainEvent:
@@ -127,10 +143,14 @@ def _is_number(value: Any) -> bool:
 
 
 def trace_from_events(path: str, events: Iterable[tuple[int, PlainEvent]], base_time_ns: int) -> Trace:
-    """Keep the GPU-work events and the profiler span, checking the fields the analysis uses."""
+    """Keep the GPU-work events, the profiler span and the host's waits, checking the fields the analysis uses."""
     gpu: list[GpuEvent] = []
     span: Optional[tuple[int, int]] = None
+    waits: list[tuple[str, int, int]] = []
     for index, ev in events:
+        if ev.cat in SYNC_CATEGORIES:
+            waits.append((ev.name, *event_times(path, index, ev)))
+            continue
         if ev.cat == PROFILER_SPAN_CATEGORY:
             if span is None:
                 start, dur = event_times(path, index, ev)
@@ -141,7 +161,8 @@ def trace_from_events(path: str, events: Iterable[tuple[int, PlainEvent]], base_
             raise TraceError(path, f"{_describe(index, ev)}: 'name' is not a string: {_shown(ev.name)}")
         device, stream = _place(path, index, ev, "device", "pid"), _place(path, index, ev, "stream", "tid")
         gpu.append(GpuEvent(ev.name, ev.cat, device, stream, start, dur))
-    return Trace.from_events(path, gpu, span, base_time_ns)
+    syncs = SyncColumns(*map(list, zip(*waits))) if waits else SyncColumns()
+    return Trace.from_events(path, gpu, span, base_time_ns, syncs)
 
 
 def _place(path: str, index: int, ev: PlainEvent, field: str, fallback: str) -> str:

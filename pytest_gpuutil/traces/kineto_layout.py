@@ -27,7 +27,10 @@ returns None so the general reader takes over (same numbers, slower):
   ``args.device`` / ``args.stream`` (device and stream come from args, as in the general reader);
 - every ``ts`` and ``dur`` is written ``d.ddd`` (three decimals, at most 15 digits before the
   point, no negative ``dur``), and every device and stream is a plain number;
-- every name is valid UTF-8.
+- every name is valid UTF-8;
+- every event of a sync category (``cuda_runtime``, ``cuda_driver``, ``cuda_sync``) either starts
+  Kineto's layout (``"name"`` right after ``"cat"``) with a name that is not a host wait (a launch:
+  skipped at once), or is a host wait in Kineto's layout: name, pid, tid, ``ts``, ``dur``.
 
 Each distinct kernel (kind and name), device and stream is kept once, with a code per event
 (:class:`CodedColumn`), which the analysis reads without hashing every row again.
@@ -40,7 +43,7 @@ from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
 from pytest_gpuutil.traces.exact_times import micros_to_ns
-from pytest_gpuutil.traces.model import CodedColumn, GpuColumns, use_plain_python
+from pytest_gpuutil.traces.model import HOST_SYNC_NAMES, CodedColumn, GpuColumns, SyncColumns, use_plain_python
 
 if TYPE_CHECKING:
     import numpy as np
@@ -51,8 +54,9 @@ _LINE_BREAK = rb",\s*"  # between members torch writes on separate lines
 @functools.lru_cache(maxsize=None)  # compiled when first needed: each layout's pattern costs ~2 ms
 def _kept_event_pattern(same_line: bytes) -> "re.Pattern[bytes]":
     """One row per ``"cat"`` key with a kept value, in any spacing: (kind and name, times, place,
-    span times), e.g. ``kernel", "name": "gemm``, ``12.345, "dur": 0.800`` and ``0, "context": 1,
-    "stream": 7``; an event not in the layout gives a row of empty fields.
+    span times, wait name, wait times), e.g. ``kernel", "name": "gemm``, ``12.345, "dur": 0.800`` and
+    ``0, "context": 1, "stream": 7``; an event not in the layout gives a row of empty fields. An
+    event of a sync category whose name, in the layout, is not a host wait gives no row at all.
 
     ``same_line`` separates the members torch 2.11 writes on one line (``, ``); torch 2.13 writes
     every member on its own line. Fields are captured loosely and checked afterwards, in bulk:
@@ -70,8 +74,16 @@ def _kept_event_pattern(same_line: bytes) -> "re.Pattern[bytes]":
         rb'Trace"' + brk + rb'(?:"name": "[^"]*"' + brk + rb'"pid": [^,]*' + brk + rb'"tid": [^,]*' + brk + rb'|)'
         + times
     )
+    waits = rb"|".join(re.escape(name.encode()) for name in HOST_SYNC_NAMES)
+    sync_event = (  # groups: name, times
+        rb'cuda_(?:runtime|driver|sync)"' + same_line + rb'"name": "(' + waits + rb')"' + same_line
+        + rb'"pid": [^,]*' + same_line + rb'"tid": [^,]*' + brk + times
+    )
+    # a sync category is looked at unless the layout's name follows and is not a host wait
+    not_a_wait = same_line + rb'"name": "(?!(?:' + waits + rb')")'
     return re.compile(  # a "cat" that is not a string gives an empty row too: the general reader reports it
-        rb'"cat"\s*+:\s*+(?:"(?=(?:kernel|gpu_memcpy|gpu_memset|Trace)")(?:' + gpu_event + rb"|" + span_event
+        rb'"cat"\s*+:\s*+(?:"(?=(?:kernel|gpu_memcpy|gpu_memset|Trace)"|cuda_(?:runtime|driver|sync)"(?!'
+        + not_a_wait + rb'))(?:' + gpu_event + rb"|" + span_event + rb"|" + sync_event
         + rb')?|(?!"))'  # possessive spaces: no second try at each of the many other "cat" keys
     )
 
@@ -106,11 +118,12 @@ _TAIL_BYTES = 1 << 16
 
 
 class KinetoEvents(NamedTuple):
-    """What the fast path read: the GPU events, the profiler span, raw ``baseTimeNanoseconds``."""
+    """What the fast path read: the GPU events, the profiler span, raw ``baseTimeNanoseconds``, the host's waits."""
 
     columns: GpuColumns
     profiler_span: Optional[tuple[int, int]]
     base_time: Any
+    syncs: SyncColumns = SyncColumns()
 
 
 def read_kineto_layout(data: Any) -> Optional[KinetoEvents]:
@@ -129,10 +142,21 @@ def read_kineto_layout(data: Any) -> Optional[KinetoEvents]:
         return None
     one_line = data.find(_ONE_LINE_MARK, 0, 1 << 22) != -1  # a guess: the other layout just declines
     rows = _kept_event_pattern(_ONE_LINE if one_line else _LINE_PER_MEMBER).findall(events)
-    kinds_names, times, places, span_times = (list(map(itemgetter(i), rows)) for i in range(4))
+    kinds_names, times, places, span_times, wait_names, wait_times = (list(map(itemgetter(i), rows)) for i in range(6))
     gpu_rows, span_rows = len(rows) - times.count(b""), len(rows) - span_times.count(b"")
-    if gpu_rows + span_rows != len(rows):  # an event not in Kineto's layout
+    wait_rows = len(rows) - wait_times.count(b"")
+    if gpu_rows + span_rows + wait_rows != len(rows):  # an event not in Kineto's layout
         return None
+    syncs = SyncColumns()
+    if wait_rows:
+        at_waits = [i for i, t in enumerate(wait_times) if t]
+        wait_ns = _micros_to_ns([wait_times[i] for i in at_waits], plain=use_plain_python(len(at_waits)))
+        if wait_ns is None:
+            return None
+        coded = _coded([wait_names[i] for i in at_waits])
+        syncs = SyncColumns(CodedColumn(coded.codes, [name.decode() for name in coded.values]), wait_ns[0::2], wait_ns[1::2])
+        at_gpu = [i for i, t in enumerate(wait_times) if not t]
+        kinds_names, times, places, span_times = ([column[i] for i in at_gpu] for column in (kinds_names, times, places, span_times))
     span = None
     if span_rows:
         first_span = _micros_to_ns([next(filter(None, span_times))], plain=True)
@@ -163,7 +187,7 @@ def read_kineto_layout(data: Any) -> Optional[KinetoEvents]:
         keys.codes, [name for _, name in kinds_and_names], [kind for kind, _ in kinds_and_names],
         places.codes, [device for device, _ in ids], [stream for _, stream in ids], ns[0::2], ns[1::2],
     )
-    return KinetoEvents(columns, span, base_time)
+    return KinetoEvents(columns, span, base_time, syncs)
 
 
 def _events_text(data: Any) -> Optional[memoryview]:

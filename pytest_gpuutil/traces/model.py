@@ -13,6 +13,39 @@ from typing import Any, Iterable, Iterator, NamedTuple, Optional, Sequence
 #: Trace categories that are GPU work. ``gpu_user_annotation`` is not: it is a label.
 GPU_WORK_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 
+#: Trace categories that may hold a host wait for the GPU: the CUDA runtime's and driver's calls
+#: (torch.profiler records them with CUDA activity) and Kineto's ``cuda_sync`` events (CUPTI's
+#: synchronization records, with ``enable_cuda_sync_events``).
+SYNC_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "cuda_sync"})
+
+#: The calls and records in which the host waits for the GPU, by the name each source gives them,
+#: and what the host waited for. Asynchronous calls (``cudaMemcpyAsync``, ``cudaStreamWaitEvent``,
+#: Kineto's "Stream Wait Event": the GPU waits, not the host) are not here; ``.item()`` and
+#: ``.cpu()`` show as a ``cudaMemcpyAsync`` followed by the ``cudaStreamSynchronize`` that is.
+#: The live capture names CUPTI's records as Kineto does ("Stream Sync", ...). The C reader
+#: (``_scan.c``) holds the same names; a test checks the two lists agree.
+HOST_SYNC_NAMES = {
+    "cudaDeviceSynchronize": "device",
+    "cudaStreamSynchronize": "stream",
+    "cudaEventSynchronize": "event",
+    "cudaMemcpy": "memcpy",
+    "cudaMemcpy2D": "memcpy",
+    "cudaMemcpy3D": "memcpy",
+    "cudaMemcpyToSymbol": "memcpy",
+    "cudaMemcpyFromSymbol": "memcpy",
+    "cuCtxSynchronize": "device",
+    "cuStreamSynchronize": "stream",
+    "cuEventSynchronize": "event",
+    "cuMemcpy": "memcpy",
+    "cuMemcpyDtoH": "memcpy",
+    "cuMemcpyDtoH_v2": "memcpy",
+    "cuMemcpyHtoD": "memcpy",
+    "cuMemcpyHtoD_v2": "memcpy",
+    "Context Sync": "device",
+    "Stream Sync": "stream",
+    "Event Sync": "event",
+}
+
 #: Up to this many GPU events, a process that has not loaded numpy reads and analyses a trace in
 #: plain Python lists: importing numpy (about 70 ms) costs more than numpy saves below it (plain
 #: Python takes about 1 µs per event, numpy about 0.3; measured on the 40,100-event trace of
@@ -109,15 +142,20 @@ class GpuColumns:
 
     def take(self, indices: Sequence[int]) -> "GpuColumns":
         """The events at ``indices`` (coded columns stay coded and keep sharing their codes)."""
-        rows = list(indices.tolist() if hasattr(indices, "tolist") else indices)
-        shared: dict[int, list[int]] = {}
+        array = indices if hasattr(indices, "dtype") else None  # numpy indices: numpy columns take them as they are
+        rows = list(indices.tolist() if array is not None else indices)
+        shared: dict[int, Any] = {}
 
         def pick(column: Sequence[Any]) -> Sequence[Any]:
             if isinstance(column, CodedColumn):
-                codes = shared.setdefault(id(column.codes), [column.codes[i] for i in rows])
+                codes = shared.get(id(column.codes))
+                if codes is None:
+                    source = column.codes
+                    codes = shared[id(source)] = (source.take(rows if array is None else array) if hasattr(source, "take")
+                                                  else [source[i] for i in rows])
                 return CodedColumn(codes, column.values)
             if hasattr(column, "take"):  # numpy arrays
-                return column.take(rows)
+                return column.take(rows if array is None else array)
             return [column[i] for i in rows]
 
         return GpuColumns(pick(self.names), pick(self.kinds), pick(self.devices), pick(self.streams),
@@ -142,6 +180,32 @@ class GpuColumns:
 
 
 @dataclass(frozen=True)
+class SyncColumns:
+    """Host waits for the GPU (calls or records named in :data:`HOST_SYNC_NAMES`), column by column.
+
+    Times are the host's: when the wait began and how long it took, in ns on the clock of the GPU
+    events they come with.
+    """
+
+    names: Sequence[str] = ()
+    starts_ns: Sequence[int] = ()
+    durs_ns: Sequence[int] = ()
+
+    def __len__(self) -> int:
+        return len(self.starts_ns)
+
+    def take(self, indices: Sequence[int]) -> "SyncColumns":
+        """The waits at ``indices``."""
+        rows = list(indices.tolist() if hasattr(indices, "tolist") else indices)
+        return SyncColumns([self.names[i] for i in rows], [int(self.starts_ns[i]) for i in rows],
+                           [int(self.durs_ns[i]) for i in rows])
+
+    def rows(self) -> list[tuple[str, int, int]]:
+        """(name, start ns, duration ns) per wait, as plain Python values."""
+        return list(zip(self.names, _python_ints(self.starts_ns), _python_ints(self.durs_ns)))
+
+
+@dataclass(frozen=True)
 class Trace:
     """GPU events of one trace plus what the window needs."""
 
@@ -151,11 +215,13 @@ class Trace:
     profiler_span: Optional[tuple[int, int]] = None
     #: the trace's ``baseTimeNanoseconds`` (0 when absent); event times are relative to it
     base_time_ns: int = 0
+    #: the host's waits for the GPU that the trace recorded (see :data:`HOST_SYNC_NAMES`)
+    syncs: SyncColumns = SyncColumns()
 
     @classmethod
     def from_events(cls, path: str, events: Iterable[GpuEvent], profiler_span: Optional[tuple[int, int]] = None,
-                    base_time_ns: int = 0) -> "Trace":
-        return cls(path, GpuColumns.from_events(events), profiler_span, base_time_ns)
+                    base_time_ns: int = 0, syncs: SyncColumns = SyncColumns()) -> "Trace":
+        return cls(path, GpuColumns.from_events(events), profiler_span, base_time_ns, syncs)
 
     @functools.cached_property
     def events(self) -> tuple[GpuEvent, ...]:

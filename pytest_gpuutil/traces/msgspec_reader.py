@@ -1,7 +1,8 @@
 """Any trace msgspec can decode: one pass decodes every event into a small struct.
 
 Complete events keep ``cat``, ``name``, ``pid``/``tid``, ``args.device``/``args.stream`` and
-``ts``/``dur`` as raw JSON text; flow, metadata and other events keep only ``cat``. The GPU events'
+``ts``/``dur`` as raw JSON text; flow, metadata and other events keep only ``cat``. The host's
+waits (complete events of a sync category named as one) are kept beside the GPU work. The GPU events'
 times become integer nanoseconds in a few C calls when each is written with three decimals, else
 event by event, so fractional microseconds stay exact. What msgspec cannot take (odd shapes, NaN
 literals) goes to the standard library's reader, which also words every error.
@@ -22,10 +23,11 @@ from pytest_gpuutil.traces.json_events import (
     TraceError,
     base_time,
     event_times,
+    is_host_sync,
     trace_from_events,
     trace_from_json_tolerant,
 )
-from pytest_gpuutil.traces.model import GpuColumns, Trace, use_plain_python
+from pytest_gpuutil.traces.model import SYNC_CATEGORIES, GpuColumns, SyncColumns, Trace, use_plain_python
 
 
 class _Args(msgspec.Struct, gc=False):
@@ -76,14 +78,21 @@ def trace_from_json(path: str, data: Any) -> Trace:
         return trace_from_json_tolerant(path, data)
     else:
         events, base = document.traceEvents, base_time(path, document.baseTimeNanoseconds)
-    kept = [ev for ev in events if ev.cat in KEPT_CATEGORIES]
-    if not all(map(_Complete.__instancecheck__, kept)):  # GPU work that is not a complete event
+    kept = [ev for ev in events if ev.cat in KEPT_CATEGORIES or (ev.cat in SYNC_CATEGORIES and _may_be_wait(ev))]
+    if not all(map(_Complete.__instancecheck__, kept)):  # GPU work (or a wait?) that is not a complete event
         return trace_from_json_tolerant(path, data)
     fast = _columns_at_once(path, kept, base)
     if fast is not None:
         return fast
-    indices = [i for i, ev in enumerate(events) if ev.cat in KEPT_CATEGORIES]
+    indices = [i for i, ev in enumerate(events)
+               if ev.cat in KEPT_CATEGORIES or (ev.cat in SYNC_CATEGORIES and _may_be_wait(ev))]
     return trace_from_events(path, zip(indices, map(_plain_from_kept, kept)), base)
+
+
+def _may_be_wait(ev: Any) -> bool:
+    """A complete event named as a host wait; or an event of another phase, whose name is not
+    decoded (the tolerant reader then decides by its name)."""
+    return type(ev) is not _Complete or is_host_sync(ev.name)
 
 
 def _plain_from_kept(ev: _Complete) -> PlainEvent:
@@ -99,7 +108,8 @@ def _columns_at_once(path: str, events: Sequence[_Complete], base_time_ns: int) 
     The raw times become integer nanoseconds all at once (:func:`micros_to_ns`). Anything else
     returns None and the event-by-event path (with its precise error messages) takes over.
     """
-    gpu = [ev for ev in events if ev.cat != PROFILER_SPAN_CATEGORY]
+    gpu = [ev for ev in events if ev.cat != PROFILER_SPAN_CATEGORY and ev.cat not in SYNC_CATEGORIES]
+    waits = [ev for ev in events if ev.cat in SYNC_CATEGORIES]
     span_at = next((n for n, ev in enumerate(events) if ev.cat == PROFILER_SPAN_CATEGORY), None)
     columns = GpuColumns()
     if gpu:
@@ -132,6 +142,14 @@ def _columns_at_once(path: str, events: Sequence[_Complete], base_time_ns: int) 
         except TraceError:
             return None  # the event-by-event path reports it with the event's index in the file
         span = (start, start + dur)
-    return Trace(path, columns, span, base_time_ns)
+    syncs = SyncColumns()
+    if waits:
+        plain = use_plain_python(len(waits))
+        starts = micros_to_ns(b",".join(map(_TS, waits)), len(waits), signed=True, plain=plain)
+        durs = micros_to_ns(b",".join(map(_DUR, waits)), len(waits), signed=False, plain=plain)
+        if starts is None or durs is None:
+            return None
+        syncs = SyncColumns(list(map(_NAME, waits)), starts, durs)
+    return Trace(path, columns, span, base_time_ns, syncs)
 
 

@@ -28,7 +28,7 @@ from pytest_gpuutil.traces.json_events import (
     base_time,
     trace_from_json_tolerant,
 )
-from pytest_gpuutil.traces.model import GpuColumns, Trace, use_plain_python
+from pytest_gpuutil.traces.model import CodedColumn, GpuColumns, SyncColumns, Trace, use_plain_python
 
 __all__ = [
     "MAP_FILES_FROM_BYTES",
@@ -84,13 +84,15 @@ def _trace_from_scan(path: str, found: Any) -> Optional[Trace]:
     """A :class:`Trace` from the C reader's tuple; None when it declined (it said why, in a str)."""
     if isinstance(found, str):
         return None
-    name_codes, names, kinds, place_codes, devices, streams, starts, durs, span, base, _parts = found
+    name_codes, names, kinds, place_codes, devices, streams, starts, durs, span, base, _parts, *waits = found
     if not use_plain_python(len(starts)):
         import numpy as np
 
         starts, durs = np.array(starts, dtype=np.int64), np.array(durs, dtype=np.int64)
     columns = GpuColumns.coded(name_codes, names, kinds, place_codes, devices, streams, starts, durs)
-    return Trace(path, columns, span, base_time(path, None if base is None else _json_number(base)))
+    sync_codes, sync_names, sync_starts, sync_durs = waits
+    syncs = SyncColumns(CodedColumn(sync_codes, sync_names), sync_starts, sync_durs) if sync_codes else SyncColumns()
+    return Trace(path, columns, span, base_time(path, None if base is None else _json_number(base)), syncs)
 
 
 def _json_number(text: bytes) -> Any:
@@ -111,7 +113,7 @@ def _read_in_python(spath: str, data: Any) -> Trace:
 
     kineto = read_kineto_layout(data)
     if kineto is not None:
-        return Trace(spath, kineto.columns, kineto.profiler_span, base_time(spath, kineto.base_time))
+        return Trace(spath, kineto.columns, kineto.profiler_span, base_time(spath, kineto.base_time), kineto.syncs)
     return trace_from_json(spath, data)
 
 

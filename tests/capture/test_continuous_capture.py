@@ -200,3 +200,83 @@ def test_an_analysis_that_fails_is_a_note_not_a_crash() -> None:
     cap.end()
     (a,) = cap.flush()
     assert a.stats is None and a.note.startswith("the capture could not be split into tests: windows must be")
+
+
+class WaitingSource(ScriptedSource):
+    """The scripted source with the host's waits, as CUPTI with activity kind 38."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.waits: list[tuple[str, int, int]] = []
+        self.clock_reads = 0
+
+    def now(self) -> int:
+        self.clock_reads += 1
+        return self.clock
+
+    def wait(self, dur: int, name: str = "Stream Sync") -> None:
+        if self.collecting:
+            self.waits.append((name, self.clock, dur))
+        self.clock += dur
+
+    def drain_syncs(self):
+        from pytest_gpuutil.traces.model import SyncColumns
+
+        waits, self.waits = self.waits, []
+        return SyncColumns(*map(list, zip(*waits))) if waits else SyncColumns()
+
+
+def _loop(source: WaitingSource, steps: int, wait: bool) -> None:
+    for _ in range(steps):
+        source.kernel("nvjet_sm90_tst", 20_000, gap=5_000)  # a kernel, then 5 µs before the host goes on
+        if wait:
+            source.wait(3_000)
+        source.clock += 30_000  # the host's own work until the next launch
+
+
+def test_each_window_gets_its_findings_from_its_own_events_and_waits() -> None:
+    source = WaitingSource()
+    cap = capture(source, findings=True)
+    cap.begin("item_loop")
+    _loop(source, 50, wait=True)
+    cap.end()
+    cap.begin("no_wait_loop")
+    _loop(source, 50, wait=False)
+    cap.end()
+    cap.begin("short")  # under the rules' limits: not looked at
+    source.kernel("k", 100)
+    cap.end()
+    source.wait(500_000, "Context Sync")  # between tests: no window's
+    results = {r.key: r for r in cap.flush()}
+    item = {f.rule: f for f in results["item_loop"].findings}
+    assert item["host-sync"].evidence["waits"] == 50
+    assert "host-sync" not in {f.rule for f in results["no_wait_loop"].findings}
+    assert results["short"].findings == ()
+
+
+def test_the_clock_is_read_before_the_closing_synchronize_only_when_waits_are_recorded() -> None:
+    for findings, source, extra_reads in ((True, WaitingSource(), 1), (False, WaitingSource(), 0)):
+        cap = capture(source, findings=findings)
+        before = source.clock_reads
+        cap.begin("t")
+        cap.end()
+        assert source.clock_reads - before == 2 + extra_reads
+        (result,) = cap.flush()
+        assert result.findings == (() if findings else None)
+
+
+def test_a_failing_rule_keeps_the_figures_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pytest_gpuutil.capture.continuous as continuous
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(continuous, "find", broken)
+    source = WaitingSource()
+    cap = capture(source, findings=True)
+    cap.begin("t")
+    _loop(source, 50, wait=True)
+    cap.end()
+    (result,) = cap.flush()
+    assert result.stats is not None and result.findings is None
+    assert result.note == "findings could not be looked for: boom"

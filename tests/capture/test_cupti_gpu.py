@@ -133,3 +133,32 @@ def test_the_plugin_measures_with_cupti_and_says_so(pytester, monkeypatch):
     result.stdout.fnmatch_lines(["profiler start-up * s (CUPTI), not charged to any test",
                                  "measurement cost * s (* s with the tests, the rest at the end), *% of the * s the tests took (1 test measured)"])
     assert "Fatal Python error" not in result.stderr.str() and result.ret == 0
+
+
+def test_the_hosts_waits_come_with_the_gpu_work_and_make_findings():
+    """Activity kind 38: each .item() is a "Stream Sync" wait; the capture's own closing
+    synchronize is left out; host-sync fires on an .item() loop and not on the same loop without."""
+    from pytest_gpuutil import KernelClassifier
+    from pytest_gpuutil.capture.continuous import ContinuousCapture
+
+    source = _source()
+    assert 38 in source.kinds
+    capture = ContinuousCapture(source, KernelClassifier(), synchronize=torch.cuda.synchronize, findings=True)
+    assert capture.ensure_started(), capture.broken
+    a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
+    (a @ a).sum().item()
+    try:
+        for name, item in (("with_item", True), ("without", False)):
+            capture.begin(name)
+            for _ in range(100):
+                c = a @ a
+                if item:
+                    c.sum().item()
+            capture.end()
+        results = {r.key: r for r in capture.flush()}
+    finally:
+        capture.close()
+    found = {f.rule: f for f in results["with_item"].findings}
+    waits = found["host-sync"].evidence
+    assert waits["waits"] == 100 and waits["by_name"] == {"Stream Sync": 100}  # not the capture's Context Sync
+    assert results["without"].findings == ()

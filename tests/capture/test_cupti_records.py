@@ -2,7 +2,7 @@
 
 The layouts (offsets of kind, start, end, device, stream, name / copy kinds / memory kind) are
 those of cupti_activity.h: CUpti_ActivityKernel10 (216 bytes), Memcpy6 (96), MemcpyPtoP4 (96),
-Memset4 (88). The real thing runs in tests/capture/test_cupti_gpu.py on a GPU.
+Memset4 (88), Synchronization2 (56). The real thing runs in tests/capture/test_cupti_gpu.py on a GPU.
 """
 from __future__ import annotations
 
@@ -16,14 +16,17 @@ from pytest_gpuutil.capture.cupti import (
     KIND_MEMCPY,
     KIND_MEMCPY2,
     KIND_MEMSET,
+    KIND_SYNCHRONIZATION,
     CuptiError,
     find_loaded_library,
     label_name,
+    parse_all,
     parse_buffer,
+    sync_columns,
     to_columns,
 )
 
-SIZES = {KIND_CONCURRENT_KERNEL: 216, KIND_MEMCPY: 96, KIND_MEMCPY2: 96, KIND_MEMSET: 88, 17: 40}
+SIZES = {KIND_CONCURRENT_KERNEL: 216, KIND_MEMCPY: 96, KIND_MEMCPY2: 96, KIND_MEMSET: 88, KIND_SYNCHRONIZATION: 56, 17: 40}
 
 
 def kernel(start: int, end: int, device: int, stream: int, name_ptr: int) -> bytes:
@@ -50,6 +53,13 @@ def memset(start: int, end: int, memory_kind: int = 3) -> bytes:
     struct.pack_into("<QQQ", record, 8, 4096, start, end)
     struct.pack_into("<III", record, 32, 0, 1, 7)
     struct.pack_into("<H", record, 50, memory_kind)
+    return bytes(record)
+
+
+def sync(start: int, end: int, sync_type: int, stream: int = 7) -> bytes:
+    record = bytearray(56)
+    struct.pack_into("<IIQQ", record, 0, KIND_SYNCHRONIZATION, sync_type, start, end)
+    struct.pack_into("<IIII", record, 24, 99, 1, stream, 0)
     return bytes(record)
 
 
@@ -90,6 +100,31 @@ def test_kernels_memcpy_and_memset_become_columns() -> None:
     assert list(cols.kinds) == ["kernel", "gpu_memcpy", "kernel", "gpu_memset", "gpu_memcpy"]
     assert cols.names.codes is cols.kinds.codes  # coded together: the analysis classifies each pair once
     assert cols.durs_ns.tolist() == [500, 300, 40, 10, 100]
+
+
+def test_the_hosts_waits_come_apart_from_the_gpu_work() -> None:
+    buf, valid = buffer_of(
+        kernel(1_000, 1_500, 0, 7, 0x7F00_0000_1000),
+        sync(1_100, 1_520, 3),  # stream synchronize: the host waited for the kernel
+        sync(1_600, 1_610, 2),  # stream wait event: the GPU waits, not the host: not kept
+        memcpy(2_000, 2_300, 2, 3, 1),
+        sync(2_050, 2_320, 4, stream=0xFFFF_FFFF),  # context synchronize
+        sync(2_400, 2_405, 1),  # event synchronize
+    )
+    records, syncs = parse_all(buf, valid, size_of)
+    assert records.kinds.tolist() == [10, 1]  # the GPU work alone, as parse_buffer gives it
+    assert len(parse_buffer(buf, valid, size_of)) == 2
+    assert syncs.types.tolist() == [3, 4, 1]
+    columns = sync_columns(syncs)
+    assert list(columns.names) == ["Stream Sync", "Context Sync", "Event Sync"]  # Kineto's cuda_sync names
+    assert columns.starts_ns.tolist() == [1_100, 2_050, 2_400]
+    assert columns.durs_ns.tolist() == [420, 270, 5]
+
+
+def test_no_waits_is_empty_columns() -> None:
+    buf, valid = buffer_of(kernel(1_000, 1_500, 0, 7, 8))
+    records, syncs = parse_all(buf, valid, size_of)
+    assert len(records) == 1 and len(syncs) == 0 and len(sync_columns(syncs)) == 0
 
 
 def test_a_kernels_name_is_looked_up_once() -> None:

@@ -89,12 +89,16 @@ def records_by_test(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
 #: reads through the plugin's pytest_gpuutil_event_source hook. Tests "launch" work with the
 #: ``gpu`` fixture: ``gpu.run("name", 300_000)`` occupies the fake GPU for 300 µs (the clock is
 #: real time, so windows and events are real), ``gpu.run(..., stream=8)`` on another stream.
+#: ``gpu.replay(events, waits)`` lays out events ``(name, kind, offset ns, dur ns)`` and host waits
+#: ``(name, offset ns, dur ns)`` from now and returns once they are over (for patterns such as a
+#: launch-bound loop, which a spinning Python loop cannot draw exactly); ``drain_syncs()`` hands the
+#: waits to the capture, as CUPTI's synchronization records.
 SYNTHETIC_CONFTEST = '''
 import time
 
 import pytest
 
-from pytest_gpuutil.traces.model import GpuColumns, GpuEvent
+from pytest_gpuutil.traces.model import GpuColumns, GpuEvent, SyncColumns
 
 
 class SyntheticGpu:
@@ -103,6 +107,7 @@ class SyntheticGpu:
     def __init__(self):
         self.collecting = False
         self.events = []
+        self.waits = []
         self.starts = 0
         self.drains = 0
 
@@ -125,6 +130,10 @@ class SyntheticGpu:
         events, self.events = self.events, []
         return GpuColumns.from_events(events), 0
 
+    def drain_syncs(self):
+        waits, self.waits = self.waits, []
+        return SyncColumns(*map(list, zip(*waits))) if waits else SyncColumns()
+
     # what tests call
     def run(self, name, dur_ns, kind="kernel", stream=7, device=0):
         start = self.now()
@@ -132,6 +141,20 @@ class SyntheticGpu:
             pass
         if self.collecting:
             self.events.append(GpuEvent(name, kind, device, stream, start, dur_ns))
+
+    def replay(self, events, waits=()):
+        base = self.now()
+        end = base
+        for name, kind, offset, dur in events:
+            if self.collecting:
+                self.events.append(GpuEvent(name, kind, 0, 7, base + offset, dur))
+            end = max(end, base + offset + dur)
+        for name, offset, dur in waits:
+            if self.collecting:
+                self.waits.append((name, base + offset, dur))
+            end = max(end, base + offset + dur)
+        while self.now() < end:
+            pass
 
 
 GPU = SyntheticGpu()

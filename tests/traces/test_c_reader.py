@@ -25,9 +25,11 @@ from pytest_gpuutil.traces.reader import (
     read_trace,
     read_trace_python,
 )
+from pytest_gpuutil.traces.model import HOST_SYNC_NAMES
 from tests.helpers.reference import DATA
 
-REAL_TRACES = sorted(DATA.glob("*.json.gz")) + sorted((DATA / "zoo").glob("*.json.gz"))
+REAL_TRACES = (sorted(DATA.glob("*.json.gz")) + sorted((DATA / "zoo").glob("*.json.gz"))
+               + sorted((DATA / "findings").glob("*.json.gz")))
 BIG_TRACE = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "h200_40k_kernels.json.gz"
 
 
@@ -58,7 +60,14 @@ def outcome(read: Any, path: Path) -> tuple:
     except TraceError as error:
         return ("error", str(error))
     # devices and streams as text: the readers keep ids as ints or text, and they are shown as text
-    return ("trace", trace.events, trace.profiler_span, trace.base_time_ns)
+    return ("trace", trace.events, trace.profiler_span, trace.base_time_ns, trace.syncs.rows())
+
+
+PARTS = 10  # where the C reader's tuple says how many parts read the events
+
+
+def without_parts(found: tuple) -> tuple:
+    return found[:PARTS] + found[PARTS + 1:]
 
 
 def write(tmp_path: Path, data: bytes, name: str = "t.json") -> Path:
@@ -82,9 +91,9 @@ def test_parts_on_several_threads_give_what_one_pass_gives(path: Path) -> None:
     whole = scan(data, 1)
     for threads in (2, 3, 8):
         parted = scan(data, threads, 1)  # parts of any size
-        assert parted[:-1] == whole[:-1]
-        assert parted[-1] > 1  # it did read in parts
-    assert whole[-1] == 1
+        assert without_parts(parted) == without_parts(whole)
+        assert parted[PARTS] > 1  # it did read in parts
+    assert whole[PARTS] == 1
 
 
 @needs_c
@@ -93,7 +102,7 @@ def test_the_40k_kernel_trace_reads_alike_in_parts() -> None:
         pytest.skip("benchmarks/data/h200_40k_kernels.json.gz is not in this checkout")
     data = gzip.decompress(BIG_TRACE.read_bytes())
     whole, parted = scan(data, 1), scan(data, 4)
-    assert parted[:-1] == whole[:-1] and parted[-1] == 4 and len(whole[6]) == 40_100
+    assert without_parts(parted) == without_parts(whole) and parted[PARTS] == 4 and len(whole[6]) == 40_100
     assert outcome(read_trace, BIG_TRACE) == outcome(read_trace_python, BIG_TRACE)
 
 
@@ -106,6 +115,14 @@ def kernel(**changes: Any) -> dict:
 
 DROP = object()
 CPU_OP = {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1.0, "dur": 1.0}
+
+
+def wait(**changes: Any) -> dict:
+    """A host wait as torch.profiler records it (a runtime call)."""
+    event = {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamSynchronize", "pid": 1, "tid": 1, "ts": 40.25,
+             "dur": 12.5, "args": {"cbid": 131, "correlation": 7}}
+    event.update(changes)
+    return {k: v for k, v in event.items() if v is not DROP}
 
 
 def doc(*events: Any, **top: Any) -> bytes:
@@ -160,6 +177,11 @@ DECLINED = [
     ("text after the document", doc(kernel()) + b" x", "text after"),
     ("a second document", doc(kernel()) + doc(kernel()), "text after"),
     ("NaN", b'{"traceEvents": [{"cat": "cpu_op", "x": NaN}]}', "not valid JSON"),
+    ("a host wait of phase B", doc(kernel(), wait(ph="B")), "'ph'"),
+    ("a host wait without ph", doc(wait(ph=DROP)), "'ph'"),
+    ("a host wait with four decimals", doc(wait(ts=1.2345)), "host wait times"),
+    ("a host wait with a negative dur", doc(wait(dur=-2.0)), "host wait times"),
+    ("a host wait without dur", doc(wait(cat="cuda_sync", name="Stream Sync", dur=DROP)), "host wait times"),
 ]
 
 
@@ -190,6 +212,15 @@ ACCEPTED = [
     ("a base time that is a string", doc(kernel(), baseTimeNanoseconds="12")),
     ("empty traceEvents", b'{"traceEvents": []}'),
     ("a cat nobody keeps, of any value", doc({"cat": "cpu_op", "ts": "odd", "args": [1, {"k": [True, None]}]})),
+    ("host waits of each category", doc(
+        kernel(), wait(), wait(cat="cuda_driver", name="cuCtxSynchronize", ts=-1.5, dur=0),
+        wait(cat="cuda_sync", name="Context Sync", pid=0, tid=-1, args={"device": 0, "stream": -1}),
+        wait(name="cudaMemcpy", args=DROP), wait(name="cudaDeviceSynchronize", args=None))),
+    ("calls that are not host waits, of any shape", doc(
+        wait(name="cudaMemcpyAsync"), wait(name="cudaStreamWaitEvent", ph="i", dur=DROP),
+        wait(cat="cuda_sync", name="Stream Wait Event", ts="odd"), wait(name="cudaStreamSynchronizeX"),
+        wait(name="cudaStream"), wait(name=7), wait(name=None), wait(name=DROP), wait(name="Event sync"),
+        wait(cat="cpu_op", name="cudaStreamSynchronize", ph="B", dur=DROP), wait(cat="cuda_runtimes"))),
 ]
 
 
@@ -211,10 +242,10 @@ def test_a_part_start_inside_an_event_is_caught() -> None:
     assert len(re.findall(rb",\n *\{", text)) > len(events)  # more look-alikes than events
     whole = scan(text, 1)
     for threads in (2, 5, 8):
-        assert scan(text, threads, 1)[:-1] == whole[:-1]
+        assert without_parts(scan(text, threads, 1)) == without_parts(whole)
     unindented = re.sub(rb"\n +", b"\n", text)  # every look-alike at the events' indentation
     whole, parted = scan(unindented, 1), [scan(unindented, threads, 1) for threads in range(2, 9)]
-    assert all(p[:-1] == whole[:-1] for p in parted) and 1 in [p[-1] for p in parted]  # caught, read again
+    assert all(without_parts(p) == without_parts(whole) for p in parted) and 1 in [p[PARTS] for p in parted]  # caught, read again
 
 
 CHANGED_BYTES = b'"{}[],:\\ \n\t0-.5eEaxnu\xff\xc3\x00'
@@ -238,5 +269,30 @@ def test_corrupted_real_traces_read_alike(tmp_path: Path) -> None:
             accepted += 1
             json.loads(data)  # what the C reader took is JSON
             for threads in (2, 4):
-                assert scan(data, threads, 1)[:-1] == scan(data, 1)[:-1], f"case {n}"
+                assert without_parts(scan(data, threads, 1)) == without_parts(scan(data, 1)), f"case {n}"
     assert 0 < accepted < len(cases)  # some corruptions still parse (a changed digit), most do not
+
+
+@needs_c
+def test_the_c_reader_knows_the_host_waits_the_python_readers_know(tmp_path: Path) -> None:
+    events = [wait(cat=cat, name=name, ts=float(n)) for n, name in enumerate(HOST_SYNC_NAMES)
+              for cat in ("cuda_runtime", "cuda_driver", "cuda_sync")]
+    data = doc(kernel(), *events)
+    found = scan(data)
+    assert set(found[PARTS + 2]) == set(HOST_SYNC_NAMES)  # its table is model.py's
+    assert len(found[PARTS + 1]) == len(events)
+    path = write(tmp_path, data)
+    assert outcome(read_trace, path) == outcome(read_trace_python, path)
+    assert read_trace(path).syncs.rows()[:2] == [("cudaDeviceSynchronize", 0, 12_500)] * 2
+
+
+@needs_c
+def test_host_waits_come_in_document_order_from_every_part() -> None:
+    events = [e for n in range(300) for e in (kernel(ts=n * 10.0), wait(ts=n * 10.0 + 5, dur=1.0 + n))]
+    data = doc(*events)
+    whole = scan(data, 1)
+    assert whole[PARTS + 3] == [n * 10_000 + 5_000 for n in range(300)]
+    assert whole[PARTS + 4] == [1_000 + n * 1_000 for n in range(300)]
+    for threads in (2, 3, 8):
+        parted = scan(data, threads, 1)
+        assert parted[PARTS] > 1 and without_parts(parted) == without_parts(whole)

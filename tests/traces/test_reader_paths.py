@@ -29,13 +29,14 @@ def raw_text(name: str) -> bytes:
 
 
 def same(a, b) -> bool:
-    return a.events == b.events and a.profiler_span == b.profiler_span and a.base_time_ns == b.base_time_ns
+    return (a.events == b.events and a.profiler_span == b.profiler_span and a.base_time_ns == b.base_time_ns
+            and a.syncs.rows() == b.syncs.rows())
 
 
 def kineto(data: bytes):
     """The Kineto-layout reader's result as a Trace, or None when it declines."""
     found = read_kineto_layout(data)
-    return None if found is None else Trace("t", found.columns, found.profiler_span, found.base_time)
+    return None if found is None else Trace("t", found.columns, found.profiler_span, found.base_time, found.syncs)
 
 
 def test_all_sixteen_real_traces_are_checked():
@@ -77,6 +78,13 @@ def first_kernel_event(data: bytes) -> dict:
     return json.loads(data[start:end])
 
 
+def with_first_wait(data: bytes, change) -> bytes:
+    """``data`` with its first host wait (a cudaDeviceSynchronize) replaced by ``change(event)``."""
+    at = data.index(b'"name": "cudaDeviceSynchronize"')
+    start, end = data.rindex(b"{", 0, at), data.index(b"\n  }", at) + 4
+    return data[:start] + json.dumps(change(json.loads(data[start:end]))).encode() + data[end:]
+
+
 def variants(data: bytes) -> dict[str, bytes]:
     """The same trace written other ways, or with one event changed in a way that matters."""
     kernel = first_kernel_event(data)
@@ -95,6 +103,8 @@ def variants(data: bytes) -> dict[str, bytes]:
         "16-digit ts": KERNEL_TIMES.sub(lambda m: m.group(0).replace(m.group(1), b"1234567890123456.789"), data, count=1),
         "integer ts": KERNEL_TIMES.sub(lambda m: m.group(0).replace(m.group(1), b"123456"), data, count=1),
         "kernel without ph": with_first_kernel(data, {k: v for k, v in kernel.items() if k != "ph"}),
+        "a wait's keys sorted": with_first_wait(data, lambda e: {k: e[k] for k in sorted(e)}),
+        "a wait's dur with two decimals": with_first_wait(data, lambda e: dict(e, dur=round(e["dur"] + 0.01, 2))),
         "extra kernel first": data.replace(
             b'"traceEvents": [', b'"traceEvents": [{"ph":"X","cat":"kernel","name":"extra","pid":0,"tid":7,'
             b'"ts":1.5,"dur":2.5,"args":{"device":0,"stream":7}},', 1),
@@ -103,7 +113,8 @@ def variants(data: bytes) -> dict[str, bytes]:
 
 #: variants whose events differ from the original's (the others only spell the same events differently;
 #: Kineto's pid and tid are the device and stream, so dropping args changes nothing either)
-CHANGED = {"escaped quote in a name", "two-decimal ts", "16-digit ts", "integer ts", "extra kernel first"}
+CHANGED = {"escaped quote in a name", "two-decimal ts", "16-digit ts", "integer ts", "extra kernel first",
+           "a wait's dur with two decimals"}
 
 
 @pytest.mark.parametrize("name", ["two_streams_overlap.json.gz", "nccl_allreduce_rank0.json.gz", "conv3d_fp32_fwd_bwd.json.gz"])
@@ -298,3 +309,34 @@ def test_a_trace_exported_by_the_installed_torch_reads_alike(tmp_path):
     assert fast.events == general.events and fast.profiler_span == general.profiler_span
     if cuda:
         assert len(fast.events) >= 20 and {e.kind for e in fast.events} >= {"kernel"}
+
+
+def test_host_waits_are_read_alike_by_all_readers():
+    data = raw_text("duty_cycle_25.json.gz")
+    traces = [kineto(data), trace_from_json("t", data), trace_from_json_tolerant("t", data)]
+    rows = [t.syncs.rows() for t in traces]
+    assert rows[0] == rows[1] == rows[2] and len(rows[0]) == 13
+    assert {name for name, _, _ in rows[0]} == {"cudaDeviceSynchronize"}
+    launches = data.count(b'"name": "cudaLaunchKernel"')
+    assert launches == 10  # runtime calls that are not waits are left out
+
+
+def test_a_wait_in_another_layout_is_left_to_the_general_reader():
+    data = with_first_wait(raw_text("duty_cycle_25.json.gz"), lambda e: {k: e[k] for k in sorted(e)})
+    assert read_kineto_layout(data) is None
+    assert same(trace_from_json("t", data), trace_from_json("t", raw_text("duty_cycle_25.json.gz")))
+
+
+FINDINGS_TRACES = sorted(p.name for p in (DATA / "findings").glob("*.json.gz"))
+
+
+@pytest.mark.parametrize("name", FINDINGS_TRACES)
+def test_traces_with_host_waits_read_alike_by_all_readers(name):
+    data = gzip.decompress((DATA / "findings" / name).read_bytes())
+    fast = kineto(data)
+    assert fast is not None, f"{name} should be read in Kineto's layout"
+    general, tolerant = trace_from_json("t", data), trace_from_json_tolerant("t", data)
+    assert same(fast, general) and same(general, tolerant)
+    assert len(fast.syncs) >= 2  # at least the recording's own two cudaDeviceSynchronize
+    in_2_13 = in_torch_2_13_layout(data)
+    assert same(kineto(in_2_13), general)

@@ -47,3 +47,18 @@ def test_times_are_exact_and_names_escaped(tmp_path) -> None:
     write_chrome_trace(str(path), cols, Window(1_234_567_890_500, 1_234_567_899_999, "test_call"))
     assert json.loads(gzip.decompress(path.read_bytes())) == doc
     assert [p.name for p in tmp_path.iterdir()] == ["x.json.gz"]  # no temporary file left
+
+
+def test_the_host_waits_are_written_and_read_back_with_the_same_findings(tmp_path) -> None:
+    from pytest_gpuutil.analysis.findings import find, find_in_trace
+    from pytest_gpuutil.traces.model import GpuColumns, GpuEvent, SyncColumns
+
+    events = GpuColumns.from_events(GpuEvent("nvjet_sm90_tst", "kernel", 0, 7, 1_000_000 + i * 60_000, 20_000)
+                                    for i in range(50))
+    syncs = SyncColumns(["Stream Sync"] * 50, [1_005_000 + i * 60_000 for i in range(50)], [16_000] * 50)
+    window = Window(1_000_000, 4_000_000, "test_call")
+    path = tmp_path / "t.json.gz"
+    write_chrome_trace(str(path), events, window, label="t.py::test_x", syncs=syncs)
+    back = read_trace(str(path))
+    assert [(n, s + back.base_time_ns, d) for n, s, d in back.syncs.rows()] == syncs.rows()
+    assert find_in_trace(back) == find(events, window, syncs=syncs) and find_in_trace(back)[0].rule == "host-sync"

@@ -139,6 +139,8 @@ def detail_data(record: Mapping[str, Any], categories: Sequence[str], link: Opti
         "tr": link,
         "cmp": [[r.metric, r.baseline, r.current, r.change_text, r.limit_text, int(r.regressed), round(r.severity, 3)]
                 for r in compared],
+        "fd": [[as_text(f.get("rule")), as_text(f.get("severity")), as_text(f.get("message")), as_text(f.get("fix")),
+                dict(as_map(f.get("evidence")))] for f in mappings_in(record.get("findings"))],
     }
     return rounded({k: v for k, v in detail.items() if v}, 5)
 
@@ -180,10 +182,11 @@ def tests_section(tests: Sequence[Mapping[str, Any]], palette: Palette, threshol
         f'<input id="filter-text" type="search" placeholder="filter by test or kernel name" aria-label="filter">'
         f'<select id="filter-outcome" aria-label="outcome"><option value="">any outcome</option>{options}</select>'
         f'<select id="filter-only" aria-label="which tests"><option value="">all tests</option>'
-        f'<option value="gpu">with GPU work</option><option value="limits">limits or regressions</option></select>'
+        f'<option value="gpu">with GPU work</option><option value="limits">limits or regressions</option>'
+        f'<option value="findings">with findings</option></select>'
         f'<span id="shown">{len(tests)} tests</span><span class="legend">{legend(palette)}</span></div>'
-        f'<p class="sub">Click a column to sort, a row for its details (categories, memory, kernel_bench and '
-        f"gpu_trace results, trace file). – : not measured.</p>"
+        f'<p class="sub">Click a column to sort, a row for its details (findings, categories, memory, kernel_bench '
+        f"and gpu_trace results, trace file). – : not measured.</p>"
         f'<div class="scroll"><table id="tests"><thead><tr>{heads}</tr></thead><tbody>{"".join(rows[:FIRST_ROWS])}</tbody>'
         f"</table>{more_rows(rows[FIRST_ROWS:])}</div></section>"
     )

@@ -68,7 +68,8 @@
       var ok = (!q || (cellText(r, C.test) + " " + (d.tk || cellText(r, C.top))).toLowerCase().indexOf(q) >= 0)
         && (!o || cellText(r, C.outcome) === o)
         && (which !== "gpu" || parseFloat(cellText(r, C.kernels)) > 0)
-        && (which !== "limits" || cellText(r, C.limits) !== "");
+        && (which !== "limits" || cellText(r, C.limits) !== "")
+        && (which !== "findings" || (d.fd && d.fd.length > 0));
       r.hidden = !ok;
       if (r.guDetail) r.guDetail.hidden = !ok;
       if (ok) count++;
@@ -126,6 +127,18 @@
     return el("div", {}, [el("h4", {}, [title]), grid(["label"].concat(cols, withCats ? ["categories (% of busy)"] : []), body2, 99)]);
   }
 
+  // a finding: [rule, severity, message, fix, evidence]
+  function findings(fd) {
+    return el("div", { "class": "fd" }, [el("h4", {}, ["Findings: what to fix"])].concat(fd.map(function (f) {
+      var ev = f[4] || {};
+      return el("div", { "class": "finding sev-" + f[1] }, [
+        el("p", {}, [el("b", {}, [f[0]]), " ", el("span", { "class": "sev" }, [f[1]]), " ", f[2]]),
+        el("p", { "class": "fix" }, ["fix: " + f[3]]),
+        Object.keys(ev).length ? el("details", {}, [el("summary", {}, ["evidence"]),
+          el("pre", { "class": "mono" }, [JSON.stringify(ev, null, 1)])]) : null]);
+    })));
+  }
+
   function detail(row) {
     var d = DATA.tests[row.guIndex];
     var kids = [el("h3", {}, [cellText(row, C.test)])];
@@ -135,6 +148,7 @@
     if (cellText(row, C.limits)) facts.push(["limits", cellText(row, C.limits)]);
     kids.push(kv(facts));
     if (d.note) kids.push(el("p", {}, ["note: " + d.note]));
+    if (d.fd) kids.push(findings(d.fd));
     var figs = [["wall ms", C.wall], ["GPU ms", C.gpu], ["busy %", C.busy], ["mm/conv %", C.mm], ["attention %", C.attn],
       ["communication %", C.comm], ["kernels", C.kernels]].filter(function (f) { return cellText(row, f[1]) !== ""; })
       .map(function (f) { return [f[0], cellText(row, f[1])]; });

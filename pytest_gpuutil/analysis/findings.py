@@ -1,0 +1,125 @@
+"""Findings: what to fix in one window of GPU work (a test's call, a trace), with the evidence.
+
+A pure rule engine (no torch, no pytest): give it one window's GPU events, the window, the kernel
+classifier, and, where the source recorded them, the host's waits for the GPU and hardware
+counters; it gives frozen :class:`~pytest_gpuutil.analysis.rules.Finding` records, one per rule
+that fired, in the order of :data:`~pytest_gpuutil.analysis.rules.RULES`. The rules, their limits
+and the reasons for them are in :mod:`pytest_gpuutil.analysis.rules`; what they read, in
+:mod:`pytest_gpuutil.analysis.window_facts`. A rule whose input is missing (no host waits
+recorded, no hardware counters) stays silent: it never guesses.
+
+A capture of many windows asks :func:`may_fire` first, with the figures it already has for each
+window (:class:`~pytest_gpuutil.analysis.rules.Glance`): most tests of a suite are skipped there,
+without looking at their events. Rules that read only counter figures (``low-sm-activity``) run
+from a record's figures with :func:`counter_findings`.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
+
+from pytest_gpuutil.analysis.classify import KernelClassifier
+from pytest_gpuutil.analysis.rules import RULE_IDS, RULES, RULES_BY_ID, Finding, Glance
+from pytest_gpuutil.analysis.window_facts import Timeline, WindowFacts
+from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Trace, Window
+
+if TYPE_CHECKING:
+    from pytest_gpuutil.analysis.summary import TraceSummary
+    from pytest_gpuutil.analysis.windows import WindowStats
+
+__all__ = ["Finding", "Glance", "RULE_IDS", "counter_findings", "find", "find_in_trace", "glance", "may_fire",
+           "parse_rule_ids"]
+
+
+def find(events: GpuColumns, window: Window, classifier: Optional[KernelClassifier] = None,
+         syncs: Optional[SyncColumns] = None, *, hardware: Optional[Mapping[str, Any]] = None,
+         ignore: Iterable[str] = (), sync_end_ns: Optional[int] = None, timeline: Optional[Timeline] = None,
+         seen: Optional[Glance] = None) -> tuple[Finding, ...]:
+    """The findings of one window.
+
+    ``syncs``: the host's waits (None or empty: ``host-sync`` is not checked); ``hardware``: counter
+    figures of the window (``sm_pct``, ``busy_pct``; absent: ``low-sm-activity`` is not checked);
+    ``ignore``: rule ids left out; ``sync_end_ns``: waits from then on are not the test's (the
+    capture's own closing synchronize); ``timeline`` and ``seen``: what an analysis of the same
+    window already found (its timeline, its figures for the rules' gates), so that it is not
+    computed again. They change nothing but the time it takes.
+    """
+    if window.duration_ns <= 0:
+        return ()
+    facts = WindowFacts(events, window, classifier or KernelClassifier(), syncs or None, sync_end_ns, timeline,
+                        seen.event_count if seen is not None else None)
+    figures = {key: float(value) for key, value in (hardware or {}).items() if _finite(value)}
+    skipped = set(ignore)
+    found = {}
+    for rule in RULES:
+        if rule.id not in skipped and (seen is None or rule.gate is None or rule.gate(seen, rule.limits)):
+            finding = rule.check(facts, rule.limits, figures)
+            if finding is not None:
+                found[rule.id] = finding
+    return tuple(finding for rule_id, finding in found.items() if not _superseded(rule_id, finding, found))
+
+
+def glance(stats: "WindowStats | TraceSummary", waits: Optional[int] = None) -> Glance:
+    """What the gates read, from a window's statistics (or a trace's summary) and the number of host waits in it."""
+    return Glance(stats.window.duration_ns, stats.busy_pct, stats.event_count, stats.kernel_count,
+                  {c.name: c.time_us for c in stats.categories}, waits)
+
+
+def may_fire(figures: Glance, ignore: Iterable[str] = ()) -> bool:
+    """False only when no rule that reads events can fire on the window: its events need no look."""
+    skipped = set(ignore)
+    return figures.window_ns > 0 and any(
+        rule.gate(figures, rule.limits) for rule in RULES if rule.gate is not None and rule.id not in skipped)
+
+
+def counter_findings(busy_pct: Optional[float], sm_pct: Optional[float], ignore: Iterable[str] = ()) -> tuple[Finding, ...]:
+    """The findings of the rules that read hardware counters (``low-sm-activity``), from a test's
+    record figures; none when a figure is missing."""
+    if not (_finite(busy_pct) and _finite(sm_pct)):
+        return ()
+    empty = WindowFacts(GpuColumns(), Window(0, 1, "counters"), KernelClassifier())
+    figures = {"busy_pct": float(busy_pct), "sm_pct": float(sm_pct), "events": 1.0}  # type: ignore[arg-type]
+    skipped = set(ignore)
+    found = (rule.check(empty, rule.limits, figures) for rule in RULES if rule.gate is None and rule.id not in skipped)
+    return tuple(f for f in found if f is not None)
+
+
+def find_in_trace(trace: Trace, window: Optional[Window] = None, classifier: Optional[KernelClassifier] = None,
+                  ignore: Iterable[str] = (), sync_end_ns: Optional[int] = None,
+                  summary: Optional["TraceSummary"] = None) -> tuple[Finding, ...]:
+    """The findings of a whole trace over its window (the profiler's span, else its GPU span), as
+    :func:`~pytest_gpuutil.analysis.summary.analyze` chooses it, with the waits the trace recorded.
+    ``summary``: ``analyze``'s result for the same trace and window (its work is then reused)."""
+    from pytest_gpuutil.analysis.summary import choose_window
+
+    win = summary.window if summary is not None else choose_window(trace, window)
+    seen = None
+    if summary is not None:
+        seen = glance(summary, _waits_in(trace.syncs, win, sync_end_ns))
+    return find(trace.columns, win, classifier, trace.syncs, ignore=ignore, sync_end_ns=sync_end_ns,
+                timeline=summary.timeline if summary is not None else None, seen=seen)
+
+
+def _waits_in(syncs: SyncColumns, window: Window, sync_end_ns: Optional[int]) -> int:
+    """How many waits overlap the window (before ``sync_end_ns``): an upper bound of what host-sync counts."""
+    limit = window.end_ns if sync_end_ns is None else min(window.end_ns, sync_end_ns)
+    return sum(1 for _, start, dur in syncs.rows() if start < limit and start + dur > window.start_ns)
+
+
+def parse_rule_ids(text: str, source: str) -> frozenset[str]:
+    """Rule ids separated by commas or spaces; ValueError naming ``source`` and the known ids for any other."""
+    ids = [word for word in re.split(r"[\s,]+", text.strip()) if word]
+    unknown = [word for word in ids if word not in RULES_BY_ID]
+    if unknown:
+        raise ValueError(f"{source}: unknown findings rule {', '.join(unknown)} (rules: {', '.join(RULE_IDS)})")
+    return frozenset(ids)
+
+
+def _superseded(rule_id: str, finding: Finding, found: Mapping[str, Finding]) -> bool:
+    rule = RULES_BY_ID[rule_id]
+    return any(other in found for other in rule.superseded_by) and rule.superseded_when(finding)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -1,0 +1,56 @@
+"""``gpuutil analyze`` says what to fix in each trace: JSON, table and CSV, and its two options."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from tests.cli.test_analyze import gpuutil
+from tests.helpers.reference import DATA
+
+FINDINGS = DATA / "findings"
+
+
+def test_json_has_the_findings_of_each_trace():
+    res = gpuutil("analyze", FINDINGS / "small_kernels.json.gz", FINDINGS / "bf16_matmul_loop.json.gz", "--format", "json")
+    assert res.returncode == 0, res.stderr
+    small, healthy = json.loads(res.stdout)
+    assert [f["rule"] for f in small["findings"]] == ["launch-bound"] and healthy["findings"] == []
+    finding = small["findings"][0]
+    assert finding["severity"] == "high" and finding["evidence"]["kernels"] == 1000
+    assert finding["message"].startswith("1,000 kernels, median 1.1 µs") and finding["fix"].startswith("launch fewer")
+    one = json.loads(gpuutil("analyze", FINDINGS / "sync_in_loop.json.gz", "--format", "json").stdout)
+    assert [f["rule"] for f in one["findings"]] == ["host-sync"]
+    assert one["findings"][0]["evidence"]["by_name"] == {"cudaDeviceSynchronize": 102}
+
+
+def test_the_table_ends_each_trace_with_its_findings():
+    res = gpuutil("analyze", FINDINGS / "pageable_copies.json.gz", FINDINGS / "tf32_matmul.json.gz")
+    pageable, tf32 = res.stdout.split("== ")[1:]
+    assert "findings (what to fix):\n  pageable-memcpy [medium]: 10 copies from or to pageable host memory" in pageable
+    assert "      fix: pin the host memory" in pageable
+    assert "findings: none" in tf32
+
+
+def test_csv_lists_the_rules():
+    res = gpuutil("analyze", FINDINGS / "item_in_loop.json.gz", FINDINGS / "bf16_matmul_loop.json.gz", "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert rows[0]["findings"] == "host-sync launch-bound" and rows[1]["findings"] == ""
+
+
+def test_findings_can_be_turned_off_or_thinned():
+    off = json.loads(gpuutil("analyze", FINDINGS / "small_kernels.json.gz", "--format", "json", "--findings", "off").stdout)
+    assert "findings" not in off
+    res = gpuutil("analyze", FINDINGS / "small_kernels.json.gz", "--format", "json", "--findings-ignore", "launch-bound")
+    assert [f["rule"] for f in json.loads(res.stdout)["findings"]] == ["gpu-idle"]  # what launch-bound took the place of
+    res = gpuutil("analyze", FINDINGS / "small_kernels.json.gz", "--format", "json", "--findings-ignore",
+                  "launch-bound,gpu-idle")
+    assert json.loads(res.stdout)["findings"] == []
+
+
+def test_an_unknown_rule_is_one_line():
+    res = gpuutil("analyze", FINDINGS / "small_kernels.json.gz", "--findings-ignore", "launch_bound")
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.strip().splitlines() == [
+        "error: --findings-ignore: unknown findings rule launch_bound (rules: pageable-memcpy, host-sync, launch-bound, "
+        "fp32-matmul, gpu-idle, memcpy-dominant, low-sm-activity)"]
