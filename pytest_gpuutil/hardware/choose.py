@@ -52,12 +52,22 @@ def _reason(exc: BaseException) -> str:
     return f"{friendly} [{exc}]" if friendly else str(exc)
 
 
-def _device_identity(torch: Any) -> tuple[int, str, str]:
-    """(CUDA device index, UUID, name) of the current CUDA device."""
+@dataclass(frozen=True)
+class CudaDevice:
+    """The CUDA device whose counters are read (the process's current device)."""
+
+    index: int
+    uuid: str
+    name: str
+    #: waits for the device (creates its context first: PM sampling needs one)
+    synchronize: Callable[[], None] = lambda: None
+
+
+def cuda_device(torch: Any) -> CudaDevice:
+    """The current CUDA device of ``torch``."""
     index = torch.cuda.current_device()
     props = torch.cuda.get_device_properties(index)
-    uuid = str(getattr(props, "uuid", "") or "")
-    return index, uuid, str(getattr(props, "name", ""))
+    return CudaDevice(index, str(getattr(props, "uuid", "") or ""), str(getattr(props, "name", "")), torch.cuda.synchronize)
 
 
 def _describe(source: CounterSource, chip: str = "") -> str:
@@ -72,14 +82,19 @@ def _describe(source: CounterSource, chip: str = "") -> str:
 def open_counters(
     mode: str,
     interval_ms: float,
-    torch: Any,
+    cuda: Optional[CudaDevice],
     own_pids: Optional[Callable[[], set[int]]] = None,
     source: Optional[CounterSource] = None,
-    nvml_device: Callable[[str, int], NvmlDevice] = lambda uuid, index: open_device(uuid, index),
-    physical_index: Optional[int] = None,
+    nvml_device: Callable[[str, int], Any] = open_device,
+    cupti_library: Callable[[], Optional[str]] = lambda: _loaded_cupti(),
 ) -> OpenedCounters:
-    """Start the best source ``mode`` allows on the current CUDA device (``source``: use that one,
-    e.g. a synthetic source from the ``pytest_gpuutil_counter_source`` hook). Never raises."""
+    """Start the best source ``mode`` allows on ``cuda`` (``source``: use that one, e.g. a synthetic
+    source from the ``pytest_gpuutil_counter_source`` hook). Never raises.
+
+    ``nvml_device(uuid, index)`` gives the NVML view of the device (anything with ``name``,
+    ``mig_enabled()``, ``gpm_supported()``, ``energy_mj()``, ``process_pids()``) or raises
+    NvmlError; ``cupti_library()`` the loaded libcupti's path or None.
+    """
     if mode == "off":
         return OpenedCounters(None)
     pids = own_pids or (lambda: {os.getpid()})
@@ -91,17 +106,16 @@ def open_counters(
         except Exception as exc:  # noqa: BLE001 - a source that cannot start must not fail tests
             return OpenedCounters(None, fallback=f"hardware counters off: {source.name} did not start: {exc}")
         return OpenedCounters(CounterCapture(sampler), source.name, startup_s=sampler.cost().startup_s)
-    try:
-        index, uuid, name = _device_identity(torch)
-    except Exception as exc:  # noqa: BLE001
-        return OpenedCounters(None, fallback=f"hardware counters off: the CUDA device could not be read: {exc}")
+    if cuda is None:
+        return OpenedCounters(None)
+    index, uuid, name = cuda.index, cuda.uuid, cuda.name
     if uuid.startswith("MIG-"):
         return OpenedCounters(None, fallback="hardware counters off: this is a MIG instance (the counters, energy "
                                              "included, are the whole GPU's)")
     device: Optional[NvmlDevice] = None
     nvml_reason = ""
     try:
-        device = nvml_device(uuid, index if physical_index is None else physical_index)
+        device = nvml_device(uuid, index)
     except NvmlError as exc:
         nvml_reason = str(exc)
     if device is not None and device.mig_enabled():
@@ -110,7 +124,7 @@ def open_counters(
     reasons: list[str] = []
     began = time.perf_counter()
     if mode in ("auto", "cupti"):
-        opened = _try_pm(torch, index, interval_ms, device, pids, reasons)
+        opened = _try_pm(cuda, cupti_library(), interval_ms, device, pids, reasons)
         if opened is not None:
             if device is None:
                 opened.fallback = f"no energy figures and no check for other processes on the GPU: {nvml_reason}"
@@ -149,21 +163,24 @@ def _with_energy_problem(opened: OpenedCounters) -> OpenedCounters:
     return opened
 
 
-def _try_pm(torch: Any, index: int, interval_ms: float, device: Optional[NvmlDevice],
-            pids: Callable[[], set[int]], reasons: list[str]) -> Optional[OpenedCounters]:
+def _loaded_cupti() -> Optional[str]:
     from pytest_gpuutil.capture.cupti import find_loaded_library
 
-    path = find_loaded_library()
+    return find_loaded_library()
+
+
+def _try_pm(cuda: CudaDevice, path: Optional[str], interval_ms: float, device: Optional[NvmlDevice],
+            pids: Callable[[], set[int]], reasons: list[str]) -> Optional[OpenedCounters]:
     if path is None:
         reasons.append("CUPTI PM sampling: libcupti is not loaded in this process")
         return None
     began = time.perf_counter()
     try:
-        torch.cuda.synchronize()  # PM sampling needs the device's context
-        pm = PmSamplingSource(path, device_index=index, interval_ns=int(interval_ms * 1e6))
+        cuda.synchronize()  # PM sampling needs the device's context
+        pm = PmSamplingSource(path, device_index=cuda.index, interval_ns=int(interval_ms * 1e6))
         sampler = CounterSampler(pm, device.energy_mj if device else None, device.process_pids if device else None, pids)
         sampler.start()
-    except (PmSamplingError, OSError) as exc:
+    except Exception as exc:  # noqa: BLE001 - any failure is a fallback, never a crash
         reasons.append(f"CUPTI PM sampling: {_reason(exc)}")
         return None
     return OpenedCounters(CounterCapture(sampler), _describe(pm, pm.chip), "", time.perf_counter() - began)

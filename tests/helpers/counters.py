@@ -1,0 +1,78 @@
+"""A synthetic hardware-counter source: samples of real time whose values tests set, no GPU needed.
+
+It implements the sampler's source protocol (``name``, ``period_ns``, ``fields``, ``start``,
+``poll``, ``stop``), plus ``energy_mj`` and ``process_pids`` that the sampler reads when a
+``pytest_gpuutil_counter_source`` hook hands it over. ``level(sm_pct=..., tensor_pct=...)`` sets
+what the samples completed from now on read; ``watts`` the power its energy counter adds up.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Optional
+
+import numpy as np
+
+from pytest_gpuutil.analysis.counters import CounterSamples
+
+
+class SyntheticCounters:
+    name = "synthetic_counters"
+
+    def __init__(self, period_ns: int = 1_000_000, fields: tuple[str, ...] = ("sm_pct", "tensor_pct", "dram_bw_pct"),
+                 fail_after_polls: Optional[int] = None):
+        self.period_ns: Optional[int] = period_ns
+        self.fields = fields
+        self.values = {name: 0.0 for name in fields}
+        self.watts = 100.0
+        self.other_pids: set[int] = set()
+        self.fail_after_polls = fail_after_polls
+        self.polls = 0
+        self.started = self.stopped = False
+        self._next = 0
+        self._energy_origin = time.time_ns()
+        self._lock = threading.Lock()
+        self._segments: list[tuple[int, dict[str, float]]] = []  # (from ns, values)
+
+    def level(self, **values: float) -> None:
+        """From now on, samples read these values."""
+        with self._lock:
+            self._segments.append((time.time_ns(), {**self.values, **values}))
+            self.values = {**self.values, **values}
+
+    def _value_at(self, t: int) -> dict[str, float]:
+        current = self._segments[0][1] if self._segments else self.values
+        for since, values in self._segments:
+            if since <= t:
+                current = values
+        return current
+
+    def start(self) -> None:
+        self.started = True
+        self._next = time.time_ns()
+        self._segments.append((self._next, dict(self.values)))
+
+    def poll(self) -> CounterSamples:
+        self.polls += 1
+        if self.fail_after_polls is not None and self.polls > self.fail_after_polls:
+            raise RuntimeError("synthetic failure")
+        now = time.time_ns()
+        period = int(self.period_ns or 1)
+        count = max(0, (now - self._next) // period)
+        starts = self._next + np.arange(count, dtype=np.int64) * period
+        self._next += count * period
+        with self._lock:
+            rows = [self._value_at(int(s + period // 2)) for s in starts.tolist()]
+        return CounterSamples(starts, starts + period, {f: np.asarray([r[f] for r in rows], dtype=np.float64)
+                                                        for f in self.fields})
+
+    def stop(self) -> CounterSamples:
+        self.stopped = True
+        return self.poll()
+
+    def energy_mj(self) -> int:
+        return int((time.time_ns() - self._energy_origin) / 1e9 * self.watts * 1000)
+
+    def process_pids(self) -> set[int]:
+        return {os.getpid(), *self.other_pids}
