@@ -13,6 +13,8 @@ torch is imported only by :meth:`Measurement.prepare`, which the plugin calls on
 """
 from __future__ import annotations
 
+import dataclasses
+import os
 import time
 import warnings
 from dataclasses import dataclass
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 if TYPE_CHECKING:
     from pytest_gpuutil.analysis.classify import KernelClassifier
+    from pytest_gpuutil.hardware.capture import CounterCapture, TestCounters
     from pytest_gpuutil.analysis.windows import WindowStats
     from pytest_gpuutil.capture.continuous import ContinuousCapture, EventSource
     from pytest_gpuutil.capture.flush_policy import FlushPolicy
@@ -48,6 +51,8 @@ class TestProfile:
     events: Optional[GpuColumns] = None
     #: the per-test torch.profiler session, kept for a trace file (per-test profiling)
     profiler: Optional[RegionProfiler] = None
+    #: the hardware counters over the call (None: not read)
+    counters: Optional[TestCounters] = None
 
 
 @dataclass(frozen=True)
@@ -76,8 +81,19 @@ class Measurement:
     """Per-test measurement of one process (a plain run or one xdist worker)."""
 
     def __init__(self, classifier: KernelClassifier, keep_events: bool, cpu_activity: bool, policy: FlushPolicy,
-                 use_cupti: bool = True, memory_history: bool = False):
+                 use_cupti: bool = True, memory_history: bool = False, counters: str = "off",
+                 counters_interval_ms: float = 1.0):
         self.classifier = classifier
+        #: hardware counters: the mode asked for, the capture once open, and what to say about it
+        self.counters_mode = counters
+        self.counters_interval_ms = counters_interval_ms
+        self.counters: Optional[CounterCapture] = None
+        self.counters_description = ""
+        self.counters_fallback = ""
+        self.counters_startup_s: Optional[float] = None
+        #: the pids that are this run's own on the GPU (the counters' "another process" note skips
+        #: them); the child-process tracking may replace it with one that adds the tests' children
+        self.own_pids: Callable[[], set[int]] = lambda: {os.getpid()}
         self.memory_history = memory_history
         #: GPU memory counters, when CUDA is there (with any way of measuring, or none)
         self.meter: Optional[MemoryMeter] = None
@@ -106,13 +122,32 @@ class Measurement:
         return self._prepare_s if self.capture is not None else None
 
     # -- set-up -----------------------------------------------------------------------------------
-    def prepare(self, torch: Any, cuda: bool, source: Optional[EventSource]) -> None:
+    def prepare(self, torch: Any, cuda: bool, source: Optional[EventSource], counter_source: Any = None) -> None:
         """Choose how to measure and start the capture, before the first test (its start-up is charged to none)."""
         began = time.perf_counter()
         try:
             self._prepare(torch, cuda, source)
         finally:
             self._prepare_s = time.perf_counter() - began
+        self._open_counters(torch, cuda, counter_source)
+
+    def _open_counters(self, torch: Any, cuda: bool, source: Any) -> None:
+        """The hardware counters, when asked for and there is a GPU (or a source from the hook)."""
+        if self.counters_mode == "off" or self.mode == OFF or not (cuda or source is not None):
+            return
+        from pytest_gpuutil.hardware.choose import cuda_device, open_counters
+
+        try:
+            device = cuda_device(torch) if cuda else None
+        except Exception as exc:  # noqa: BLE001 - counters are extra: the tests are measured without them
+            self.counters_fallback = f"hardware counters off: the CUDA device could not be read: {exc}"
+            return
+        opened = open_counters(self.counters_mode, self.counters_interval_ms, device, own_pids=lambda: self.own_pids(),
+                               source=source)
+        self.counters = opened.capture
+        self.counters_description = opened.description
+        self.counters_fallback = opened.fallback
+        self.counters_startup_s = opened.startup_s
 
     def _prepare(self, torch: Any, cuda: bool, source: Optional[EventSource]) -> None:
         self._torch, self.cuda = torch, cuda
@@ -162,6 +197,8 @@ class Measurement:
         if self.mode == CONTINUOUS:
             self.capture.begin(nodeid)
             results.measurement = _StepAside(self.capture)
+            if self.counters is not None:
+                self.counters.begin(nodeid)
         elif self.mode == PER_TEST:
             from pytest_gpuutil.capture.profiler import RegionProfiler
 
@@ -175,6 +212,8 @@ class Measurement:
             self._profilers[nodeid] = profiler
             self._begun[nodeid] = time.perf_counter() - began
             results.measurement = profiler
+            if self.counters is not None:
+                self.counters.begin(nodeid)
         return None
 
     def end(self, nodeid: str, results: Any) -> Optional[TestProfile]:
@@ -182,6 +221,8 @@ class Measurement:
         results.measurement = None
         if self.mode == CONTINUOUS:
             self.capture.end()
+            if self.counters is not None:
+                self.counters.end()
             self._end_memory(nodeid)
             return None
         self._end_memory(nodeid)
@@ -196,9 +237,13 @@ class Measurement:
         from pytest_gpuutil.analysis.windows import WindowStats
 
         stats = WindowStats.from_summary(region.summary) if region.summary is not None and self.cuda else None
+        counters = None
+        if self.counters is not None:  # per-test profiling: each test's counters at its end
+            self.counters.end()
+            counters = self.counters.flush().get(nodeid)
         cost_ms = (self._begun.pop(nodeid, 0.0) + time.perf_counter() - began) * 1000
         return TestProfile(region.wall_ms, stats, region.note, cost_ms, region.window,
-                           profiler=profiler if profiler.prof is not None else None)
+                           profiler=profiler if profiler.prof is not None else None, counters=counters)
 
     def _end_memory(self, nodeid: str) -> None:
         started = self._memory_start.pop(nodeid, None)
@@ -225,15 +270,39 @@ class Measurement:
 
     def flush(self) -> dict[str, TestProfile]:
         """Profiles of every window closed since the last flush, by node id."""
-        return _profiles(self.capture.flush()) if self.capture is not None else {}
+        if self.capture is None:
+            return {}
+        profiles = _profiles(self.capture.flush())
+        return self._with_counters(profiles, self.counters.flush() if self.counters is not None else {})
 
     def close(self) -> dict[str, TestProfile]:
-        """The session's end: what is left, then the source stops and the guard comes off."""
+        """The session's end: what is left, then the sources stop and the guard comes off."""
         profiles = _profiles(self.capture.close()) if self.capture is not None else {}
+        counters = {}
+        if self.counters is not None:
+            try:
+                counters = self.counters.close()
+            except Exception as exc:  # noqa: BLE001 - the records go out without the last counters
+                self.counters_fallback = self.counters_fallback or f"the hardware counters failed to stop: {exc}"
         if self._restore_guard is not None:
             self._restore_guard()
             self._restore_guard = None
-        return profiles
+        return self._with_counters(profiles, counters)
+
+    @staticmethod
+    def _with_counters(profiles: dict[str, TestProfile], counters: dict[str, Any]) -> dict[str, TestProfile]:
+        return {key: dataclasses.replace(p, counters=counters[key]) if key in counters else p
+                for key, p in profiles.items()}
+
+    def counters_info(self) -> dict[str, Any]:
+        """What the summary says about the counters of this process (JSON-able)."""
+        if self.counters is None:
+            return {"counters": "", "counters_fallback": self.counters_fallback}
+        cost = self.counters.sampler.cost()
+        return {"counters": self.counters_description, "counters_fallback": self.counters_fallback,
+                "counters_startup_s": self.counters_startup_s,
+                "counters_cost": {**dataclasses.asdict(cost), "flush_s": self.counters.flush_s,
+                                  "error": self.counters.sampler.error}}
 
 
 def _profiles(results: list[Any]) -> dict[str, TestProfile]:

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 
 MARKER = (
     "gpu_util(min_busy_pct=None, min_mm_conv_pct=None, max_gpu_ms=None, max_kernel_count=None, max_memory=None, "
-    "max_leak=None): fail the test when --gpu-util measures it below/above these limits (sizes like '2 GiB')"
+    "max_leak=None, min_sm_pct=None, min_tensor_pct=None, max_energy_j=None): fail the test when --gpu-util measures "
+    "it below/above these limits (sizes like '2 GiB'; SM/tensor % and energy from the hardware counters)"
 )
 
 
@@ -168,7 +169,9 @@ class GpuUtilHooks:
         if state.settings.enabled and not session.config.option.collectonly and not controller:
             source = (session.config.hook.pytest_gpuutil_event_source(config=session.config)
                       if state.settings.source == "cupti" else None)
-            state.prepare_measurement(source)  # the profiler's one-time start-up, before any test
+            counter_source = (session.config.hook.pytest_gpuutil_counter_source(config=session.config)
+                              if state.settings.counters != "off" else None)
+            state.prepare_measurement(source, counter_source)  # the profiler's one-time start-up, before any test
         yield
         if state.is_worker:
             return

@@ -197,9 +197,30 @@ class CounterSums:
         return pair[1] / (pair[0] / 1000) if pair and pair[0] > 0 else None
 
     def figures(self) -> dict[str, Optional[float]]:
-        """``{sm_pct: ..., ..., energy_j: ..., avg_power_w: ...}`` over all the time summed."""
+        """``{sm_pct: ..., ..., energy_j: ..., avg_power_w: ..., covered_ms: ...}`` over all the time summed."""
+        covered = [ms for key, (ms, _) in self.sums.items() if key != ENERGY]
         return {**{name: self.mean(name) for name in COUNTER_FIELDS}, "energy_j": self.energy_j,
-                "avg_power_w": self.avg_power_w}
+                "avg_power_w": self.avg_power_w, "covered_ms": max(covered) if covered else None}
+
+
+def file_of(test: str) -> str:
+    """The file part of a test id (``tests/test_a.py::test_b[1]`` -> ``tests/test_a.py``)."""
+    return test.split("::", 1)[0]
+
+
+def summarise(tests: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """Per-file and session figures from the tests' ``counter_sums`` (``(test id, sums)`` pairs),
+    short tests included: ``{"session": figures, "files": {file: figures}}``; ``{}`` when none has any."""
+    by_file: dict[str, list[CounterSums]] = {}
+    for test, raw in tests:
+        sums = CounterSums.from_dict(raw)
+        if sums.sums:
+            by_file.setdefault(file_of(test), []).append(sums)
+    if not by_file:
+        return {}
+    files = {name: {**CounterSums.total(parts).figures(), "tests": len(parts)} for name, parts in sorted(by_file.items())}
+    every = [s for parts in by_file.values() for s in parts]
+    return {"session": {**CounterSums.total(every).figures(), "tests": len(every)}, "files": files}
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,8 @@ def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], resu
         return TestRecord(**common, note=_join(unmeasured_note, oom_note))
     stats = profile.stats
     measure_ms = None if profile.measure_ms is None else profile.measure_ms + (memory.cost_ms if memory else 0.0)
+    if profile.counters is not None:  # the hardware counters ran on, even where the activity capture stepped aside
+        common.update(profile.counters.record_fields())
     if stats is None:
         return TestRecord(**common, wall_ms=profile.wall_ms, measure_ms=measure_ms,
                           note=_join(profile.note or NO_CUDA_NOTE, oom_note))

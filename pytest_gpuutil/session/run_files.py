@@ -35,7 +35,12 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
     """
     records = sorted(records, key=lambda r: r.test)
     created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    doc = run_document(records, machine, created, gpus=gpus, totals=totals, thresholds=thresholds)
+    extra: dict[str, Any] = {}
+    if any(r.counter_sums for r in records):
+        from pytest_gpuutil.analysis.counters import summarise
+
+        extra["counters"] = summarise((r.test, r.counter_sums) for r in records)  # per file and session
+    doc = run_document(records, machine, created, gpus=gpus, totals=totals, thresholds=thresholds, **extra)
     written.extend(write_run_files(output_dir, records, doc))
     for name in filter(None, (settings.save, free_autosave_name(output_dir, machine) if settings.autosave else None)):
         written.append(save_baseline(doc, output_dir, name))

@@ -59,7 +59,8 @@ class GpuUtilSession:
         self.trace_errors: list[str] = []
         measurement = Measurement(self.classifier, keep_events=settings.traces != "none",
                                   cpu_activity=settings.cpu_activity, policy=settings.flush,
-                                  use_cupti=settings.source == "cupti", memory_history=settings.memory_history)
+                                  use_cupti=settings.source == "cupti", memory_history=settings.memory_history,
+                                  counters=settings.counters, counters_interval_ms=settings.counters_interval_ms)
         #: this process's tests (a plain run or a worker): measured, then sent on as payloads
         self.measuring = Measuring(measurement, self.make_record, worker_id=worker_id, traces=settings.traces,
                                    output_dir=self.output_dir, trace_errors=self.trace_errors)
@@ -147,10 +148,10 @@ class GpuUtilSession:
             self.baseline_messages.append(why_not)
 
     # -- measuring (worker or plain run) -------------------------------------------------------
-    def prepare_measurement(self, source: Any) -> None:
-        """Before the first test: choose how tests are measured and start the capture."""
+    def prepare_measurement(self, source: Any, counter_source: Any = None) -> None:
+        """Before the first test: choose how tests are measured and start the capture (and the counters)."""
         if self.settings.enabled:
-            self.measuring.measurement.prepare(self.torch(), self.cuda(), source)
+            self.measuring.measurement.prepare(self.torch(), self.cuda(), source, counter_source)
             self._read_machine_in_background()
 
     def _read_machine_in_background(self) -> None:

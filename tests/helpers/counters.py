@@ -76,3 +76,29 @@ class SyntheticCounters:
 
     def process_pids(self) -> set[int]:
         return {os.getpid(), *self.other_pids}
+
+
+def synthetic_counters_conftest(period_ns: int = 1_000_000) -> str:
+    """conftest text for inner runs: this module's SyntheticCounters behind the plugin's
+    ``pytest_gpuutil_counter_source`` hook, and a ``counters`` fixture that sets its levels
+    (self-contained, so xdist workers can load it too)."""
+    from pathlib import Path
+
+    source = Path(__file__).read_text(encoding="utf-8").split("\n\ndef synthetic_counters_conftest")[0]
+    source = source.replace("from __future__ import annotations\n", "")  # may follow another conftest's text
+    return source + f'''
+
+
+import pytest as _pytest
+
+COUNTERS = SyntheticCounters(period_ns={period_ns})
+
+
+def pytest_gpuutil_counter_source(config):
+    return COUNTERS
+
+
+@_pytest.fixture
+def counters():
+    return COUNTERS
+'''

@@ -67,6 +67,8 @@ SAMPLE_VALUES = {
     "--gpu-util-thresholds": "min_busy_pct=0",
     "--gpu-util-source": "torch",
     "--gpu-util-flush": "tests=5",
+    "--gpu-util-counters": "off",
+    "--gpu-util-counters-interval": "2",
 }
 
 VALUE_OPTIONS = [spec.flag for spec in OPTIONS if spec.kind != "flag"]
