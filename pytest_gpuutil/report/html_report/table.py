@@ -11,6 +11,7 @@ from typing import Any, Mapping, Optional, Sequence
 from pytest_gpuutil.gates.regression import finite_number as _finite
 from pytest_gpuutil.report.tables import shorten
 from pytest_gpuutil.report.html_report.comparison import BaselineView, ComparedMetric
+from pytest_gpuutil.report.html_report.counters import counters_of, has_counters
 from pytest_gpuutil.report.html_report.fields import (
     as_map,
     as_text,
@@ -50,6 +51,11 @@ COLUMNS = (
     _Column("top kernel", "str"),
     _Column("limits", "str", False, "@pytest.mark.gpu_util limits and baseline regressions"),
 )
+#: Last, when any test has hardware counters (so the other columns keep their places)
+COUNTER_COLUMNS = (
+    _Column("SM %", "num", True, "SMs active, % of peak (hardware counters); – : not measured or too short"),
+    _Column("tensor %", "num", True, "tensor pipes active, % of peak (hardware counters)"),
+)
 
 
 def _th(column: _Column, initial: bool) -> str:
@@ -70,7 +76,7 @@ TOP_KERNEL_CHARS = 72
 DETAIL_KERNEL_CHARS = 400
 
 
-def table_row(record: Mapping[str, Any], palette: Palette, limits: str, regressed: bool) -> str:
+def table_row(record: Mapping[str, Any], palette: Palette, limits: str, regressed: bool, counters: bool = False) -> str:
     """One row of the test table (the cells' text is what the page's script sorts and filters on)."""
     outcome = as_text(record.get("outcome")) or "unknown"
     memory = memory_of(record)
@@ -91,6 +97,7 @@ def table_row(record: Mapping[str, Any], palette: Palette, limits: str, regresse
         stacked_bar(bar_parts(record), palette) if record.get("categories") else "",
         esc(shorten(top, TOP_KERNEL_CHARS)),
         esc(limits),
+        *((fixed(record.get("sm_pct"), 1) or "–", fixed(record.get("tensor_pct"), 1) or "–") if counters else ()),
     )
     css = " ".join(c for c in ("" if outcome == "passed" else f"o-{outcome}", "reg" if regressed else "") if c)
     attrs = f' class="{esc(css)}"' if css else ""
@@ -119,6 +126,7 @@ def detail_data(record: Mapping[str, Any], categories: Sequence[str], link: Opti
         "tr": link,
         "cmp": [[r.metric, r.baseline, r.current, r.change_text, r.limit_text, int(r.regressed), round(r.severity, 3)]
                 for r in compared],
+        "hw": counters_of(record),
     }
     return rounded({k: v for k, v in detail.items() if v}, 5)
 
@@ -143,13 +151,14 @@ def tests_section(tests: Sequence[Mapping[str, Any]], palette: Palette, threshol
         compared.setdefault(row.test, []).append(row)
     regressed = {r.test for r in baseline.regressions} if baseline else set()
     order = sorted(tests, key=lambda t: (-(_finite(t.get("gpu_busy_ms")) or -1.0), t["test"]))
+    counters = has_counters(tests)
     rows, details = [], []
     for record in order:
         state = str(thresholds.get(record["test"], ""))
         limits = ", ".join(s for s in (THRESHOLD_TEXT.get(state, state), "regressed" if record["test"] in regressed else "") if s)
-        rows.append(table_row(record, palette, limits, record["test"] in regressed))
+        rows.append(table_row(record, palette, limits, record["test"] in regressed, counters))
         details.append(detail_data(record, palette.order, links.get(record["test"]), compared.get(record["test"], ())))
-    heads = "".join(_th(c, initial=c.title == "GPU ms") for c in COLUMNS)
+    heads = "".join(_th(c, initial=c.title == "GPU ms") for c in (*COLUMNS, *(COUNTER_COLUMNS if counters else ())))
     outcomes = sorted({as_text(t.get("outcome")) or "unknown" for t in tests})
     options = "".join(f'<option value="{esc(o)}">{esc(o)}</option>' for o in outcomes)
     table = (
