@@ -394,13 +394,15 @@ def kernel_bench(request: pytest.FixtureRequest) -> KernelBenchFixture:
     """Time a callable with CUDA events the way triton's do_bench does.
 
     ``kernel_bench(fn, *args, warmup_ms=25, rep_ms=100, flush_l2=True, cuda_graph=False,
-    bytes=None, flops=None)`` returns a record with median, mean, std, min, max, p20, p80, reps
-    and GB/s / TFLOP/s; ``kernel_bench.fwd_bwd(forward, backward)`` times both separately.
+    bytes=None, flops=None, flops_dtype="bf16")`` returns a record with median, mean, std, min,
+    max, p20, p80, reps, GB/s / TFLOP/s and their share of the device's peak, and under
+    --gpu-util the hardware counters (SM, tensor, DRAM %) over the timed reps;
+    ``kernel_bench.fwd_bwd(forward, backward)`` times both separately.
     Falls back to time.perf_counter without CUDA (the record says so). Results go to gpu_util.json.
     """
     from pytest_gpuutil.fixtures import KernelBenchFixture
 
-    return KernelBenchFixture(_results(request.node))
+    return KernelBenchFixture(_results(request.node), counters=_state(request).measuring.measurement.counters)
 
 
 @pytest.fixture

@@ -125,3 +125,28 @@ def test_counters_travel_from_xdist_workers(counted: pytest.Pytester) -> None:
     assert {r["worker"] for r in got.values()} <= {"gw0", "gw1"}
     result.stdout.fnmatch_lines(["hardware counters (synthetic_counters) over * s of test calls: *",
                                  "hardware counters start-up * s (longest of 2 processes), not charged to any test*"])
+
+
+def test_kernel_bench_gets_the_counters_of_its_timed_reps(counted: pytest.Pytester) -> None:
+    counted.makepyfile(test_bench="""
+import time
+
+def spin():
+    end = time.perf_counter() + 0.001
+    while time.perf_counter() < end:
+        pass
+
+def test_bench(kernel_bench, counters, gpu):
+    counters.level(sm_pct=5.0)
+    time.sleep(0.02)
+    counters.level(sm_pct=80.0, tensor_pct=60.0)  # only while the reps run: the warm-up too, at 80
+    result = kernel_bench(spin, warmup_ms=5, rep_ms=40, flops=10**9)
+    counters.level(sm_pct=5.0)
+    assert result.sm_pct is not None
+""")
+    result = run(counted, "--gpu-util", "test_bench.py")
+    result.assert_outcomes(passed=1)
+    bench = records(counted)["test_bench.py::test_bench"]["kernel_bench"]["spin"]
+    assert bench["sm_pct"] == pytest.approx(80.0, abs=4) and bench["tensor_pct"] == pytest.approx(60.0, abs=4)
+    assert bench["timer"] == "perf_counter" and bench["counters_note"] == ""
+    assert bench["tflops_pct_of_peak"] is None  # the CPU has no datasheet peak
