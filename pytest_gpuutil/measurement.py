@@ -53,6 +53,8 @@ class TestProfile:
     profiler: Optional[RegionProfiler] = None
     #: the hardware counters over the call (None: not read)
     counters: Optional[TestCounters] = None
+    #: the counters are not read yet: a later flush gives this profile again, with them
+    counters_pending: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,9 @@ class Measurement:
         self.counters_description = ""
         self.counters_fallback = ""
         self.counters_startup_s: Optional[float] = None
+        #: profiles given out without their counters, until a flush has them
+        self._awaiting: dict[str, TestProfile] = {}
+        self._last_flush = time.perf_counter()
         #: the pids that are this run's own on the GPU (the counters' "another process" note skips
         #: them); the child-process tracking may replace it with one that adds the tests' children
         self.own_pids: Callable[[], set[int]] = lambda: {os.getpid()}
@@ -237,13 +242,12 @@ class Measurement:
         from pytest_gpuutil.analysis.windows import WindowStats
 
         stats = WindowStats.from_summary(region.summary) if region.summary is not None and self.cuda else None
-        counters = None
-        if self.counters is not None:  # per-test profiling: each test's counters at its end
+        if self.counters is not None:
             self.counters.end()
-            counters = self.counters.flush().get(nodeid)
         cost_ms = (self._begun.pop(nodeid, 0.0) + time.perf_counter() - began) * 1000
-        return TestProfile(region.wall_ms, stats, region.note, cost_ms, region.window,
-                           profiler=profiler if profiler.prof is not None else None, counters=counters)
+        profile = TestProfile(region.wall_ms, stats, region.note, cost_ms, region.window,
+                              profiler=profiler if profiler.prof is not None else None)
+        return self._with_counters({nodeid: profile}, wait=False)[nodeid]  # counters: now if read, else later
 
     def _end_memory(self, nodeid: str) -> None:
         started = self._memory_start.pop(nodeid, None)
@@ -264,35 +268,62 @@ class Measurement:
 
     def flush_due(self) -> Optional[str]:
         capture = self.capture
-        if capture is None or not capture.pending_tests:
+        pending = (capture.pending_tests if capture is not None else 0) + len(self._awaiting)
+        if not pending:
             return None
-        return self.policy.reason(capture.pending_tests, capture.pending_bytes(), capture.seconds_since_flush())
+        return self.policy.reason(pending, capture.pending_bytes() if capture is not None else 0,
+                                  time.perf_counter() - self._last_flush)
 
-    def flush(self) -> dict[str, TestProfile]:
-        """Profiles of every window closed since the last flush, by node id."""
-        if self.capture is None:
-            return {}
-        profiles = _profiles(self.capture.flush())
-        return self._with_counters(profiles, self.counters.flush() if self.counters is not None else {})
+    def flush(self, wait: bool = True) -> dict[str, TestProfile]:
+        """Profiles of every window closed since the last flush, by node id.
+
+        ``wait=False`` (a flush the policy asked for) does not wait for the hardware counters of
+        the last windows: their profiles come now marked ``counters_pending`` and again, complete,
+        from a later flush.
+        """
+        self._last_flush = time.perf_counter()
+        profiles = _profiles(self.capture.flush()) if self.capture is not None else {}
+        return self._with_counters(profiles, wait)
 
     def close(self) -> dict[str, TestProfile]:
         """The session's end: what is left, then the sources stop and the guard comes off."""
         profiles = _profiles(self.capture.close()) if self.capture is not None else {}
-        counters = {}
+        if self.counters is not None:
+            self.counters.end()
+        profiles = self._with_counters(profiles, wait=True)
         if self.counters is not None:
             try:
-                counters = self.counters.close()
-            except Exception as exc:  # noqa: BLE001 - the records go out without the last counters
+                self.counters.sampler.stop()
+            except Exception as exc:  # noqa: BLE001 - the records are out; the summary says so
                 self.counters_fallback = self.counters_fallback or f"the hardware counters failed to stop: {exc}"
         if self._restore_guard is not None:
             self._restore_guard()
             self._restore_guard = None
-        return self._with_counters(profiles, counters)
+        return profiles
 
-    @staticmethod
-    def _with_counters(profiles: dict[str, TestProfile], counters: dict[str, Any]) -> dict[str, TestProfile]:
-        return {key: dataclasses.replace(p, counters=counters[key]) if key in counters else p
-                for key, p in profiles.items()}
+    def _with_counters(self, profiles: dict[str, TestProfile], wait: bool) -> dict[str, TestProfile]:
+        """The profiles with their hardware counters where known; the others marked pending and kept
+        until a flush has them (they come out again then, with the profiles awaited before)."""
+        if self.counters is None:
+            return profiles
+        try:
+            got = self.counters.flush(wait)
+        except Exception as exc:  # noqa: BLE001 - the records go out without counters, never stuck
+            self.counters_fallback = self.counters_fallback or f"the hardware counters could not be read: {exc}"
+            got, wait = {}, True
+        waiting = self.counters.waiting() if not wait else set()
+        out = {}
+        for key, profile in profiles.items():
+            if key in got:
+                out[key] = dataclasses.replace(profile, counters=got[key])
+            elif key in waiting:
+                self._awaiting[key] = profile
+                out[key] = dataclasses.replace(profile, counters_pending=True)
+            else:
+                out[key] = profile
+        for key in [k for k in self._awaiting if k in got or k not in waiting]:
+            out[key] = dataclasses.replace(self._awaiting.pop(key), counters=got.get(key))
+        return out
 
     def counters_info(self) -> dict[str, Any]:
         """What the summary says about the counters of this process (JSON-able)."""

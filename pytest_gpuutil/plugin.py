@@ -224,7 +224,8 @@ class GpuUtilHooks:
             if state.settings.enabled:
                 state.measuring.end_test(item.nodeid, results)
                 if self._needs_profile_at_call(item):
-                    state.measuring.flush()  # its limits are checked, and pytest-benchmark told, right after the call
+                    # its limits are checked, and pytest-benchmark told, right after the call
+                    state.measuring.flush(wait=self._needs_counters_at_call(item))
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Generator[None, Any, None]:
@@ -248,8 +249,9 @@ class GpuUtilHooks:
 
             state.measuring.test_finished(PendingTest(item, item.nodeid, outcome_of(phases), results,
                                             item.stash.get(THRESHOLD_KEY, "")))
-            if self._needs_record_now(item) or state.measuring.flush_due():
-                state.measuring.flush()
+            now = self._needs_record_now(item)
+            if now or state.measuring.flush_due():
+                state.measuring.flush(wait=now)
             payloads = state.measuring.ready_payloads(self._finalize)
             if payloads:
                 report.gpu_util = {"payloads": payloads, "process": state.measuring.process_info()}
@@ -277,6 +279,15 @@ class GpuUtilHooks:
     def _needs_profile_at_call(self, item: pytest.Item) -> bool:
         """Its record is needed right after the call: limits to check, or pytest-benchmark to tell."""
         return self._thresholds_apply(item) or "benchmark" in getattr(item, "funcargs", {})
+
+    def _needs_counters_at_call(self, item: pytest.Item) -> bool:
+        """Its limits include the hardware counters' (min_sm_pct, min_tensor_pct, max_energy_j)."""
+        from pytest_gpuutil.gates.thresholds import COUNTER_LIMITS
+
+        default = self.state.default_thresholds
+        if default is not None and any(getattr(default, name) is not None for name in COUNTER_LIMITS):
+            return True
+        return any(name in marker.kwargs for marker in item.iter_markers("gpu_util") for name in COUNTER_LIMITS)
 
     def _needs_record_now(self, item: pytest.Item) -> bool:
         """Its record is needed at its teardown: the last test, a JUnit or pytest-html file, or a record hook."""

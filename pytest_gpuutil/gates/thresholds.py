@@ -37,6 +37,8 @@ _RULES: Mapping[str, _Rule] = MappingProxyType({
     "max_energy_j": _Rule("energy_j", False, None, needs="counters"),
 })
 
+#: The limits that need the hardware counters.
+COUNTER_LIMITS = tuple(name for name, rule in _RULES.items() if rule.needs == "counters")
 #: Record fields whose presence means the test was measured on a GPU.
 _GPU_FIELDS = ("gpu_busy_ms", "busy_pct", "kernel_count")
 #: Record fields whose presence means the test's GPU memory was measured.

@@ -36,6 +36,8 @@ STOP_COUNTER_DATA_FULL = 1
 APPEND_KEEP_OLDEST = 0
 SUCCESS = 0
 INSUFFICIENT_PRIVILEGES = 35
+#: a timestamp this close to time.time_ns() is wall-clock ns; further off, it is Kineto's clock
+_WALL_CLOCK_NS = 60_000_000_000
 
 
 class PmSamplingError(Exception):
@@ -116,9 +118,9 @@ METRICS: tuple[MetricChoice, ...] = (
     MetricChoice("tensor_pct", ("sm__pipe_tensor_cycles_active" + _PCT, "sm__pipe_tensor_op_hmma_cycles_active" + _PCT)),
     MetricChoice("dram_bw_pct", ("dram__throughput" + _PCT, "gpu__dram_throughput" + _PCT)),
     MetricChoice("occupancy_pct", ("sm__warps_active" + _PCT,)),
-    MetricChoice("gr_active_pct", ("gr__cycles_active" + _PCT,), optional=True),
     MetricChoice("fp32_pct", ("sm__pipe_fma_cycles_active" + _PCT,), optional=True),
     MetricChoice("fp64_pct", ("sm__pipe_fp64_cycles_active" + _PCT,), optional=True),
+    MetricChoice("gr_active_pct", ("gr__cycles_active" + _PCT,), optional=True),  # dropped first
 )
 
 
@@ -138,6 +140,9 @@ class PmSamplingSource:
     """
 
     name = "cupti_pm_sampling"
+    #: the sampler polls (decodes) this often: a decode costs ~20-40 ms of CPU on an H100 whatever
+    #: it holds, so it is not done every 0.1 s (a flush asks for one when it needs the samples)
+    poll_interval_s = 0.5
 
     def __init__(self, library_path: str, device_index: int = 0, interval_ns: int = 1_000_000,
                  max_samples: int = 2000, hardware_buffer_bytes: int = 64 << 20,
@@ -151,6 +156,7 @@ class PmSamplingSource:
         if missing:
             raise PmSamplingError(f"{os.path.basename(library_path)} has no PM sampling API (CUPTI 12.6 or later needed)")
         self._lib.cuptiGetResultString.argtypes = [C.c_int, C.POINTER(C.c_char_p)]
+        self._lib.cuptiGetTimestamp.argtypes = [C.POINTER(C.c_uint64)]
         self.library_path = library_path
         self.device_index = device_index
         self.interval_ns = int(interval_ns)
@@ -176,6 +182,11 @@ class PmSamplingSource:
         self._evaluated = 0
         self._started = False
         self._names_array: Any = None
+        #: the last sample's end: the first sample of a fresh image starts there (its own start is garbage)
+        self._last_end = 0
+        #: (ticks, ns, ns per tick) mapping CUPTI's clock onto the wall clock once Kineto replaced it
+        self._tsc: Optional[tuple[int, int, float]] = None
+        self.image_resets = 0
 
     # -- calls ------------------------------------------------------------------------------------
     def _call(self, name: str, params: Any) -> Any:
@@ -290,6 +301,7 @@ class PmSamplingSource:
             self.trigger, self.period_ns = TRIGGER_SYSCLK, None
 
     def _initialize_image(self) -> None:
+        self.image_resets += 1
         self._timed("counter data", "cuptiPmSamplingCounterDataImageInitialize", CounterDataInitialize(
             pPmSamplingObject=self._object, counterDataSize=self._image.size, pCounterData=_u8(self._image)))  # type: ignore[union-attr]
         self._evaluated = 0
@@ -308,7 +320,11 @@ class PmSamplingSource:
 
     # -- sampling ---------------------------------------------------------------------------------
     def poll(self) -> CounterSamples:
-        """Decode what the hardware buffered and evaluate the samples completed since the last poll."""
+        """Decode what the hardware buffered and evaluate the samples completed since the last poll.
+
+        The image is initialised again once it is half full and everything buffered is decoded:
+        an image that fills in the middle of a decode loses samples (gaps of 5-40 ms seen on an H100).
+        """
         if not self._started:
             return CounterSamples()
         parts = []
@@ -322,10 +338,12 @@ class PmSamplingSource:
             if self._decode.overflow:
                 self.overflows += 1
             parts.append(self._evaluate_completed())
-            if self._decode.decodeStopReason != STOP_COUNTER_DATA_FULL:
+            full = self._decode.decodeStopReason == STOP_COUNTER_DATA_FULL
+            if full or self._evaluated * 2 >= self.max_samples:
+                self._initialize_image()
+            if not full:
                 break
-            self._initialize_image()
-        samples = CounterSamples.concat(parts)
+        samples = self._on_wall_clock(CounterSamples.concat(parts))
         if self.trigger == TRIGGER_SYSCLK and self.period_ns is None and len(samples) >= 8:
             self.period_ns = samples.median_period_ns()
         return samples
@@ -346,12 +364,48 @@ class PmSamplingSource:
             if fn_info(info_ref) != SUCCESS:
                 continue
             starts[row], ends[row] = sample.startTimestamp, sample.endTimestamp
+            if index == 0 and self._last_end and (starts[row] >= ends[row] or starts[row] < self._last_end):
+                starts[row] = self._last_end  # a fresh image's first sample: it follows the last one
             if fn_evaluate(evaluate_ref) == SUCCESS:
                 values[row] = out[:]
+        if count:
+            self._last_end = int(ends[ends > 0].max(initial=self._last_end))
         self._evaluated = last
         self.samples += count
         self.evaluate_s += time.perf_counter() - began
         return CounterSamples(starts, ends, {field: values[:, i] for i, field in enumerate(self.fields)}).tidy()
+
+    def _ticks(self) -> int:
+        stamp = C.c_uint64()
+        self._lib.cuptiGetTimestamp(C.byref(stamp))
+        return stamp.value
+
+    def _on_wall_clock(self, samples: CounterSamples) -> CounterSamples:
+        """Samples with their timestamps in wall-clock ns.
+
+        CUPTI stamps samples with its own clock: wall-clock ns by default, but after a
+        torch.profiler session Kineto's timestamp callback (TSC ticks) stays in place for the
+        process. Those samples are mapped onto the wall clock (20 ms of calibration, once).
+        """
+        if not len(samples):
+            return samples
+        now = time.time_ns()
+        foreign = np.abs(samples.end_ns - now) > _WALL_CLOCK_NS
+        if not foreign.any():
+            return samples
+        if self._tsc is None:
+            t0, c0 = time.time_ns(), self._ticks()
+            while time.time_ns() - t0 < 20_000_000:
+                pass
+            t1, c1 = time.time_ns(), self._ticks()
+            self._tsc = (c1, t1, (t1 - t0) / (c1 - c0) if c1 > c0 else 1.0)
+        ref_ticks, ref_ns, ns_per_tick = self._tsc
+
+        def mapped(ticks: np.ndarray) -> np.ndarray:
+            return np.where(foreign, ref_ns + np.rint((ticks - ref_ticks).astype(np.float64) * ns_per_tick).astype(np.int64),
+                            ticks)
+
+        return CounterSamples(mapped(samples.start_ns), mapped(samples.end_ns), samples.values).tidy()
 
     def stop(self) -> CounterSamples:
         """Stop sampling and return what was left in the buffer; the device-side state is released."""

@@ -1,9 +1,10 @@
 """The background thread that reads the hardware counters while tests run.
 
 It owns the device-side state: it polls the counter source (for CUPTI PM sampling: decode the
-hardware buffer and evaluate the completed samples), reads NVML's energy counter and checks which
-processes are on the GPU, every ``tick_s`` (0.1 s). Those calls release the GIL (ctypes), so the
-tests' own threads run on. The test side only reads the clock (:meth:`CounterSampler.now`) at
+hardware buffer and evaluate the completed samples) every ``poll_interval_s`` of the source (0.5 s
+for PM sampling, whose decode costs ~20-40 ms of CPU; GPM's period), and reads NVML's energy
+counter and checks which processes are on the GPU every ``tick_s`` (0.1 s). Those calls release
+the GIL (ctypes), so the tests' own threads run on. The test side only reads the clock (:meth:`CounterSampler.now`) at
 window edges and, at a flush, asks for everything up to a time (:meth:`CounterSampler.sync`)
 and takes the samples (:meth:`CounterSampler.collected`).
 """
@@ -124,12 +125,14 @@ class CounterSampler:
             self._cond.notify_all()
         thread.join()
         self._thread = None
-        if self.source is not None and self._source_alive:
+        if self.source is not None:  # stopped even after a failed poll: the device must be released
+            alive, self._source_alive = self._source_alive, False
             try:
-                self._add_samples(self.source.stop())
+                samples = self.source.stop()
+                if alive:
+                    self._add_samples(samples)
             except Exception as exc:  # noqa: BLE001 - the session goes on without the last samples
                 self.error = self.error or f"{self.source.name} failed to stop: {exc}"
-            self._source_alive = False
         self._read_energy()
         self._ended = time.perf_counter()
 
@@ -138,30 +141,39 @@ class CounterSampler:
         return self._thread is not None
 
     # -- the thread -------------------------------------------------------------------------------
+    @property
+    def poll_interval_s(self) -> float:
+        return float(getattr(self.source, "poll_interval_s", self.tick_s) or self.tick_s)
+
     def _run(self) -> None:
         cpu_began = time.thread_time()
         next_tick = time.monotonic() + self.tick_s
+        next_poll = time.monotonic() + self.poll_interval_s
         try:
             while True:
                 with self._cond:
-                    while not self._stopping and self._wanted <= self._done and time.monotonic() < next_tick:
-                        self._cond.wait(timeout=max(0.0, next_tick - time.monotonic()))
+                    while (not self._stopping and self._wanted <= self._done
+                           and time.monotonic() < min(next_tick, next_poll)):
+                        self._cond.wait(timeout=max(0.0, min(next_tick, next_poll) - time.monotonic()))
                     if self._stopping:
                         return
                     wanted, want_energy = self._wanted, self._want_energy
                     self._want_energy = False
-                tick = time.monotonic() >= next_tick
-                self._work(energy=tick or want_energy, processes=tick)
+                now = time.monotonic()
+                tick, poll = now >= next_tick, now >= next_poll or wanted > self._done
+                self._work(energy=tick or want_energy, processes=tick, poll=poll)
                 if tick:
                     next_tick = max(next_tick + self.tick_s, time.monotonic())
+                if poll:
+                    next_poll = time.monotonic() + self.poll_interval_s
                 with self._cond:
                     self._done = max(self._done, wanted)
                     self._cond.notify_all()
         finally:
             self._thread_cpu += time.thread_time() - cpu_began
 
-    def _work(self, energy: bool, processes: bool = True) -> None:
-        if self.source is not None and self._source_alive:
+    def _work(self, energy: bool, processes: bool = True, poll: bool = True) -> None:
+        if poll and self.source is not None and self._source_alive:
             began = time.perf_counter()
             try:
                 self._add_samples(self.source.poll())
@@ -244,6 +256,10 @@ class CounterSampler:
             if self._covers(until_ns, energy) or time.monotonic() >= deadline:
                 return self._covers(until_ns, energy)
             time.sleep(pause)
+
+    def covers(self, until_ns: int, energy: bool = False) -> bool:
+        """Whether the samples (and, if asked, energy readings) already reach ``until_ns`` (or never will)."""
+        return self._covers(until_ns, energy)
 
     def _covers(self, until_ns: int, energy: bool) -> bool:
         counters = not self._source_alive or self.covered_until >= until_ns

@@ -128,6 +128,25 @@ def test_a_source_that_fails_leaves_later_windows_empty_with_the_reason() -> Non
     assert got.values["sm_pct"] is None
     assert got.note == "the hardware counters stopped: synthetic_counters stopped: synthetic failure"
     assert sampler.error == "synthetic_counters stopped: synthetic failure"
+    assert source.stopped  # released even though it failed: the next session on this GPU can start
+
+
+def test_a_slow_source_is_polled_on_its_own_interval_and_when_a_flush_asks() -> None:
+    source = SyntheticCounters(period_ns=1_000_000)
+    source.poll_interval_s = 0.3
+    sampler = started(source, tick_s=0.01)
+    try:
+        time.sleep(0.2)
+        polls_before = source.polls
+        capture = CounterCapture(sampler)
+        capture.begin("t")
+        time.sleep(0.01)
+        capture.end()
+        assert capture.flush()["t"].note == ""  # the flush asked for a poll
+    finally:
+        sampler.stop()
+    assert polls_before == 1  # only the one at start within the first 0.2 s; energy and processes ticked
+    assert sampler.cost().energy_reads >= 10
 
 
 def test_an_energy_counter_that_goes_back_is_not_read_as_negative_energy() -> None:
