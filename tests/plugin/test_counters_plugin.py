@@ -65,6 +65,9 @@ def test_each_test_gets_the_counters_of_its_call(counted: pytest.Pytester) -> No
     session = doc["counters"]["session"]
     assert session["tests"] == 3 and 0.5 < session["sm_pct"] < 95
     assert set(doc["counters"]["files"]) == {"test_hw.py"}
+    totals = doc["totals"]
+    assert totals["counters"] == ["synthetic_counters"] and totals["counters_fallback"] == []
+    assert totals["counters_startup_s"] >= 0 and totals["counters_samples"] > 50
     header, rows = read_csv(counted.path / ".gpu_util" / "gpu_util.csv")
     assert header[-11:] == ["sm_pct", "tensor_pct", "dram_bw_pct", "occupancy_pct", "fp16_pct", "fp32_pct", "fp64_pct",
                             "energy_j", "avg_power_w", "counters_source", "counters_note"]

@@ -98,8 +98,19 @@ def counters_section(doc: Mapping[str, Any], tests: Sequence[Mapping[str, Any]])
     if _finite(session.get("energy_j")) is not None:
         facts.append(f"energy <b>{fixed(session.get('energy_j'), 1)} J</b> ({fixed(session.get('avg_power_w'), 0)} W)")
     sources = sorted({as_text(t.get("counters_source")) for t in tests} - {""})
+    totals = as_map(doc.get("totals"))
+    cost = []
+    if _finite(totals.get("counters_startup_s")) is not None:
+        cost.append(f"start-up {fixed(totals.get('counters_startup_s'), 3)} s (not charged to any test)")
+    if _finite(totals.get("counters_thread_cpu_s")) is not None:
+        cost.append(f"sampler thread {fixed(totals.get('counters_thread_cpu_s'), 3)} s of CPU")
     about = (f'<p class="sub">Over the test calls, short tests included: {" · ".join(facts)}'
              f'{" · source " + esc(", ".join(sources)) if sources else ""}</p>') if facts else ""
+    if cost:
+        about += f'<p class="sub">{esc(" · ".join(cost))}</p>'
+    for line in totals.get("counters_fallback") or ():
+        about += f'<p class="notice">{esc(str(line))}</p>'
+
     figures = []
     if points:
         corner = sum(1 for b, s, _ in points if in_corner(b, s))
