@@ -34,6 +34,11 @@ step_memory() {
   python3 validation/memory_truth.py --out "$W"
 }
 
+defstep hardware 240 30 "hardware counters truth: validation/hardware_truth.py (SM/tensor/DRAM/energy on known workloads, PM vs GPM, the counters' overhead)"
+step_hardware() {
+  python3 validation/hardware_truth.py "$W" --budget-s "${HARDWARE_BUDGET_S:-200}"
+}
+
 defstep examples 40 25 "main job with the HTML report: pytest --gpu-util --gpu-util-html examples/ (examples_*.json/csv/html)"
 step_examples() {
   rm -rf .gpu_util
@@ -121,9 +126,10 @@ after_tests() {
   return 0
 }
 
-defstep tests_gpu 120 3 "the GPU test modules alone: profiler, timing, reader paths"
+defstep tests_gpu 120 3 "the GPU test modules alone: profiler, timing, reader paths, hardware counters"
 step_tests_gpu() {
   python3 -m pytest tests/capture/test_profiler_gpu.py tests/capture/test_timing.py tests/traces/test_reader_paths.py \
+    tests/hardware/test_counters_gpu.py \
     -q -p no:cacheprovider -rs
 }
 
