@@ -333,7 +333,10 @@ class Measurement:
         return {"counters": self.counters_description, "counters_fallback": self.counters_fallback,
                 "counters_startup_s": self.counters_startup_s,
                 "counters_cost": {**dataclasses.asdict(cost), "flush_s": self.counters.flush_s,
-                                  "error": self.counters.sampler.error}}
+                                  "error": self.counters.sampler.error,
+                                  "later": [e for e in (self.counters.sampler.energy_error,
+                                                        self.counters.sampler.process_error)
+                                            if e and e not in self.counters_fallback]}}
 
 
 def _profiles(results: list[Any]) -> dict[str, TestProfile]:

@@ -109,6 +109,10 @@ def open_counters(
     if cuda is None:
         return OpenedCounters(None)
     index, uuid, name = cuda.index, cuda.uuid, cuda.name
+    try:
+        cuda.synchronize()  # this process's context on the device: PM sampling needs it, NVML then lists us
+    except Exception as exc:  # noqa: BLE001
+        return OpenedCounters(None, fallback=f"hardware counters off: the CUDA device could not be used: {exc}")
     if uuid.startswith("MIG-"):
         return OpenedCounters(None, fallback="hardware counters off: this is a MIG instance (the counters, energy "
                                              "included, are the whole GPU's)")
@@ -176,7 +180,6 @@ def _try_pm(cuda: CudaDevice, path: Optional[str], interval_ms: float, device: O
         return None
     began = time.perf_counter()
     try:
-        cuda.synchronize()  # PM sampling needs the device's context
         pm = PmSamplingSource(path, device_index=cuda.index, interval_ns=int(interval_ms * 1e6))
         sampler = CounterSampler(pm, device.energy_mj if device else None, device.process_pids if device else None, pids)
         sampler.start()

@@ -22,6 +22,8 @@ from pytest_gpuutil.analysis.counters import ENERGY, CounterSamples, ProcessChec
 
 #: samples stamped further than this from the wall clock are on some other clock (a bug, not data)
 _CLOCK_SANITY_NS = 60_000_000_000
+#: checks of the GPU's processes that may list others before this process must show up among them
+_SELF_UNSEEN_CHECKS = 20
 
 
 class CounterSource(Protocol):
@@ -84,6 +86,8 @@ class CounterSampler:
         self._last_energy: Optional[tuple[int, int]] = None
         self._check_times: list[int] = []
         self._check_foreign: list[frozenset[int]] = []
+        self._seen_self = False
+        self._unseen = 0
         self.covered_until = 0
         self.energy_until = 0
         self._source_alive = source is not None
@@ -224,10 +228,20 @@ class CounterSampler:
             return
         began = time.perf_counter()
         try:
-            foreign = frozenset(self._process_pids() - self.own_pids())
+            listed = self._process_pids()
+            own = self.own_pids()
         except Exception as exc:  # noqa: BLE001
             self.process_error = f"the GPU's processes could not be listed: {exc}"
             return
+        # NVML lists pids as the host sees them: until this process shows among them, the list
+        # may be of another pid namespace (a container), where every pid would look foreign
+        self._seen_self = self._seen_self or bool(listed & own)
+        if not self._seen_self and listed:
+            self._unseen += 1
+            if self._unseen >= _SELF_UNSEEN_CHECKS:
+                self.process_error = ("this process is not in NVML's list of the GPU's processes (another pid "
+                                      "namespace, e.g. a container): other processes on the GPU are not detected")
+        foreign = frozenset(listed - own) if self._seen_self else frozenset()
         self._checks += 1
         self._process_s += time.perf_counter() - began
         with self._cond:

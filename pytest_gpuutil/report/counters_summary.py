@@ -61,6 +61,8 @@ def fallback_lines(processes: Iterable[Mapping[str, Any]]) -> list[str]:
     lines = []
     for process in processes:
         lines.append(process.get("counters_fallback") or "")
-        error = (process.get("counters_cost") or {}).get("error")
+        cost = process.get("counters_cost") or {}
+        error = cost.get("error")
         lines.append(f"hardware counters stopped during the run: {error}" if error else "")
+        lines.extend(str(problem) for problem in cost.get("later") or ())
     return list(dict.fromkeys(line for line in lines if line))

@@ -169,3 +169,19 @@ def test_the_cost_is_reported(source: SyntheticCounters) -> None:
     assert cost.polls >= 3 and cost.energy_reads >= 3 and cost.process_checks >= 3
     assert cost.wall_s >= 0.04 and cost.thread_cpu_s > 0 and cost.samples >= 15  # 2 ms samples over 50 ms
     assert not sampler.running
+
+
+def test_a_process_list_without_this_process_is_another_pid_namespace() -> None:
+    listed = {101, 102}  # a container's view: the host's pids, none of them ours
+    sampler = CounterSampler(None, None, lambda: set(listed), tick_s=0.005)
+    sampler.start()
+    capture = CounterCapture(sampler)
+    try:
+        capture.begin("t")
+        time.sleep(0.15)
+        capture.end()
+        got = capture.flush()["t"]
+    finally:
+        sampler.stop()
+    assert "another process" not in got.note  # never a false note
+    assert sampler.process_error.startswith("this process is not in NVML's list")
