@@ -7,6 +7,7 @@ measures exactly). ``cupti`` and ``gpm`` ask for one source; ``off`` reads nothi
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ FIELD_LABELS = {"sm_pct": "SM", "tensor_pct": "tensor", "dram_bw_pct": "DRAM", "
                 "fp16_pct": "FP16", "fp32_pct": "FP32", "fp64_pct": "FP64"}
 
 
-@dataclass
+@dataclass(frozen=True)
 class OpenedCounters:
     """The capture to use (None: no counters) and what to tell the user about it."""
 
@@ -131,7 +132,8 @@ def open_counters(
         opened = _try_pm(cuda, cupti_library(), interval_ms, device, pids, reasons)
         if opened is not None:
             if device is None:
-                opened.fallback = f"no energy figures and no check for other processes on the GPU: {nvml_reason}"
+                opened = dataclasses.replace(
+                    opened, fallback=f"no energy figures and no check for other processes on the GPU: {nvml_reason}")
             return _with_energy_problem(opened)
     if mode in ("auto", "gpm"):
         if device is None:
@@ -163,7 +165,7 @@ def _with_energy_problem(opened: OpenedCounters) -> OpenedCounters:
     sampler = opened.capture.sampler if opened.capture is not None else None
     problems = [p for p in (sampler.energy_error, sampler.process_error) if p] if sampler is not None else []
     if problems:
-        opened.fallback = "; ".join([opened.fallback, *problems] if opened.fallback else problems)
+        return dataclasses.replace(opened, fallback="; ".join([opened.fallback, *problems] if opened.fallback else problems))
     return opened
 
 
