@@ -50,7 +50,8 @@ def records(pytester: pytest.Pytester) -> dict:
     return records_by_test(read_json(pytester.path / ".gpu_util" / "gpu_util.json"))
 
 
-def test_each_test_gets_the_counters_of_its_call(counted: pytest.Pytester) -> None:
+def test_each_test_gets_the_counters_of_its_call(counted: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "300")  # the counters' lines whole, not wrapped
     result = run(counted, "--gpu-util")
     result.assert_outcomes(passed=3)
     got = records(counted)
@@ -119,8 +120,9 @@ def test_too_short_to_tell(gpu):
     ])
 
 
-def test_counters_travel_from_xdist_workers(counted: pytest.Pytester) -> None:
+def test_counters_travel_from_xdist_workers(counted: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("xdist")
+    monkeypatch.setenv("COLUMNS", "300")
     result = counted.runpytest_subprocess("-p", "no:cacheprovider", "--gpu-util", "-n", "2")
     result.assert_outcomes(passed=3)
     got = records(counted)
