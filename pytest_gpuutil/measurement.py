@@ -293,7 +293,7 @@ class Measurement:
         profiles = self._with_counters(profiles, wait=True)
         if self.counters is not None:
             try:
-                self.counters.sampler.stop()
+                self.counters.sampler.stop(background=True)  # the device is released while the session ends
             except Exception as exc:  # noqa: BLE001 - the records are out; the summary says so
                 self.counters_fallback = self.counters_fallback or f"the hardware counters failed to stop: {exc}"
         if self._restore_guard is not None:

@@ -26,7 +26,8 @@ defstep() { ORDER+=("$1"); LIMIT[$1]=$2; TAIL[$1]=$3; WHAT[$1]=$4; }
 
 defstep overhead 200 11 "plugin overhead: benchmarks/bench_overhead.py, three suite shapes, plain vs --gpu-util, \$OVERHEAD_REPEATS (4) interleaved rounds"
 step_overhead() {
-  python3 benchmarks/bench_overhead.py --out "$W" --repeats "${OVERHEAD_REPEATS:-4}"
+  # OVERHEAD_ARGS: more options, e.g. --variant counters_off=--gpu-util-counters=off (the counters' own share)
+  python3 benchmarks/bench_overhead.py --out "$W" --repeats "${OVERHEAD_REPEATS:-4}" ${OVERHEAD_ARGS:-}
 }
 
 defstep memory 40 12 "GPU memory truth: validation/memory_truth.py"
@@ -34,9 +35,9 @@ step_memory() {
   python3 validation/memory_truth.py --out "$W"
 }
 
-defstep hardware 240 30 "hardware counters truth: validation/hardware_truth.py (SM/tensor/DRAM/energy on known workloads, PM vs GPM, the counters' overhead)"
+defstep hardware 110 30 "hardware counters truth: validation/hardware_truth.py (SM/tensor/DRAM/energy on known workloads, PM vs GPM, the sampler's cost; overhead_ratio from the overhead step's overhead.json when it ran first)"
 step_hardware() {
-  python3 validation/hardware_truth.py "$W" --budget-s "${HARDWARE_BUDGET_S:-200}"
+  python3 validation/hardware_truth.py "$W" --budget-s "${HARDWARE_BUDGET_S:-85}"
 }
 
 defstep examples 40 25 "main job with the HTML report: pytest --gpu-util --gpu-util-html examples/ (examples_*.json/csv/html)"

@@ -1,6 +1,6 @@
 """(GPU) The hardware counters against workloads whose use of the GPU is known.
 
-    python validation/hardware_truth.py OUTDIR [--rounds 3] [--budget-s 225]
+    python validation/hardware_truth.py OUTDIR [--budget-s 85] [--overhead-json PATH] [--overhead]
 
 Runs ``pytest --gpu-util`` (fresh processes) on workloads of known character and checks what the
 records say: a bf16 matmul loop keeps the tensor pipes busy (tensor >= 70 %), a 256 MiB elementwise
@@ -9,15 +9,22 @@ SM %); the energy of a 5 s run is within 10 % of NVML's energy counter read arou
 sampling and NVML GPM agree (within 10 points); the counters still come after a test's own
 torch.profiler session; kernel_bench gives the share of the device's peak and the counters of its
 reps. Then the sampler's cost beside the activity capture (start-up, decode and evaluation per
-second, its thread's CPU), and the three overhead suites (benchmarks/overhead_suites) plain, with
-``--gpu-util --gpu-util-counters off`` and with the counters on, interleaved, as many rounds as the
-time budget allows (at least two). ``overhead_ratio`` is the worst suite's median over rounds of
-(counters on - its start-ups) / (counters off - its start-up): what the counters add to --gpu-util.
+second, its thread's CPU). About 40 s on an H100; every part has a hard timeout and the whole run
+stops starting parts after ``--budget-s``.
 
-Writes OUTDIR/hardware.json (``{"cases": [...], "overhead_ratio": ..., "checks": [...], ...}``),
-OUTDIR/hardware_truth.log (the pytest outputs) and prints a short summary last; exits 1 when a
-check fails. Each part runs in its own try/except with a timeout, and hardware.json is rewritten
-after each, so a failing part loses only itself. About 3.5 minutes on an H100.
+The overhead suites are not run here by default: ``scripts/device.sh``'s ``overhead`` step runs
+them for every feature (``OVERHEAD_ARGS="--variant counters_off=--gpu-util-counters=off"`` adds a
+run with the counters off), and its ``overhead.json`` (``--overhead-json``; by default
+OUTDIR/overhead.json when present) gives ``overhead_ratio``: the worst suite's --gpu-util time
+with the counters on over the time with them off (both without their one-time start-ups), or
+over plain runs when there is no counters-off variant (``overhead_ratio_of`` says which).
+``--overhead`` runs the suites here instead (plain / counters off / counters on, interleaved).
+
+Writes OUTDIR/hardware.json (``{"cases": [...], "overhead_ratio": ..., "checks": [...], ...}``: the
+shape of ``benchmarks/results/<date>_<gpu>/hardware.json``), OUTDIR/hardware.md (the README's
+figures from this run, ready to paste), OUTDIR/hardware_truth.log (the pytest outputs), and prints
+a short summary last; exits 1 when a check fails. hardware.json is rewritten after each part, so a
+failing or timed-out part loses only itself.
 """
 from __future__ import annotations
 
@@ -82,15 +89,15 @@ def tiny():
 
 
 def test_matmul_bf16(mm):
-    loop(mm, 1.5)
+    loop(mm, 1.0)
 
 
 def test_elementwise_big(big):
-    loop(big, 1.5)
+    loop(big, 1.0)
 
 
 def test_tiny_kernels(tiny):
-    loop(tiny, 1.5)
+    loop(tiny, 1.0)
 
 
 def test_energy_5s(mm):
@@ -112,11 +119,11 @@ def test_own_profiler_session(mm):
 
 
 def test_zz_after_a_profiler_session(mm):
-    loop(mm, 1.0)
+    loop(mm, 0.5)
 
 
 def test_kernel_bench_matmul(kernel_bench, mm):
-    result = kernel_bench(mm, flops=2 * 8192 ** 3, rep_ms=400, flush_l2=False, label="matmul_bf16")
+    result = kernel_bench(mm, flops=2 * 8192 ** 3, rep_ms=300, flush_l2=False, label="matmul_bf16")
     assert result.tflops is not None
 '''
 
@@ -165,16 +172,17 @@ def run_pytest(run: Run, args: list[str], cwd: Path, timeout: float, env: Option
     return output
 
 
-def workload_run(run: Run, mode: str, work: Path) -> dict[str, Any]:
-    """The workloads under --gpu-util with the counters from ``mode`` (cupti, gpm)."""
+def workload_run(run: Run, mode: str, work: Path, timeout: float, select: str = "") -> dict[str, Any]:
+    """The workloads under --gpu-util with the counters from ``mode`` (cupti, gpm); ``select``: a -k expression."""
     folder = work / f"cases_{mode}"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "test_hw_truth.py").write_text(WORKLOADS)
     (folder / "conftest.py").write_text("")
     energy = folder / "energy.json"
     output = run_pytest(run, ["test_hw_truth.py", "-q", "--gpu-util", f"--gpu-util-counters={mode}",
-                              f"--gpu-util-dir={folder / 'out'}", "--rootdir", str(folder)], folder, timeout=150,
-                        env={"HW_TRUTH_ENERGY": str(energy)})
+                              f"--gpu-util-dir={folder / 'out'}", "--rootdir", str(folder),
+                              *(["-k", select] if select else [])], folder, timeout=timeout,
+                        env={"HW_TRUTH_ENERGY": str(energy), "COLUMNS": "400"})  # summary lines whole
     doc = json.loads((folder / "out" / "gpu_util.json").read_text())
     records = {t["test"].split("::")[-1]: t for t in doc["tests"]}
     return {"records": records, "totals": doc.get("totals", {}), "counters": doc.get("counters", {}),
@@ -320,17 +328,87 @@ def check(doc: dict[str, Any]) -> list[dict[str, Any]]:
         add("kernel_bench: share of the peak and counters of the reps",
             [bench.get("tflops_pct_of_peak"), bench.get("tensor_pct")],
             bench.get("tflops_pct_of_peak") is not None and bench.get("tensor_pct") is not None)
-    if doc.get("overhead_ratio") is not None:
+    if doc.get("overhead_ratio") is not None and "counters off" in (doc.get("overhead_ratio_of") or ""):
         add("overhead suites: counters on / off <= 1.05 (worst suite)", doc["overhead_ratio"], doc["overhead_ratio"] <= 1.05)
     return rows
+
+
+def overhead_from(path: Path) -> Optional[dict[str, Any]]:
+    """``overhead_ratio`` and its suites from benchmarks/bench_overhead.py's overhead.json."""
+    if not path.exists():
+        return None
+    bench = json.loads(path.read_text())
+    suites = bench.get("suites") or {}
+    out: dict[str, Any] = {"source": str(path), "suites": {}}
+    for name, suite in suites.items():
+        off = (suite.get("variants") or {}).get("counters_off")
+        row = {"on_vs_plain": suite.get("ratio"), "counters_startup_s": suite.get("counters_startup_s")}
+        if off and off.get("ratio") and suite.get("ratio"):
+            row["off_vs_plain"] = off["ratio"]
+            row["on_vs_off"] = suite["ratio"] / off["ratio"]
+        out["suites"][name] = row
+    rows = out["suites"].values()
+    if rows and all("on_vs_off" in r for r in rows):
+        out["overhead_ratio"], out["of"] = max(r["on_vs_off"] for r in rows), "counters on / counters off (bench_overhead)"
+    elif rows and all(r.get("on_vs_plain") for r in rows):
+        out["overhead_ratio"], out["of"] = max(r["on_vs_plain"] for r in rows), "--gpu-util (counters on) / plain (bench_overhead)"
+    return out
+
+
+def _f(value: Any, digits: int = 1) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The README's figures from this run (hardware.md), ready to paste where it says."""
+    env = doc.get("env") or {}
+    when = f"{env.get('gpu_model')}, torch {env.get('torch')}, {doc.get('started', '')[:10]}"
+    lines = [f"# Hardware counters on {when}", "",
+             "README, section \"Hardware counters\": the table after \"Measured through the plugin on ...\":", "",
+             "| workload | busy % | SM % | tensor % | DRAM % | power |", "|---|---|---|---|---|---|"]
+    names = {"matmul_bf16": "bf16 8192³ matmul", "elementwise_big": "256 MiB fp32 `add_`",
+             "tiny_kernels": "1k-element `add_` loop"}
+    for c in doc.get("cases") or ():
+        lines.append(f"| {names[c['case']]} | {_f(c['busy_pct'])} | {_f(c['sm_pct'], 2 if (c['sm_pct'] or 0) < 1 else 1)} | "
+                     f"{_f(c['tensor_pct'])} | {_f(c['dram_bw_pct'])} | {_f(c['avg_power_w'], 0)} W |")
+    if doc.get("cases_gpm"):
+        gpm = {c["case"]: c for c in doc["cases_gpm"]}
+        lines += ["", "NVML GPM on the same loops: " + "; ".join(
+            f"{names[k]}: SM {_f(v['sm_pct'])}, tensor {_f(v['tensor_pct'])}, DRAM {_f(v['dram_bw_pct'])}"
+            for k, v in gpm.items())]
+    energy = doc.get("energy") or {}
+    if energy:
+        lines += ["", f"Energy of the 5 s matmul: {_f(energy.get('record_j'))} J in the record against "
+                      f"{_f(energy.get('counter_j'))} J from NVML's counter read around the loop."]
+    cost = doc.get("sampler_cost") or {}
+    if cost:
+        lines += ["", f"Cost: start-up {_f(cost.get('counters_startup_s'), 3)} s ({cost.get('counters')}); the thread used "
+                      f"{_f(100 * (cost.get('thread_cpu_per_s') or 0))} % of one core (decode {_f(1000 * (cost.get('decode_s_per_s') or 0))}"
+                      f" ms/s, evaluation {_f(cost.get('evaluate_ms_per_sample'), 3)} ms a sample); a flush's wait "
+                      f"{_f(1000 * (cost.get('sync_s') or 0), 0)} ms; the activity capture's start-up "
+                      f"{_f(cost.get('activity_startup_s'), 3)} s."]
+    if doc.get("counters_summary"):
+        lines += ["", "README, the example summary lines (replace the synthetic ones):", "", "```text",
+                  *doc["counters_summary"], "```"]
+    over = doc.get("overhead_from_bench") or {}
+    if over.get("suites"):
+        lines += ["", f"Overhead ({over.get('of')}): " + "; ".join(
+            f"{name} {_f(r.get('on_vs_off') or r.get('on_vs_plain'), 3)}" for name, r in over["suites"].items())]
+    if doc.get("overhead"):
+        lines += ["", "Overhead (this script's rounds, counters on / off): " + "; ".join(
+            f"{name} {_f(r['ratio_on_vs_off'], 3)}" for name, r in doc["overhead"].items())]
+    lines += ["", "Checks:", *(f"- {'ok' if r['holds'] else 'FAIL'}: {r['check']} ({r['seen']})" for r in doc.get("checks") or ())]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("outdir", nargs="?", type=Path)
     parser.add_argument("--out", type=Path, help="the same as OUTDIR")
-    parser.add_argument("--rounds", type=int, default=3, help="overhead rounds (at least 2 run; more while time is left)")
-    parser.add_argument("--budget-s", type=float, default=225.0, help="stop starting overhead rounds after this")
+    parser.add_argument("--budget-s", type=float, default=85.0, help="start no part after this many seconds")
+    parser.add_argument("--overhead-json", type=Path, help="bench_overhead.py's overhead.json (default OUTDIR/overhead.json)")
+    parser.add_argument("--overhead", action="store_true", help="run the overhead suites here (plain / counters off / on)")
+    parser.add_argument("--rounds", type=int, default=3, help="with --overhead: rounds (at least 2)")
     parser.add_argument("--sampler-cost", type=Path, help=argparse.SUPPRESS)  # the child that measures it
     args = parser.parse_args(argv)
     if args.sampler_cost:
@@ -341,10 +419,15 @@ def main(argv: Optional[list[str]] = None) -> int:
         parser.error("give OUTDIR")
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
+    deadline = started + args.budget_s
+
+    def left(cap: float) -> float:
+        return max(5.0, min(cap, deadline - time.monotonic()))
+
     run = Run(out)
     work = Path(tempfile.mkdtemp(prefix="hw_truth_"))
     doc = run.doc  # this process never touches CUDA: its context would be "another process" to the runs
-    pm = run.part("cases_cupti", workload_run, run, "cupti", work)
+    pm = run.part("cases_cupti", workload_run, run, "cupti", work, left(60))
     if pm:
         info = pm["machine"]
         doc["env"] = {k: info.get(k) for k in ("gpu_model", "gpu_count", "driver", "cuda", "torch", "python")}
@@ -364,45 +447,55 @@ def main(argv: Optional[list[str]] = None) -> int:
         doc["kernel_bench"] = {k: bench.get(k) for k in ("median", "tflops", "peak_tflops", "tflops_pct_of_peak",
                                                            "peak_source", "sm_pct", "tensor_pct", "dram_bw_pct",
                                                            "counters_note")}
-    gpm = run.part("cases_gpm", workload_run, run, "gpm", work)
-    if gpm:
-        doc["cases_gpm"] = cases_of(gpm)
-        doc["gpm_summary"] = gpm["summary"]
-    if pm and gpm:
-        doc["agreement"] = {
-            case: {m: {"pm": p.get(m), "gpm": g.get(m),
-                       "difference": (p[m] - g[m]) if p.get(m) is not None and g.get(m) is not None else None}
-                   for m in ("sm_pct", "tensor_pct", "dram_bw_pct")}
-            for case, p, g in zip(CASES, doc["cases"], doc["cases_gpm"])}
+        run.save()
+    if time.monotonic() < deadline:
+        gpm = run.part("cases_gpm", workload_run, run, "gpm", work, left(40), "test_matmul_bf16 or elementwise or tiny")
+        if gpm:
+            doc["cases_gpm"] = [c for c in cases_of(gpm)]
+            doc["gpm_summary"] = gpm["summary"]
+        if pm and gpm:
+            doc["agreement"] = {
+                case: {m: {"pm": p.get(m), "gpm": g.get(m),
+                           "difference": (p[m] - g[m]) if p.get(m) is not None and g.get(m) is not None else None}
+                       for m in ("sm_pct", "tensor_pct", "dram_bw_pct")}
+                for case, p, g in zip(CASES, doc["cases"], doc["cases_gpm"])}
+
     def cost_in_a_child() -> dict[str, Any]:
         target = work / "sampler_cost.json"
+        plugin, path = _plugin_args()
         res = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--sampler-cost", str(target)],
-                             capture_output=True, text=True, timeout=60)
+                             capture_output=True, text=True, timeout=left(40), env={**os.environ, **path})
         run.log.write(f"$ sampler cost (rc {res.returncode})\n{res.stdout}{res.stderr}\n")
         if not target.exists():
             raise RuntimeError(f"the sampler-cost child failed (rc {res.returncode}): {res.stderr.strip()[-600:]}")
         return json.loads(target.read_text())
 
-    cost = run.part("sampler_cost", cost_in_a_child)
-    if cost:
-        doc["sampler_cost"] = cost
-    deadline = started + args.budget_s
-    over = run.part("overhead", overhead, run, work, args.rounds, deadline)
-    if over:
-        doc["overhead"] = over
-    if doc.get("overhead"):
-        doc["overhead_ratio"] = max(s["ratio_on_vs_off"] for s in doc["overhead"].values())
-        doc["overhead_ratio_vs_plain"] = max(s["ratio_on_vs_plain"] for s in doc["overhead"].values())
+    if time.monotonic() < deadline:
+        cost = run.part("sampler_cost", cost_in_a_child)
+        if cost:
+            doc["sampler_cost"] = cost
+    if args.overhead:
+        over = run.part("overhead", overhead, run, work, args.rounds, deadline + 150)
+        if over:
+            doc["overhead"] = over
+            doc["overhead_ratio"] = max(s["ratio_on_vs_off"] for s in over.values())
+            doc["overhead_ratio_of"] = "counters on / counters off (this script's rounds)"
+    else:
+        bench = run.part("overhead_from_bench", overhead_from, args.overhead_json or out / "overhead.json")
+        if bench:
+            doc["overhead_from_bench"] = bench
+            if bench.get("overhead_ratio") is not None:
+                doc["overhead_ratio"], doc["overhead_ratio_of"] = bench["overhead_ratio"], bench["of"]
     doc["checks"] = check(doc)
     doc["seconds"] = round(time.monotonic() - started, 1)
     run.save()
+    (out / "hardware.md").write_text(markdown(doc), encoding="utf-8")
     print(f"{doc.get('env', {}).get('gpu_model')}: {doc['seconds']} s")
     for c in doc.get("cases") or ():
         print(f"  {c['case']:16} busy {c['busy_pct']}  SM {c['sm_pct']}  tensor {c['tensor_pct']}  DRAM {c['dram_bw_pct']}"
               f"  energy {c['energy_j']} J  {c['counters_note'] or ''}")
-    for suite, s in (doc.get("overhead") or {}).items():
-        print(f"  overhead {suite:13} on/off {s['ratio_on_vs_off']:.3f}  on/plain {s['ratio_on_vs_plain']:.3f}  "
-              f"({s['rounds']} rounds)")
+    if doc.get("overhead_ratio") is not None:
+        print(f"  overhead_ratio {doc['overhead_ratio']:.3f} ({doc.get('overhead_ratio_of')})")
     for row in doc["checks"]:
         print(f"  {'ok  ' if row['holds'] else 'FAIL'} {row['check']}: {row['seen']}")
     for name in doc["errors"]:

@@ -119,25 +119,37 @@ class CounterSampler:
         self._thread = threading.Thread(target=self._run, name="pytest-gpuutil counters", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop the thread, take the source's last samples and release it."""
+    def stop(self, background: bool = False) -> None:
+        """Stop the thread, take the source's last samples and release it.
+
+        ``background=True`` (the session's end, after its last flush) releases the device in a
+        thread of its own (PM sampling's disable takes ~80 ms): the session ends without waiting,
+        and the interpreter waits for that thread before it exits.
+        """
         thread = self._thread
         if thread is None:
             return
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        thread.join()
         self._thread = None
+        if background:
+            threading.Thread(target=self._release, args=(thread, False), name="pytest-gpuutil counters release").start()
+            return
+        self._release(thread, True)
+
+    def _release(self, thread: threading.Thread, keep_last: bool) -> None:
+        thread.join()
         if self.source is not None:  # stopped even after a failed poll: the device must be released
             alive, self._source_alive = self._source_alive, False
             try:
                 samples = self.source.stop()
-                if alive:
+                if alive and keep_last:
                     self._add_samples(samples)
             except Exception as exc:  # noqa: BLE001 - the session goes on without the last samples
                 self.error = self.error or f"{self.source.name} failed to stop: {exc}"
-        self._read_energy()
+        if keep_last:
+            self._read_energy()
         self._ended = time.perf_counter()
 
     @property
@@ -173,8 +185,9 @@ class CounterSampler:
                 with self._cond:
                     self._done = max(self._done, wanted)
                     self._cond.notify_all()
+                self._thread_cpu = time.thread_time() - cpu_began
         finally:
-            self._thread_cpu += time.thread_time() - cpu_began
+            self._thread_cpu = time.thread_time() - cpu_began
 
     def _work(self, energy: bool, processes: bool = True, poll: bool = True) -> None:
         if poll and self.source is not None and self._source_alive:

@@ -185,3 +185,20 @@ def test_a_process_list_without_this_process_is_another_pid_namespace() -> None:
         sampler.stop()
     assert "another process" not in got.note  # never a false note
     assert sampler.process_error.startswith("this process is not in NVML's list")
+
+
+def test_at_the_sessions_end_the_device_is_released_without_waiting() -> None:
+    class SlowToRelease(SyntheticCounters):
+        def stop(self):
+            time.sleep(0.3)  # PM sampling's disable takes ~80 ms on an H100
+            return super().stop()
+
+    source = SlowToRelease()
+    sampler = started(source)
+    began = time.perf_counter()
+    sampler.stop(background=True)
+    assert time.perf_counter() - began < 0.1 and not sampler.running
+    deadline = time.perf_counter() + 5
+    while not source.stopped and time.perf_counter() < deadline:
+        time.sleep(0.01)
+    assert source.stopped
