@@ -28,6 +28,7 @@ _FRIENDLY = {
     33: "a virtual GPU without profiling support",
     40: "a virtual GPU without profiling permission",
     43: "a MIG instance (PM sampling is not supported on MIG)",
+    999: "CUPTI refused it: another profiling or sampling session on this GPU (another xdist worker, Nsight) does that",
 }
 
 FIELD_LABELS = {"sm_pct": "SM", "tensor_pct": "tensor", "dram_bw_pct": "DRAM", "occupancy_pct": "occupancy",
