@@ -5,8 +5,8 @@
 
 Runs each suite of ``benchmarks/overhead_suites/`` plain and with ``--gpu-util``, alternating
 (plain, gpu_util, plain, gpu_util, ...) in fresh processes, ``--repeats`` times, and reads
-pytest's own reported time ("N passed in X s") and the plugin's one-time profiler start-up
-("profiler start-up X s, not charged to any test"). The ratio of a repeat is
+pytest's own reported time ("N passed in X s") and the plugin's one-time start-ups ("profiler
+start-up X s, not charged to any test", plus "hardware counters start-up X s" when the counters run). The ratio of a repeat is
 (gpu_util time - start-up) / plain time; the suite's ``ratio`` is the median over repeats
 (``ratio_with_startup`` keeps the start-up in). Writes DIR/overhead.json:
 
@@ -46,6 +46,8 @@ SUITES = {
 #: pytest's last line: "300 passed in 1.23s" (or "... in 75.02s (0:01:15)")
 REPORTED = re.compile(r"\bin ([0-9.]+)s\b")
 STARTUP = re.compile(r"profiler start-up ([0-9.]+) s")
+#: the hardware counters' one-time start-up, charged to no test either (subtracted with the profiler's)
+COUNTERS_STARTUP = re.compile(r"hardware counters start-up ([0-9.]+) s")
 MEASURE = re.compile(r"measurement cost ([0-9.]+) s")
 
 
@@ -75,7 +77,11 @@ def run_suite(suite: str, gpu_util: bool, out_dir: Path, extra: list[str], packa
     output = res.stdout + res.stderr
     if res.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{output[-4000:]}")
-    return {"seconds": reported_seconds(output), "startup_s": first_float(STARTUP, output),
+    startup = first_float(STARTUP, output)
+    counters = first_float(COUNTERS_STARTUP, output)
+    if startup is not None and counters is not None:
+        startup += counters
+    return {"seconds": reported_seconds(output), "startup_s": startup, "counters_startup_s": counters,
             "measure_s": first_float(MEASURE, output), "tail": output.strip().splitlines()[-6:]}
 
 
@@ -95,14 +101,16 @@ def measure(suites: list[str], repeats: int, out_dir: Path, extra: list[str],
     ``after_round`` gets the figures so far after each round (so a run cut short keeps them).
     """
     runs: dict[str, dict[str, dict[str, list[Any]]]] = {
-        s: {name: {"s": [], "startup_s": [], "measure_s": []} for name in ("plain", "gpu_util", *variants)} for s in suites}
+        s: {name: {"s": [], "startup_s": [], "counters_startup_s": [], "measure_s": []}
+            for name in ("plain", "gpu_util", *variants)} for s in suites}
     tails: dict[str, list[str]] = {}
     result: dict[str, Any] = {}
     for _ in range(repeats):
         for suite in suites:
             for name, (args, package) in {"plain": ([], None), "gpu_util": (extra, None), **variants}.items():
                 got = run_suite(suite, name != "plain", out_dir, args, package)
-                for key, value in (("s", got["seconds"]), ("startup_s", got["startup_s"]), ("measure_s", got["measure_s"])):
+                for key, value in (("s", got["seconds"]), ("startup_s", got["startup_s"]), ("measure_s", got["measure_s"]),
+                                   ("counters_startup_s", got.get("counters_startup_s"))):
                     runs[suite][name][key].append(value)
                 if name == "gpu_util":
                     tails[suite] = got["tail"]
@@ -121,6 +129,7 @@ def _summarise(runs: dict[str, dict[str, dict[str, list[Any]]]], tails: dict[str
             "plain_s": plain,
             "gpu_util_s": main["s"],
             "startup_s": main["startup_s"],
+            "counters_startup_s": main["counters_startup_s"],
             "measure_s": main["measure_s"],
             **_ratios(main["s"], main["startup_s"], plain),
             "last_gpu_util_tail": tails[suite],

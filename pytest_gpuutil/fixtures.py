@@ -6,6 +6,7 @@ test, and the fixtures put what they measured there (as pytest-benchmark's fixtu
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional
@@ -138,20 +139,36 @@ class GpuTraceFixture:
         )
 
 
+def with_counters(result: TimingResult, figures: Any, flushed_l2: bool) -> TimingResult:
+    """``result`` with the hardware counters over its timed reps (SM, tensor, DRAM % of peak)."""
+    note = figures.note
+    if flushed_l2 and not note:
+        note = "the timed span includes the L2 flush between reps (DRAM traffic of its own): flush_l2=False leaves it out"
+    return dataclasses.replace(result, sm_pct=figures.values.get("sm_pct"), tensor_pct=figures.values.get("tensor_pct"),
+                               dram_bw_pct=figures.values.get("dram_bw_pct"), counters_note=note)
+
+
 class KernelBenchFixture:
     """Time a callable with CUDA events the way triton's do_bench does (perf_counter on CPU)."""
 
-    def __init__(self, results: TestResults):
+    def __init__(self, results: TestResults, counters: Any = None):
         self._results = results
+        #: the hardware counters' capture (hardware/capture.py), when they run: figures over the timed reps
+        self._counters = counters
 
     def __call__(self, fn: Callable[..., Any], *args: Any, warmup_ms: float = 25, rep_ms: float = 100,
                  flush_l2: bool = True, cuda_graph: bool = False, bytes: Optional[int] = None,
-                 flops: Optional[int] = None, label: str = "", **kwargs: Any) -> TimingResult:
+                 flops: Optional[int] = None, label: str = "", flops_dtype: str = "bf16", **kwargs: Any) -> TimingResult:
         self._results.quiet_measurement("kernel_bench times this test; the profiler stepped aside")
         wanted = label or getattr(fn, "__name__", "bench")
         label = self._results.unique_label(wanted, self._results.kernel_bench)
+        counters = self._counters
         result = bench(fn, *args, warmup_ms=warmup_ms, rep_ms=rep_ms, flush_l2=flush_l2, cuda_graph=cuda_graph,
-                       bytes=bytes, flops=flops, label=label, **kwargs)
+                       bytes=bytes, flops=flops, label=label, flops_dtype=flops_dtype,
+                       clock_ns=counters.sampler.now if counters is not None else None, **kwargs)
+        if counters is not None and result.timed_span_ns is not None:
+            result = with_counters(result, counters.figures_between(*result.timed_span_ns),
+                                   flush_l2 and result.timer != "perf_counter")
         self._results.kernel_bench[label] = result.to_dict()
         return result
 

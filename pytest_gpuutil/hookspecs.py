@@ -41,3 +41,19 @@ def pytest_gpuutil_event_source(config: pytest.Config) -> Optional[Any]:
     ``pytest_gpuutil/capture/continuous.py``. The plugin's own CPU tests use a synthetic source to
     run the continuous capture without a GPU.
     """
+
+
+@pytest.hookspec(firstresult=True)
+def pytest_gpuutil_counter_source(config: pytest.Config) -> Optional[Any]:
+    """Return the source ``--gpu-util`` reads hardware counters from, or None for the default.
+
+    Called once per process (each xdist worker) before the first test, unless
+    ``--gpu-util-counters off``. The default is CUPTI PM sampling, else NVML GPM, else NVML's
+    energy counter alone (see the README's "Hardware counters"). A source is any object with
+    ``name``, ``period_ns`` (its sampling period), ``fields`` (record fields it measures, e.g.
+    ``("sm_pct", "tensor_pct")``) and three methods: ``start()``, ``poll()`` and ``stop()``, the
+    last two returning :class:`~pytest_gpuutil.analysis.counters.CounterSamples` completed since the
+    previous call; optionally ``now()`` (its clock in ns, default ``time.time_ns``), ``energy_mj()``
+    (an energy counter) and ``process_pids()`` (the pids on the GPU). See
+    ``pytest_gpuutil/hardware/sampler.py``. The plugin's own CPU tests use a synthetic source.
+    """

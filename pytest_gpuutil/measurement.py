@@ -13,6 +13,8 @@ torch is imported only by :meth:`Measurement.prepare`, which the plugin calls on
 """
 from __future__ import annotations
 
+import dataclasses
+import os
 import time
 import warnings
 from dataclasses import dataclass
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 if TYPE_CHECKING:
     from pytest_gpuutil.analysis.classify import KernelClassifier
     from pytest_gpuutil.analysis.rules import Finding
+    from pytest_gpuutil.hardware.capture import CounterCapture, TestCounters
     from pytest_gpuutil.analysis.windows import WindowStats
     from pytest_gpuutil.capture.continuous import ContinuousCapture, EventSource
     from pytest_gpuutil.capture.flush_policy import FlushPolicy
@@ -53,6 +56,10 @@ class TestProfile:
     findings: Optional[tuple[Finding, ...]] = None
     #: the host's waits in the window, kept with ``events`` for a trace file
     syncs: Optional[SyncColumns] = None
+    #: the hardware counters over the call (None: not read)
+    counters: Optional[TestCounters] = None
+    #: the counters are not read yet: a later flush gives this profile again, with them
+    counters_pending: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,11 +89,25 @@ class Measurement:
 
     def __init__(self, classifier: KernelClassifier, keep_events: bool, cpu_activity: bool, policy: FlushPolicy,
                  use_cupti: bool = True, memory_history: bool = False, findings: bool = False,
-                 findings_ignore: frozenset[str] = frozenset()):
+                 findings_ignore: frozenset[str] = frozenset(), counters: str = "off",
+                 counters_interval_ms: float = 1.0):
         self.classifier = classifier
         #: look for findings in each test (CUPTI then also records the host's waits), leaving out these rules
         self.findings = findings
         self.findings_ignore = findings_ignore
+        #: hardware counters: the mode asked for, the capture once open, and what to say about it
+        self.counters_mode = counters
+        self.counters_interval_ms = counters_interval_ms
+        self.counters: Optional[CounterCapture] = None
+        self.counters_description = ""
+        self.counters_fallback = ""
+        self.counters_startup_s: Optional[float] = None
+        #: profiles given out without their counters, until a flush has them
+        self._awaiting: dict[str, TestProfile] = {}
+        self._last_flush = time.perf_counter()
+        #: the pids that are this run's own on the GPU (the counters' "another process" note skips
+        #: them); the child-process tracking may replace it with one that adds the tests' children
+        self.own_pids: Callable[[], set[int]] = lambda: {os.getpid()}
         self.memory_history = memory_history
         #: GPU memory counters, when CUDA is there (with any way of measuring, or none)
         self.meter: Optional[MemoryMeter] = None
@@ -115,13 +136,32 @@ class Measurement:
         return self._prepare_s if self.capture is not None else None
 
     # -- set-up -----------------------------------------------------------------------------------
-    def prepare(self, torch: Any, cuda: bool, source: Optional[EventSource]) -> None:
+    def prepare(self, torch: Any, cuda: bool, source: Optional[EventSource], counter_source: Any = None) -> None:
         """Choose how to measure and start the capture, before the first test (its start-up is charged to none)."""
         began = time.perf_counter()
         try:
             self._prepare(torch, cuda, source)
         finally:
             self._prepare_s = time.perf_counter() - began
+        self._open_counters(torch, cuda, counter_source)
+
+    def _open_counters(self, torch: Any, cuda: bool, source: Any) -> None:
+        """The hardware counters, when asked for and there is a GPU (or a source from the hook)."""
+        if self.counters_mode == "off" or self.mode == OFF or not (cuda or source is not None):
+            return
+        from pytest_gpuutil.hardware.choose import cuda_device, open_counters
+
+        try:
+            device = cuda_device(torch) if cuda else None
+        except Exception as exc:  # noqa: BLE001 - counters are extra: the tests are measured without them
+            self.counters_fallback = f"hardware counters off: the CUDA device could not be read: {exc}"
+            return
+        opened = open_counters(self.counters_mode, self.counters_interval_ms, device, own_pids=lambda: self.own_pids(),
+                               source=source)
+        self.counters = opened.capture
+        self.counters_description = opened.description
+        self.counters_fallback = opened.fallback
+        self.counters_startup_s = opened.startup_s
 
     def _prepare(self, torch: Any, cuda: bool, source: Optional[EventSource]) -> None:
         self._torch, self.cuda = torch, cuda
@@ -173,6 +213,8 @@ class Measurement:
         if self.mode == CONTINUOUS:
             self.capture.begin(nodeid)
             results.measurement = _StepAside(self.capture)
+            if self.counters is not None:
+                self.counters.begin(nodeid)
         elif self.mode == PER_TEST:
             from pytest_gpuutil.capture.profiler import RegionProfiler
 
@@ -187,6 +229,8 @@ class Measurement:
             self._profilers[nodeid] = profiler
             self._begun[nodeid] = time.perf_counter() - began
             results.measurement = profiler
+            if self.counters is not None:
+                self.counters.begin(nodeid)
         return None
 
     def end(self, nodeid: str, results: Any) -> Optional[TestProfile]:
@@ -194,6 +238,8 @@ class Measurement:
         results.measurement = None
         if self.mode == CONTINUOUS:
             self.capture.end()
+            if self.counters is not None:
+                self.counters.end()
             self._end_memory(nodeid)
             return None
         self._end_memory(nodeid)
@@ -208,10 +254,13 @@ class Measurement:
         from pytest_gpuutil.analysis.windows import WindowStats
 
         stats = WindowStats.from_summary(region.summary) if region.summary is not None and self.cuda else None
+        if self.counters is not None:
+            self.counters.end()
         cost_ms = (self._begun.pop(nodeid, 0.0) + time.perf_counter() - began) * 1000
-        return TestProfile(region.wall_ms, stats, region.note, cost_ms, region.window,
-                           profiler=profiler if profiler.prof is not None else None,
-                           findings=region.findings if stats is not None else None)
+        profile = TestProfile(region.wall_ms, stats, region.note, cost_ms, region.window,
+                              profiler=profiler if profiler.prof is not None else None,
+                              findings=region.findings if stats is not None else None)
+        return self._with_counters({nodeid: profile}, wait=False)[nodeid]  # counters: now if read, else later
 
     def _end_memory(self, nodeid: str) -> None:
         started = self._memory_start.pop(nodeid, None)
@@ -232,21 +281,75 @@ class Measurement:
 
     def flush_due(self) -> Optional[str]:
         capture = self.capture
-        if capture is None or not capture.pending_tests:
+        pending = (capture.pending_tests if capture is not None else 0) + len(self._awaiting)
+        if not pending:
             return None
-        return self.policy.reason(capture.pending_tests, capture.pending_bytes(), capture.seconds_since_flush())
+        return self.policy.reason(pending, capture.pending_bytes() if capture is not None else 0,
+                                  time.perf_counter() - self._last_flush)
 
-    def flush(self) -> dict[str, TestProfile]:
-        """Profiles of every window closed since the last flush, by node id."""
-        return _profiles(self.capture.flush()) if self.capture is not None else {}
+    def flush(self, wait: bool = True) -> dict[str, TestProfile]:
+        """Profiles of every window closed since the last flush, by node id.
+
+        ``wait=False`` (a flush the policy asked for) does not wait for the hardware counters of
+        the last windows: their profiles come now marked ``counters_pending`` and again, complete,
+        from a later flush.
+        """
+        self._last_flush = time.perf_counter()
+        profiles = _profiles(self.capture.flush()) if self.capture is not None else {}
+        return self._with_counters(profiles, wait)
 
     def close(self) -> dict[str, TestProfile]:
-        """The session's end: what is left, then the source stops and the guard comes off."""
+        """The session's end: what is left, then the sources stop and the guard comes off."""
         profiles = _profiles(self.capture.close()) if self.capture is not None else {}
+        if self.counters is not None:
+            self.counters.end()
+        profiles = self._with_counters(profiles, wait=True)
+        if self.counters is not None:
+            try:
+                self.counters.sampler.stop(background=True)  # the device is released while the session ends
+            except Exception as exc:  # noqa: BLE001 - the records are out; the summary says so
+                self.counters_fallback = self.counters_fallback or f"the hardware counters failed to stop: {exc}"
         if self._restore_guard is not None:
             self._restore_guard()
             self._restore_guard = None
         return profiles
+
+    def _with_counters(self, profiles: dict[str, TestProfile], wait: bool) -> dict[str, TestProfile]:
+        """The profiles with their hardware counters where known; the others marked pending and kept
+        until a flush has them (they come out again then, with the profiles awaited before)."""
+        if self.counters is None:
+            return profiles
+        try:
+            got = self.counters.flush(wait)
+        except Exception as exc:  # noqa: BLE001 - the records go out without counters, never stuck
+            self.counters_fallback = self.counters_fallback or f"the hardware counters could not be read: {exc}"
+            got, wait = {}, True
+        waiting = self.counters.waiting() if not wait else set()
+        out = {}
+        for key, profile in profiles.items():
+            if key in got:
+                out[key] = dataclasses.replace(profile, counters=got[key])
+            elif key in waiting:
+                self._awaiting[key] = profile
+                out[key] = dataclasses.replace(profile, counters_pending=True)
+            else:
+                out[key] = profile
+        for key in [k for k in self._awaiting if k in got or k not in waiting]:
+            out[key] = dataclasses.replace(self._awaiting.pop(key), counters=got.get(key))
+        return out
+
+    def counters_info(self) -> dict[str, Any]:
+        """What the summary says about the counters of this process (JSON-able)."""
+        if self.counters is None:
+            return {"counters": "", "counters_fallback": self.counters_fallback}
+        cost = self.counters.sampler.cost()
+        return {"counters": self.counters_description, "counters_fallback": self.counters_fallback,
+                "counters_startup_s": self.counters_startup_s,
+                "counters_cost": {**dataclasses.asdict(cost), "flush_s": self.counters.flush_s,
+                                  "error": self.counters.sampler.error,
+                                  "later": [e for e in (self.counters.sampler.energy_error,
+                                                        self.counters.sampler.process_error)
+                                            if e and e not in self.counters_fallback]}}
 
 
 def _profiles(results: list[Any]) -> dict[str, TestProfile]:

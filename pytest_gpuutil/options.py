@@ -82,6 +82,27 @@ def flush_policy(text: str) -> FlushPolicy:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+COUNTER_MODES = ("auto", "cupti", "gpm", "off")
+
+
+def counter_mode(text: str) -> str:
+    value = str(text).strip().lower()
+    if value not in COUNTER_MODES:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(COUNTER_MODES)}, got {text!r}")
+    return value
+
+
+def sampling_interval_ms(text: str) -> float:
+    """A PM sampling interval in milliseconds: 0.01 (CUPTI's finest) to 1000."""
+    try:
+        value = float(str(text).strip().removesuffix("ms").strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of milliseconds, got {text!r}") from None
+    if not 0.01 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"expected 0.01 to 1000 milliseconds, got {text!r}")
+    return value
+
+
 def plain_string(text: str) -> str:
     return str(text).strip()
 
@@ -173,6 +194,11 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "read by --gpu-util-compare history and gpuutil history", kind="optional", metavar="PATH"),
     OptionSpec("--gpu-util-history-runs", "with --gpu-util-compare history: each test's last N runs (default 5)",
                parse=positive_int, default=5, metavar="N"),
+    OptionSpec("--gpu-util-counters", "hardware counters per test (SM, tensor, DRAM %, energy): auto (CUPTI PM sampling, "
+               "else NVML GPM on Hopper and later, else energy only; the default), cupti, gpm or off",
+               parse=counter_mode, default="auto", metavar="MODE"),
+    OptionSpec("--gpu-util-counters-interval", "CUPTI PM sampling interval in ms (default 1; a test needs two intervals "
+               "for its own figures)", parse=sampling_interval_ms, default=1.0, metavar="MS"),
     OptionSpec("--gpu-util-pin", "under pytest-xdist, pin worker i to GPU i mod count (sets CUDA_VISIBLE_DEVICES)", kind="flag", default=False),
     OptionSpec("--gpu-util-findings", "say what to fix in each test (pageable copies, host syncs, launch-bound loops, fp32 "
                "matmuls, an idle GPU, ...): on (the default) or off; off also stops recording the host's waits",
@@ -338,6 +364,9 @@ class Settings:
     #: look for findings in each test, leaving out these rules
     findings: bool = True
     findings_ignore: frozenset[str] = frozenset()
+    #: hardware counters: "auto", "cupti", "gpm" or "off", and PM sampling's interval in ms
+    counters: str = "auto"
+    counters_interval_ms: float = 1.0
 
 
 #: Options that turn measuring on when given on the command line, as --gpu-util does (their ini
@@ -381,6 +410,8 @@ def read_settings(getoption: Callable[[str], Any], getini: Callable[[str], Any])
         flush=values["gpu_util_flush"],
         source=values["gpu_util_source"],
         memory_history=values["gpu_util_memory_history"],
+        counters=values["gpu_util_counters"],
+        counters_interval_ms=values["gpu_util_counters_interval"],
         html=None if values["gpu_util_html"] is None else "" if values["gpu_util_html"] == COMPARE_LATEST else values["gpu_util_html"],
         history=None if values["gpu_util_history"] is None else "" if values["gpu_util_history"] == COMPARE_LATEST
         else values["gpu_util_history"],

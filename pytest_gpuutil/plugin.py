@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 
 MARKER = (
     "gpu_util(min_busy_pct=None, min_mm_conv_pct=None, max_gpu_ms=None, max_kernel_count=None, max_memory=None, "
-    "max_leak=None): fail the test when --gpu-util measures it below/above these limits (sizes like '2 GiB')"
+    "max_leak=None, min_sm_pct=None, min_tensor_pct=None, max_energy_j=None): fail the test when --gpu-util measures "
+    "it below/above these limits (sizes like '2 GiB'; SM/tensor % and energy from the hardware counters)"
 )
 
 
@@ -168,7 +169,9 @@ class GpuUtilHooks:
         if state.settings.enabled and not session.config.option.collectonly and not controller:
             source = (session.config.hook.pytest_gpuutil_event_source(config=session.config)
                       if state.settings.source == "cupti" else None)
-            state.prepare_measurement(source)  # the profiler's one-time start-up, before any test
+            counter_source = (session.config.hook.pytest_gpuutil_counter_source(config=session.config)
+                              if state.settings.counters != "off" else None)
+            state.prepare_measurement(source, counter_source)  # the profiler's one-time start-up, before any test
         yield
         if state.is_worker:
             return
@@ -221,7 +224,8 @@ class GpuUtilHooks:
             if state.settings.enabled:
                 state.measuring.end_test(item.nodeid, results)
                 if self._needs_profile_at_call(item):
-                    state.measuring.flush()  # its limits are checked, and pytest-benchmark told, right after the call
+                    # its limits are checked, and pytest-benchmark told, right after the call
+                    state.measuring.flush(wait=self._needs_counters_at_call(item))
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Generator[None, Any, None]:
@@ -245,8 +249,9 @@ class GpuUtilHooks:
 
             state.measuring.test_finished(PendingTest(item, item.nodeid, outcome_of(phases), results,
                                             item.stash.get(THRESHOLD_KEY, "")))
-            if self._needs_record_now(item) or state.measuring.flush_due():
-                state.measuring.flush()
+            now = self._needs_record_now(item)
+            if now or state.measuring.flush_due():
+                state.measuring.flush(wait=now)
             payloads = state.measuring.ready_payloads(self._finalize)
             if payloads:
                 report.gpu_util = {"payloads": payloads, "process": state.measuring.process_info()}
@@ -274,6 +279,15 @@ class GpuUtilHooks:
     def _needs_profile_at_call(self, item: pytest.Item) -> bool:
         """Its record is needed right after the call: limits to check, or pytest-benchmark to tell."""
         return self._thresholds_apply(item) or "benchmark" in getattr(item, "funcargs", {})
+
+    def _needs_counters_at_call(self, item: pytest.Item) -> bool:
+        """Its limits include the hardware counters' (min_sm_pct, min_tensor_pct, max_energy_j)."""
+        from pytest_gpuutil.gates.thresholds import COUNTER_LIMITS
+
+        default = self.state.default_thresholds
+        if default is not None and any(getattr(default, name) is not None for name in COUNTER_LIMITS):
+            return True
+        return any(name in marker.kwargs for marker in item.iter_markers("gpu_util") for name in COUNTER_LIMITS)
 
     def _needs_record_now(self, item: pytest.Item) -> bool:
         """Its record is needed at its teardown: the last test, a JUnit or pytest-html file, or a record hook."""
@@ -391,13 +405,15 @@ def kernel_bench(request: pytest.FixtureRequest) -> KernelBenchFixture:
     """Time a callable with CUDA events the way triton's do_bench does.
 
     ``kernel_bench(fn, *args, warmup_ms=25, rep_ms=100, flush_l2=True, cuda_graph=False,
-    bytes=None, flops=None)`` returns a record with median, mean, std, min, max, p20, p80, reps
-    and GB/s / TFLOP/s; ``kernel_bench.fwd_bwd(forward, backward)`` times both separately.
+    bytes=None, flops=None, flops_dtype="bf16")`` returns a record with median, mean, std, min,
+    max, p20, p80, reps, GB/s / TFLOP/s and their share of the device's peak, and under
+    --gpu-util the hardware counters (SM, tensor, DRAM %) over the timed reps;
+    ``kernel_bench.fwd_bwd(forward, backward)`` times both separately.
     Falls back to time.perf_counter without CUDA (the record says so). Results go to gpu_util.json.
     """
     from pytest_gpuutil.fixtures import KernelBenchFixture
 
-    return KernelBenchFixture(_results(request.node))
+    return KernelBenchFixture(_results(request.node), counters=_state(request).measuring.measurement.counters)
 
 
 @pytest.fixture

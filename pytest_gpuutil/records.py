@@ -5,6 +5,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+#: The hardware-counter fields (percent of the hardware's peak; the call's energy and mean power).
+HARDWARE_FIELDS = ("sm_pct", "tensor_pct", "dram_bw_pct", "occupancy_pct", "fp16_pct", "fp32_pct", "fp64_pct",
+                   "energy_j", "avg_power_w")
 #: The TestRecord fields that hold a measured number (None when nothing was measured).
 NUMERIC_FIELDS = (
     "wall_ms",
@@ -21,14 +24,17 @@ NUMERIC_FIELDS = (
     "leaked_mb",
     "alloc_retries",
     "ooms",
+    *HARDWARE_FIELDS,
 )
 #: The TestRecord fields that hold a mapping.
-MAPPING_FIELDS = ("gpu_busy_us_by_device", "categories", "kernel_bench", "gpu_trace", "memory_by_device")
+MAPPING_FIELDS = ("gpu_busy_us_by_device", "categories", "kernel_bench", "gpu_trace", "memory_by_device",
+                  "counter_sums")
 #: The TestRecord fields that hold a sequence of mappings (not in the CSV).
 LIST_FIELDS = ("top_kernels", "idle_gaps")
 #: Columns of gpu_util.csv, in order. Every TestRecord field that is a scalar (``findings``: the rule
-#: ids, space-separated).
-CSV_COLUMNS = ("test", "outcome", *NUMERIC_FIELDS, "top_kernel", "devices", "worker", "findings")
+#: ids, space-separated; the hardware counters come last, so the older columns keep their places).
+CSV_COLUMNS = ("test", "outcome", *(f for f in NUMERIC_FIELDS if f not in HARDWARE_FIELDS), "top_kernel", "devices",
+               "worker", "findings", *HARDWARE_FIELDS, "counters_source", "counters_note")
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,27 @@ class TestRecord:
     def finding_rules(self) -> tuple[str, ...]:
         """The ids of the rules that fired (empty when none did or findings were not looked for)."""
         return tuple(str(f.get("rule", "")) for f in self.findings or ())
+
+    #: hardware counters over the call (None: not measured, ``counters_note`` says why): percent of
+    #: the hardware's peak of SM cycles active, tensor pipes active, DRAM bandwidth, warps resident
+    #: (occupancy) and the FP16/FP32/FP64 pipes, where the source has them
+    sm_pct: float | None = None
+    tensor_pct: float | None = None
+    dram_bw_pct: float | None = None
+    occupancy_pct: float | None = None
+    fp16_pct: float | None = None
+    fp32_pct: float | None = None
+    fp64_pct: float | None = None
+    #: the GPU's energy over the call (NVML's energy counter, spread over time) and its mean power
+    energy_j: float | None = None
+    avg_power_w: float | None = None
+    #: where they came from: "cupti_pm_sampling", "nvml_gpm", "nvml_utilization" (energy only), "" (none)
+    counters_source: str = ""
+    #: why they are empty ("too short for the hardware counters", ...) or a remark ("another process ..."), else ""
+    counters_note: str = ""
+    #: additive sums for per-file and session figures, short tests included: {metric: [ms covered,
+    #: sum of ms x value]}, {"energy_j": [ms covered, joules]} (see analysis/counters.py)
+    counter_sums: Mapping[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (shallow copies: records are never changed after they are made)."""

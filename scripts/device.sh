@@ -27,6 +27,7 @@ defstep() { ORDER+=("$1"); LIMIT[$1]=$2; TAIL[$1]=$3; WHAT[$1]=$4; }
 defstep overhead 200 11 "plugin overhead: benchmarks/bench_overhead.py, three suite shapes, plain vs --gpu-util, \$OVERHEAD_REPEATS (4) interleaved rounds (\$OVERHEAD_ARGS: more, e.g. --variant findings_off=--gpu-util-findings=off)"
 step_overhead() {
   # shellcheck disable=SC2086 - OVERHEAD_ARGS holds several words on purpose
+  # OVERHEAD_ARGS: more options, e.g. --variant counters_off=--gpu-util-counters=off (the counters' own share)
   python3 benchmarks/bench_overhead.py --out "$W" --repeats "${OVERHEAD_REPEATS:-4}" ${OVERHEAD_ARGS:-}
 }
 
@@ -38,6 +39,11 @@ step_findings() {
 defstep memory 40 12 "GPU memory truth: validation/memory_truth.py"
 step_memory() {
   python3 validation/memory_truth.py --out "$W"
+}
+
+defstep hardware 110 30 "hardware counters truth: validation/hardware_truth.py (SM/tensor/DRAM/energy on known workloads, PM vs GPM, the sampler's cost; overhead_ratio from the overhead step's overhead.json when it ran first)"
+step_hardware() {
+  python3 validation/hardware_truth.py "$W" --budget-s "${HARDWARE_BUDGET_S:-85}"
 }
 
 defstep examples 40 25 "main job with the HTML report: pytest --gpu-util --gpu-util-html examples/ (examples_*.json/csv/html)"
@@ -136,9 +142,10 @@ after_tests() {
   return 0
 }
 
-defstep tests_gpu 120 3 "the GPU test modules alone: profiler, timing, reader paths"
+defstep tests_gpu 120 3 "the GPU test modules alone: profiler, timing, reader paths, hardware counters"
 step_tests_gpu() {
   python3 -m pytest tests/capture/test_profiler_gpu.py tests/capture/test_timing.py tests/traces/test_reader_paths.py \
+    tests/hardware/test_counters_gpu.py \
     -q -p no:cacheprovider -rs
 }
 

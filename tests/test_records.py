@@ -47,7 +47,9 @@ def test_findings_go_through_json_and_back_and_into_the_csv() -> None:
     data = json.loads(json.dumps(record.to_dict()))
     assert data["findings"] == list(FINDINGS)
     assert TestRecord.from_dict(data) == record and record.finding_rules == ("host-sync", "gpu-idle")
-    assert record.csv_row()["findings"] == "host-sync gpu-idle" and CSV_COLUMNS[-1] == "findings"
+    assert record.csv_row()["findings"] == "host-sync gpu-idle"
+    # the columns older files had keep their places: findings after worker, the hardware counters after it
+    assert CSV_COLUMNS[CSV_COLUMNS.index("worker") + 1] == "findings" and CSV_COLUMNS[-1] == "counters_note"
 
 
 def test_findings_not_looked_for_stay_apart_from_none_found() -> None:

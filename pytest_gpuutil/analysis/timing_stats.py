@@ -57,8 +57,24 @@ class TimingResult:
     flops: int | None = None
     #: why the timing differs from a CUDA-event timing (CPU fallback), else ""
     note: str = ""
+    #: the device's peak for ``tflops`` (data type ``flops_dtype``) and ``gbps``, and the share of
+    #: it reached, in percent; ``peak_source`` says where the peaks come from (a datasheet, or the
+    #: measured copy ceiling for bandwidth on a GPU the table does not know)
+    flops_dtype: str = ""
+    peak_tflops: float | None = None
+    tflops_pct_of_peak: float | None = None
+    peak_gbps: float | None = None
+    gbps_pct_of_peak: float | None = None
+    peak_source: str = ""
+    #: the hardware counters over the timed reps (None: not read), and why they are empty
+    sm_pct: float | None = None
+    tensor_pct: float | None = None
+    dram_bw_pct: float | None = None
+    counters_note: str = ""
     #: the per-rep times (ms) in the order measured; kept in memory only (not in ``to_dict``)
     times_ms: tuple[float, ...] = dataclasses.field(default=(), repr=False, compare=False)
+    #: the timed reps' span on the clock given to ``bench`` (``clock_ns``); in memory only
+    timed_span_ns: tuple[int, int] | None = dataclasses.field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.timer not in TIMERS:
@@ -67,7 +83,7 @@ class TimingResult:
     def to_dict(self) -> dict[str, Any]:
         """Plain dict of JSON-safe values (str, int, float, None), one key per field but ``times_ms``."""
         data = dataclasses.asdict(self)
-        del data["times_ms"]
+        del data["times_ms"], data["timed_span_ns"]
         return data
 
     @classmethod

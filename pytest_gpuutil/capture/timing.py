@@ -11,7 +11,7 @@ import math
 import numbers
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 from pytest_gpuutil.analysis.timing_stats import (
     FwdBwdResult,
@@ -184,9 +184,14 @@ def _cuda_clock(torch: Any, flush_l2: bool) -> _CudaClock:
 
 
 def _run_protocol(
-    target: Callable[[], Any], clock: _Clock, warmup_ms: float, rep_ms: float, flush: bool
+    target: Callable[[], Any], clock: _Clock, warmup_ms: float, rep_ms: float, flush: bool,
+    span: Optional[list[int]] = None, clock_ns: Optional[Callable[[], int]] = None,
 ) -> tuple[list[float], int]:
-    """Time ``target`` as do_bench does; return the per-rep times (ms) and the warm-up count."""
+    """Time ``target`` as do_bench does; return the per-rep times (ms) and the warm-up count.
+
+    With ``clock_ns``, ``span`` gets the reps' start and end on that clock (the GPU synchronised
+    at both, so the span holds the reps' work and nothing else).
+    """
     target()
     clock.synchronize()
 
@@ -205,6 +210,9 @@ def _run_protocol(
 
     starts = [clock.event() for _ in range(n_repeat)]
     ends = [clock.event() for _ in range(n_repeat)]
+    if clock_ns is not None and span is not None:
+        clock.synchronize()
+        span.append(clock_ns())
     for begin, finish in zip(starts, ends):
         if flush:
             clock.flush()
@@ -212,6 +220,8 @@ def _run_protocol(
         target()
         finish.record()
     clock.synchronize()
+    if clock_ns is not None and span is not None:
+        span.append(clock_ns())
     return [begin.elapsed_time(finish) for begin, finish in zip(starts, ends)], n_warmup
 
 
@@ -276,10 +286,14 @@ def _result(
     note: str,
     bytes: int | None = None,
     flops: int | None = None,
+    flops_dtype: str = "bf16",
+    span: Sequence[int] = (),
+    copy_ceiling: Optional[Callable[[], float]] = None,
 ) -> TimingResult:
     """Build a TimingResult from raw per-rep times."""
     stats = summarize(times_ms)
     gbps, tflops = throughput(stats.median, bytes, flops)
+    peaks = peak_fields(clock.device, gbps, tflops, flops_dtype, copy_ceiling) if clock.device != "cpu" else {}
     return TimingResult(
         label=label,
         **dataclasses.asdict(stats),
@@ -291,8 +305,60 @@ def _result(
         bytes=bytes,
         flops=flops,
         note=note,
+        **peaks,
         times_ms=tuple(float(t) for t in times_ms),
+        timed_span_ns=(span[0], span[1]) if len(span) == 2 else None,
     )
+
+
+def peak_fields(device: str, gbps: float | None, tflops: float | None, flops_dtype: str,
+                copy_ceiling: Optional[Callable[[], float]] = None) -> dict[str, Any]:
+    """TimingResult's peak fields: the device's datasheet peaks (hardware/peaks.py) and the share reached.
+
+    For bandwidth on a GPU the table does not know, ``copy_ceiling()`` (GB/s of a large
+    device-to-device copy) stands in for the peak.
+    """
+    from pytest_gpuutil.hardware.peaks import device_peaks
+
+    peaks = device_peaks(device)
+    out: dict[str, Any] = {}
+    sources = []
+    if tflops is not None:
+        out["flops_dtype"] = flops_dtype
+        peak = peaks.tflops.get(flops_dtype) if peaks else None
+        if peak:
+            out.update(peak_tflops=peak, tflops_pct_of_peak=100.0 * tflops / peak)
+            sources.append(peaks.source)  # type: ignore[union-attr]
+    if gbps is not None:
+        peak = peaks.memory_gbps if peaks else None
+        source = peaks.source if peaks else ""
+        if not peak and copy_ceiling is not None:
+            try:
+                peak, source = copy_ceiling(), "measured device-to-device copy"
+            except Exception:  # noqa: BLE001 - no peak is better than a failed bench
+                peak = None
+        if peak:
+            out.update(peak_gbps=peak, gbps_pct_of_peak=100.0 * gbps / peak)
+            sources.append(source)
+    if sources:
+        out["peak_source"] = "; ".join(dict.fromkeys(sources))
+    return out
+
+
+def copy_ceiling_gbps(torch: Any, mib: int = 256, reps: int = 5) -> float:
+    """GB/s of the best of ``reps`` device-to-device copies of ``mib`` MiB (read + write counted)."""
+    src = torch.empty(mib << 18, dtype=torch.float32, device="cuda")
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    best = math.inf
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src)
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end))
+    return 2 * (mib << 20) / (best / 1e3) / 1e9
 
 
 # ---------------------------------------------------------------------------------------------
@@ -309,6 +375,8 @@ def bench(
     bytes: int | None = None,
     flops: int | None = None,
     label: str = "",
+    flops_dtype: str = "bf16",
+    clock_ns: Optional[Callable[[], int]] = None,
     **kwargs: Any,
 ) -> TimingResult:
     """Time ``fn(*args, **kwargs)`` the way ``triton.testing.do_bench`` does.
@@ -318,7 +386,10 @@ def bench(
     reps, each with its own event pair, preceded by zeroing a 256 MB buffer when ``flush_l2``.
     Events are recorded on the current stream of the current device. ``cuda_graph=True`` warms up
     on a side stream, captures one call into a CUDA graph and times ``graph.replay()`` (the L2
-    flush stays outside the graph). ``bytes``/``flops`` give ``gbps``/``tflops`` at the median.
+    flush stays outside the graph). ``bytes``/``flops`` give ``gbps``/``tflops`` at the median,
+    and the share of the device's peak (``flops_dtype``: "bf16" by default; see
+    :mod:`pytest_gpuutil.hardware.peaks`). With ``clock_ns`` the result's ``timed_span_ns`` is the
+    timed reps' span on that clock (for the hardware counters over them).
     Without CUDA (or torch) the same protocol runs on ``time.perf_counter``
     (``timer="perf_counter"``, ``device="cpu"``, ``note`` says why; flush and graph do not apply).
     Keyword arguments named like a parameter of ``bench`` cannot reach ``fn``: wrap it in a lambda.
@@ -329,6 +400,10 @@ def bench(
     n_bytes = _check_optional_count("bytes", bytes)
     n_flops = _check_optional_count("flops", flops)
     name = _check_label(label)
+    from pytest_gpuutil.hardware.peaks import check_dtype
+
+    dtype = check_dtype(flops_dtype)
+    span: list[int] = []
 
     def call() -> Any:
         return fn(*args, **kwargs)
@@ -337,8 +412,8 @@ def bench(
     if torch is None:
         clock: _Clock = _CpuClock()
         note = f"{why} (cuda_graph=True not applied)" if cuda_graph else why
-        times, n_warmup = _run_protocol(call, clock, warmup, rep, flush=False)
-        return _result(name, times, n_warmup, clock, "perf_counter", note, n_bytes, n_flops)
+        times, n_warmup = _run_protocol(call, clock, warmup, rep, flush=False, span=span, clock_ns=clock_ns)
+        return _result(name, times, n_warmup, clock, "perf_counter", note, n_bytes, n_flops, dtype, span)
 
     cuda = _cuda_clock(torch, bool(flush_l2))
     if cuda_graph:
@@ -347,11 +422,13 @@ def bench(
         calls = graph_calls_per_replay(_replay_estimate_ms(graph.replay, cuda))
         if calls > 1:  # as do_bench_cudagraph: unroll calls so one replay's launch cost is amortised
             graph = _capture_graph(torch, call, what, calls=calls)
-        times, n_warmup = _run_protocol(graph.replay, cuda, warmup, rep, flush=bool(flush_l2))
+        times, n_warmup = _run_protocol(graph.replay, cuda, warmup, rep, flush=bool(flush_l2), span=span, clock_ns=clock_ns)
         note = f"{calls} calls per graph replay; times are per call" + ("; L2 flushed once per replay" if flush_l2 and calls > 1 else "")
-        return _result(name, [t / calls for t in times], n_warmup, cuda, "cuda_graph", note, n_bytes, n_flops)
-    times, n_warmup = _run_protocol(call, cuda, warmup, rep, flush=bool(flush_l2))
-    return _result(name, times, n_warmup, cuda, "cuda_event", "", n_bytes, n_flops)
+        return _result(name, [t / calls for t in times], n_warmup, cuda, "cuda_graph", note, n_bytes, n_flops, dtype,
+                       span, lambda: copy_ceiling_gbps(torch))
+    times, n_warmup = _run_protocol(call, cuda, warmup, rep, flush=bool(flush_l2), span=span, clock_ns=clock_ns)
+    return _result(name, times, n_warmup, cuda, "cuda_event", "", n_bytes, n_flops, dtype, span,
+                   lambda: copy_ceiling_gbps(torch))
 
 
 def bench_fwd_bwd(

@@ -31,7 +31,7 @@ AUTOSAVE_RE = re.compile(r"^\d{8}_\d{6}(?:_[0-9a-zA-Z]+)?$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _STR_FIELDS = ("top_kernel",)
-_DEFAULT_STR_FIELDS = ("outcome", "worker", "note", "machine")
+_DEFAULT_STR_FIELDS = ("outcome", "worker", "note", "machine", "counters_source", "counters_note")
 
 PathLike = Union[str, "os.PathLike[str]"]
 

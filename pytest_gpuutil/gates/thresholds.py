@@ -20,6 +20,9 @@ class _Rule:
     max_value: float | None  # upper bound on the threshold itself (100 for percentages)
     #: a size limit ("2 GiB", kept in bytes) on a memory field in MiB
     is_size: bool = False
+    #: what the record must hold for the limit to be checked: "gpu" (the activity capture),
+    #: "memory" (the memory counters) or "counters" (the hardware counters ran)
+    needs: str = "gpu"
 
 
 _RULES: Mapping[str, _Rule] = MappingProxyType({
@@ -27,10 +30,15 @@ _RULES: Mapping[str, _Rule] = MappingProxyType({
     "min_mm_conv_pct": _Rule("mm_conv_pct", True, 100.0),
     "max_gpu_ms": _Rule("gpu_busy_ms", False, None),
     "max_kernel_count": _Rule("kernel_count", False, None),
-    "max_memory": _Rule("peak_alloc_mb", False, None, is_size=True),
-    "max_leak": _Rule("leaked_mb", False, None, is_size=True),
+    "max_memory": _Rule("peak_alloc_mb", False, None, is_size=True, needs="memory"),
+    "max_leak": _Rule("leaked_mb", False, None, is_size=True, needs="memory"),
+    "min_sm_pct": _Rule("sm_pct", True, 100.0, needs="counters"),
+    "min_tensor_pct": _Rule("tensor_pct", True, 100.0, needs="counters"),
+    "max_energy_j": _Rule("energy_j", False, None, needs="counters"),
 })
 
+#: The limits that need the hardware counters.
+COUNTER_LIMITS = tuple(name for name, rule in _RULES.items() if rule.needs == "counters")
 #: Record fields whose presence means the test was measured on a GPU.
 _GPU_FIELDS = ("gpu_busy_ms", "busy_pct", "kernel_count")
 #: Record fields whose presence means the test's GPU memory was measured.
@@ -50,6 +58,10 @@ class Thresholds:
     #: bytes
     max_memory: float | None = None
     max_leak: float | None = None
+    #: hardware counters: percent of peak, joules
+    min_sm_pct: float | None = None
+    min_tensor_pct: float | None = None
+    max_energy_j: float | None = None
 
     @property
     def is_empty(self) -> bool:
@@ -146,6 +158,8 @@ class ThresholdMiss:
     threshold_name: str
     threshold: float
     measured: float | None
+    #: why the metric was not measured (the record's counters note), when known
+    why: str = ""
 
     @property
     def message(self) -> str:
@@ -159,7 +173,8 @@ class ThresholdMiss:
             return f"gpu_util: {self.metric} {format_size(self.measured * _MIB)} is above {limit}"
         limit = f"{self.threshold_name}={compact_number(self.threshold)}"
         if self.measured is None:
-            return f"gpu_util: {self.metric} was not measured, required by {limit}"
+            why = f" ({self.why})" if self.why else ""
+            return f"gpu_util: {self.metric} was not measured{why}, required by {limit}"
         relation = "below" if _RULES[self.threshold_name].is_min else "above"
         return f"gpu_util: {self.metric} {compact_number(self.measured)} is {relation} {limit}"
 
@@ -184,26 +199,45 @@ def has_memory_data(record: TestRecord) -> bool:
     return any(getattr(record, name) is not None for name in _MEMORY_FIELDS)
 
 
+def has_counter_data(record: TestRecord) -> bool:
+    """True when the hardware counters ran for the record (its figures may still be empty: too short)."""
+    return bool(record.counters_source)
+
+
+#: what an energy figure needs, for the message when a call was too short for one
+_ENERGY_WHY = "the energy figure needs a call of 1 s or more"
+
+
+def _why_missing(rule: _Rule, record: TestRecord) -> str:
+    if rule.needs != "counters":
+        return ""
+    if rule.metric == "energy_j":
+        return _ENERGY_WHY if (record.wall_ms or 0.0) < 1000 else "the energy counter was not read"
+    return record.counters_note or f"{record.counters_source} has no {rule.metric}"
+
+
 def check(thresholds: Thresholds, record: TestRecord) -> tuple[ThresholdMiss, ...] | None:
     """Misses of ``record`` against ``thresholds``; ``()`` is a pass, None means not checked.
 
     Limits on GPU work need GPU data in the record, memory limits need memory figures (a test the
-    profiler stepped aside for still has those). None when no set limit could be checked (no
-    CUDA): the test was not checked, which must never count as a pass. A set limit whose metric is
-    missing from an otherwise measured record is a miss with ``measured=None``.
+    profiler stepped aside for still has those), hardware-counter limits need the counters to have
+    run. None when no set limit could be checked (no CUDA, or no counters on this GPU): the test was
+    not checked, which must never count as a pass. A set limit whose metric is missing from an
+    otherwise measured record (a call too short for the counters) is a miss with ``measured=None``.
     """
     if thresholds.is_empty:
         return ()
-    checkable = {False: has_gpu_data(record), True: has_memory_data(record)}
+    checkable = {"gpu": has_gpu_data(record), "memory": has_memory_data(record), "counters": has_counter_data(record)}
     misses = []
     checked = False
     for name, rule in _RULES.items():
         limit = getattr(thresholds, name)
-        if limit is None or not checkable[rule.is_size]:
+        if limit is None or not checkable[rule.needs]:
             continue
         checked = True
         measured = _measured(getattr(record, rule.metric))
         value = None if measured is None else (measured * _MIB if rule.is_size else measured)
         if value is None or (value < limit if rule.is_min else value > limit):
-            misses.append(ThresholdMiss(rule.metric, name, limit, measured))
+            misses.append(ThresholdMiss(rule.metric, name, limit, measured,
+                                        _why_missing(rule, record) if measured is None else ""))
     return tuple(misses) if checked else None

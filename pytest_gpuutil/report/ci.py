@@ -27,6 +27,10 @@ _PROPERTY_FIELDS = (
     "wall_ms",
     "kernel_count",
     "top_kernel",
+    "sm_pct",
+    "tensor_pct",
+    "dram_bw_pct",
+    "energy_j",
 )
 _TOP_KERNEL_WIDTH = 60
 

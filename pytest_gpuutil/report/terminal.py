@@ -45,6 +45,8 @@ class RunState(Protocol):
 
 
 SECTION = "GPU utilization (pytest-gpuutil)"
+#: the top-tests table's columns that only a run with hardware counters has
+COUNTER_FIELDS = ("sm_pct", "tensor_pct")
 
 #: the narrowest a test id is cut to, and the width it keeps before optional columns come in
 _TEST_MIN, _TEST_FAIR = 36, 64
@@ -57,6 +59,8 @@ TEST_COLUMNS: tuple[Column, ...] = (
     Column("wall_ms", "wall ms", ".3f", priority=13),
     Column("gpu_busy_ms", "GPU ms", ".3f", priority=2),
     Column("busy_pct", "busy %", ".1f", priority=1),
+    Column("sm_pct", "SM %", ".1f", priority=5),  # hardware counters: shown when the run has them
+    Column("tensor_pct", "tensor %", ".1f", priority=6),
     Column("mm_conv_pct", "mm/conv %", ".1f", priority=3),
     Column("attention_pct", "attn %", ".1f", priority=14),
     Column("communication_pct", "comm %", ".1f", priority=16),
@@ -110,7 +114,10 @@ def top_tests_table(state: RunState, terminal: Terminal = Terminal()) -> str:
     measured.sort(key=lambda r: (-(r.gpu_busy_ms or 0.0), r.test))
     if state.settings.top:
         measured = measured[: state.settings.top]
-    return fit_table(TEST_COLUMNS, measured, terminal.width, every_column=terminal.verbose)
+    counters = {c.name for c in TEST_COLUMNS if c.name in COUNTER_FIELDS}
+    shown = [c for c in TEST_COLUMNS
+             if c.name not in counters or any(getattr(r, c.name) is not None for r in measured)]
+    return fit_table(shown, measured, terminal.width, every_column=terminal.verbose)
 
 
 def top_memory_table(state: RunState, terminal: Terminal = Terminal()) -> str:
@@ -164,6 +171,16 @@ def measurement_lines(state: RunState) -> list[str]:
     return lines
 
 
+def counter_lines(state: RunState) -> list[str]:
+    """The hardware counters: the session's figures, why they fell back, what they cost."""
+    from pytest_gpuutil.report.counters_summary import cost_line, fallback_lines, session_line
+
+    processes = list(state.processes.values())
+    lines = [session_line(state.records, processes), *fallback_lines(processes),
+             cost_line(processes, state.totals()["test_s"])]
+    return [line for line in lines if line]
+
+
 def measurement_warnings(state: RunState) -> list[str]:
     """Why tests were measured the slow way, or not at all (one line per distinct reason)."""
     reasons = [p.get("broken") or p.get("fallback") for p in state.processes.values()]
@@ -191,6 +208,8 @@ def write_summary(state: RunState, tr: Any) -> None:
             tr.write_line(top_tests_table(state, terminal))
         say(totals_line(state))
         for line in measurement_lines(state):
+            say(line)
+        for line in counter_lines(state):
             say(line)
         memory = top_memory_table(state, terminal)
         if memory:

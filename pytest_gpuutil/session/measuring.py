@@ -93,9 +93,10 @@ class Measuring:
         if profile is not None:
             self.profiles[nodeid] = profile
 
-    def flush(self) -> None:
-        """Turn the capture so far into profiles."""
-        self.profiles.update(self.measurement.flush())
+    def flush(self, wait: bool = True) -> None:
+        """Turn the capture so far into profiles (``wait=False``: the last tests' hardware counters may
+        come with a later flush; their records wait for them)."""
+        self.profiles.update(self.measurement.flush(wait))
         self._flushed = True
 
     def flush_due(self) -> Optional[str]:
@@ -105,7 +106,10 @@ class Measuring:
         self.pending.append(pending)
 
     def _ready(self, test: PendingTest) -> bool:
-        return test.nodeid not in self.windowed or test.nodeid in self.profiles
+        profile = self.profiles.get(test.nodeid)
+        if profile is not None and profile.counters_pending:
+            return False
+        return test.nodeid not in self.windowed or profile is not None
 
     def ready_payloads(self, finalize: Callable[[Any, TestRecord], TestRecord]) -> list[dict[str, Any]]:
         """Payloads of the finished tests whose profiles are known, in the order they finished.
@@ -146,7 +150,7 @@ class Measuring:
         m = self.measurement
         return {"worker": self._worker_id or "main", "mode": m.mode, "source": m.source_name,
                 "startup_s": m.startup_s, "fallback": m.fallback_reason,
-                "broken": m.capture.broken if m.capture is not None else ""}
+                "broken": m.capture.broken if m.capture is not None else "", **m.counters_info()}
 
     def _write_trace(self, record: TestRecord, profile: Optional[TestProfile]) -> None:
         mode = self._traces

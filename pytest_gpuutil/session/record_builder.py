@@ -25,8 +25,10 @@ def _join(*notes: str) -> str:
 
 def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], results: TestResults,
                  memory: Optional[TestMemory], *, worker: str, physical_id: Callable[[str], str],
-                 unmeasured_note: str) -> TestRecord:
-    """The test's record; ``unmeasured_note`` is its note when it has no profile at all."""
+                 unmeasured_note: str, findings_ignore: frozenset[str] = frozenset()) -> TestRecord:
+    """The test's record; ``unmeasured_note`` is its note when it has no profile at all. Findings
+    that read the hardware counters (``low-sm-activity``) join the window's own findings here, where
+    both the busy % and the counters are known."""
     common = dict(
         test=nodeid,
         outcome=outcome,
@@ -40,9 +42,17 @@ def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], resu
         return TestRecord(**common, note=_join(unmeasured_note, oom_note))
     stats = profile.stats
     measure_ms = None if profile.measure_ms is None else profile.measure_ms + (memory.cost_ms if memory else 0.0)
+    if profile.counters is not None:  # the hardware counters ran on, even where the activity capture stepped aside
+        common.update(profile.counters.record_fields())
     if stats is None:
         return TestRecord(**common, wall_ms=profile.wall_ms, measure_ms=measure_ms,
                           note=_join(profile.note or NO_CUDA_NOTE, oom_note))
+    findings = None
+    if profile.findings is not None:
+        from pytest_gpuutil.analysis.findings import counter_findings
+
+        found = (*profile.findings, *counter_findings(stats.busy_pct, common.get("sm_pct"), findings_ignore))
+        findings = tuple(f.to_dict() for f in found)
     return TestRecord(
         **common,
         wall_ms=profile.wall_ms,
@@ -69,7 +79,7 @@ def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], resu
             for c in stats.categories
         },
         note=_join(profile.note, oom_note),
-        findings=None if profile.findings is None else tuple(f.to_dict() for f in profile.findings),
+        findings=findings,
     )
 
 

@@ -41,7 +41,12 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
     """
     records = sorted(records, key=lambda r: r.test)
     created = created or now_utc()
-    doc = run_document(records, machine, created, gpus=gpus, totals=totals, thresholds=thresholds)
+    extra: dict[str, Any] = {}
+    if any(r.counter_sums for r in records):
+        from pytest_gpuutil.analysis.counters import summarise
+
+        extra["counters"] = summarise((r.test, r.counter_sums) for r in records)  # per file and session
+    doc = run_document(records, machine, created, gpus=gpus, totals=totals, thresholds=thresholds, **extra)
     written.extend(write_run_files(output_dir, records, doc))
     for name in filter(None, (settings.save, free_autosave_name(output_dir, machine) if settings.autosave else None)):
         written.append(save_baseline(doc, output_dir, name))
@@ -92,6 +97,25 @@ def totals(records: Sequence[TestRecord], processes: Mapping[str, Mapping[str, A
         "gpu_busy_ms": gpu_ms,
         "profiled_wall_ms": sum(r.wall_ms or 0.0 for r in profiled),
         "busy_pct": 100.0 * gpu_ms / capacity_ms if capacity_ms > 0 else 0.0,
+        **counter_totals(processes),
+    }
+
+
+def counter_totals(processes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The hardware counters' sources, fallbacks and cost over the run's processes ({} if none ran)."""
+    opened = [p for p in processes.values() if p.get("counters")]
+    fallbacks = sorted({p["counters_fallback"] for p in processes.values() if p.get("counters_fallback")})
+    if not opened and not fallbacks:
+        return {}
+    costs = [p.get("counters_cost") or {} for p in opened]
+    startups = [p["counters_startup_s"] for p in opened if p.get("counters_startup_s") is not None]
+    return {
+        "counters": sorted({p["counters"] for p in opened}),
+        "counters_fallback": fallbacks,
+        "counters_startup_s": max(startups) if startups else None,
+        "counters_thread_cpu_s": sum(c.get("thread_cpu_s") or 0.0 for c in costs),
+        "counters_flush_s": sum(c.get("flush_s") or 0.0 for c in costs),
+        "counters_samples": sum(c.get("samples") or 0 for c in costs),
     }
 
 

@@ -61,7 +61,8 @@ class GpuUtilSession:
         measurement = Measurement(self.classifier, keep_events=settings.traces != "none",
                                   cpu_activity=settings.cpu_activity, policy=settings.flush,
                                   use_cupti=settings.source == "cupti", memory_history=settings.memory_history,
-                                  findings=settings.findings, findings_ignore=settings.findings_ignore)
+                                  findings=settings.findings, findings_ignore=settings.findings_ignore,
+                                  counters=settings.counters, counters_interval_ms=settings.counters_interval_ms)
         #: this process's tests (a plain run or a worker): measured, then sent on as payloads
         self.measuring = Measuring(measurement, self.make_record, worker_id=worker_id, traces=settings.traces,
                                    output_dir=self.output_dir, trace_errors=self.trace_errors)
@@ -155,10 +156,10 @@ class GpuUtilSession:
             self.baseline_messages.append(why_not)
 
     # -- measuring (worker or plain run) -------------------------------------------------------
-    def prepare_measurement(self, source: Any) -> None:
-        """Before the first test: choose how tests are measured and start the capture."""
+    def prepare_measurement(self, source: Any, counter_source: Any = None) -> None:
+        """Before the first test: choose how tests are measured and start the capture (and the counters)."""
         if self.settings.enabled:
-            self.measuring.measurement.prepare(self.torch(), self.cuda(), source)
+            self.measuring.measurement.prepare(self.torch(), self.cuda(), source, counter_source)
             self._read_machine_in_background()
 
     def _read_machine_in_background(self) -> None:
@@ -182,6 +183,7 @@ class GpuUtilSession:
         """The test's record (see :func:`~pytest_gpuutil.session.record_builder.build_record`)."""
         unmeasured = NO_CUDA_NOTE if self.settings.enabled and self._cuda is False else ""
         return build_record(nodeid, outcome, profile, results, memory, worker=self.worker_id,
+                            findings_ignore=self.settings.findings_ignore,
                             physical_id=self.physical_id, unmeasured_note=unmeasured)
 
     def memory_report(self, nodeid: str) -> str:

@@ -75,7 +75,8 @@ def test_parse_fail_exprs_splits_and_defaults_parse():
 
 def test_directions():
     higher = {m for m, spec in METRICS.items() if spec.higher_is_better}
-    assert higher == {"busy_pct", "mm_conv_pct", "attention_pct"}
+    assert higher == {"busy_pct", "mm_conv_pct", "attention_pct", "sm_pct", "tensor_pct", "dram_bw_pct", "occupancy_pct"}
+    assert not METRICS["energy_j"].higher_is_better
     assert not METRICS["gpu_busy_ms"].higher_is_better
     assert not METRICS["kernel_bench.p80"].higher_is_better
 

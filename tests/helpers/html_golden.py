@@ -53,6 +53,7 @@ CASES = (
         "examples/test_gpu_workloads.py::test_conv2d_forward_backward", "examples/test_gpu_workloads.py::test_scaled_dot_product_attention")),
     Case("h200_vs_baseline", "h200_run.json.gz", "h200_baseline.json.gz"),
     Case("h200_two_gpus", "h200_two_gpus_run.json.gz"),
+    Case("synthetic_counters", "synthetic_counters_run.json.gz"),
 )
 
 

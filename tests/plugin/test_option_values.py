@@ -71,6 +71,8 @@ SAMPLE_VALUES = {
     "--gpu-util-history-runs": "3",
     "--gpu-util-findings": "off",
     "--gpu-util-findings-ignore": "gpu-idle,host-sync",
+    "--gpu-util-counters": "off",
+    "--gpu-util-counters-interval": "2",
 }
 
 VALUE_OPTIONS = [spec.flag for spec in OPTIONS if spec.kind != "flag"]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 from pytest_gpuutil.gates.regression import finite_number as _finite
 from pytest_gpuutil.report.tables import shorten
 from pytest_gpuutil.report.html_report.comparison import BaselineView, ComparedMetric
+from pytest_gpuutil.report.html_report.counters import counters_of, has_counters
 from pytest_gpuutil.report.html_report.fields import (
     as_map,
     as_text,
@@ -52,6 +53,11 @@ COLUMNS = (
     _Column("categories (% of window)", ""),
     _Column("top kernel", "str"),
     _Column("limits", "str", False, "@pytest.mark.gpu_util limits and baseline regressions"),
+)
+#: Last, when any test has hardware counters (so the other columns keep their places)
+COUNTER_COLUMNS = (
+    _Column("SM %", "num", True, "SMs active, % of peak (hardware counters); – : not measured or too short"),
+    _Column("tensor %", "num", True, "tensor pipes active, % of peak (hardware counters)"),
 )
 
 
@@ -141,6 +147,7 @@ def detail_data(record: Mapping[str, Any], categories: Sequence[str], link: Opti
                 for r in compared],
         "fd": [[as_text(f.get("rule")), as_text(f.get("severity")), as_text(f.get("message")), as_text(f.get("fix")),
                 dict(as_map(f.get("evidence")))] for f in mappings_in(record.get("findings"))],
+        "hw": counters_of(record),
     }
     return rounded({k: v for k, v in detail.items() if v}, 5)
 
@@ -167,14 +174,18 @@ def tests_section(tests: Sequence[Mapping[str, Any]], palette: Palette, threshol
         compared.setdefault(row.test, []).append(row)
     regressed = {r.test for r in baseline.regressions} if baseline else set()
     order = sorted(tests, key=lambda t: (-(_finite(t.get("gpu_busy_ms")) or -1.0), t["test"]))
+    counters = has_counters(tests)
     rows, details = [], []
     for record in order:
         state = str(thresholds.get(record["test"], ""))
         limits = ", ".join(s for s in (THRESHOLD_TEXT.get(state, state), "regressed" if record["test"] in regressed else "") if s)
-        extra = () if trends is None else (trend_cell(trends.get(record["test"]), record["test"] in regressed),)
+        extra = ((fixed(record.get("sm_pct"), 1) or "–", fixed(record.get("tensor_pct"), 1) or "–") if counters else ())
+        if trends is not None:
+            extra += (trend_cell(trends.get(record["test"]), record["test"] in regressed),)
         rows.append(table_row(record, palette, limits, record["test"] in regressed, extra))
         details.append(detail_data(record, palette.order, links.get(record["test"]), compared.get(record["test"], ())))
-    heads = "".join(_th(c, initial=c.title == "GPU ms") for c in (*COLUMNS, *((TREND_COLUMN,) if trends is not None else ())))
+    heads = "".join(_th(c, initial=c.title == "GPU ms") for c in (
+        *COLUMNS, *(COUNTER_COLUMNS if counters else ()), *((TREND_COLUMN,) if trends is not None else ())))
     outcomes = sorted({as_text(t.get("outcome")) or "unknown" for t in tests})
     options = "".join(f'<option value="{esc(o)}">{esc(o)}</option>' for o in outcomes)
     table = (

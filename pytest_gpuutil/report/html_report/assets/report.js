@@ -107,7 +107,11 @@
   }
   var MEM = [["peak_alloc_mb", "peak allocated MiB", 1], ["peak_reserved_mb", "peak reserved MiB", 1],
     ["leaked_mb", "leaked MiB", 1], ["alloc_retries", "allocator retries"], ["ooms", "out-of-memory errors"]];
-  var KB = ["median", "mean", "std", "min", "max", "p20", "p80", "reps", "timer", "tflops", "gbps", "note"];
+  var KB = ["median", "mean", "std", "min", "max", "p20", "p80", "reps", "timer", "tflops", "gbps", "tflops_pct_of_peak",
+    "gbps_pct_of_peak", "sm_pct", "tensor_pct", "dram_bw_pct", "note"];
+  var HW = [["sm_pct", "SM %", 1], ["tensor_pct", "tensor %", 1], ["dram_bw_pct", "DRAM bandwidth %", 1],
+    ["occupancy_pct", "occupancy %", 1], ["fp16_pct", "FP16 pipe %", 1], ["fp32_pct", "FP32 pipe %", 1],
+    ["fp64_pct", "FP64 pipe %", 1], ["energy_j", "energy J", 2], ["avg_power_w", "mean power W", 0], ["src", "source"]];
   var GT = ["window_us", "busy_us", "busy_pct", "mm_conv_pct", "kernel_count", "profiler_overhead", "top_kernel"];
   function results(title, obj, keys) {
     var labels = Object.keys(obj || {});
@@ -183,6 +187,11 @@
       kids.push(kv([["GPU " + g, ""]].concat(MEM.filter(function (x) { return m[x[0]] !== undefined && m[x[0]] !== null; })
         .map(function (x) { return [x[1], fmt(m[x[0]], x[2])]; }))));
     });
+    if (d.hw) {
+      kids.push(el("h4", {}, ["Hardware counters"]), kv(HW.filter(function (x) { return d.hw[x[0]] !== undefined && d.hw[x[0]] !== ""; })
+        .map(function (x) { return [x[1], fmt(d.hw[x[0]], x[2])]; })));
+      if (d.hw.note) kids.push(el("p", {}, [d.hw.note]));
+    }
     kids.push(results("kernel_bench", d.kb, KB));
     kids.push(results("gpu_trace", d.gt, GT));
     if (d.cmp) {

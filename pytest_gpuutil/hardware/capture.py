@@ -1,0 +1,138 @@
+"""Test windows on the counter sampler's clock, turned into per-test hardware figures at a flush.
+
+The window of a test's call phase is stamped with :meth:`CounterSampler.now` when it opens and
+closes (the GPU already synchronised by the activity capture); at a flush the sampler is asked
+for everything up to the last window's end and the pure attribution of
+:mod:`pytest_gpuutil.analysis.counters` gives each window its figures, its sums (for per-file and
+session figures) and its notes (too short, another process on the GPU, the counters stopped).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional
+
+from pytest_gpuutil.analysis.counters import (
+    COUNTER_FIELDS,
+    ENERGY_MIN_S,
+    NOT_COVERED,
+    CounterSums,
+    other_process_note,
+    window_figures,
+)
+from pytest_gpuutil.hardware.sampler import CounterSampler
+
+
+@dataclass(frozen=True)
+class TestCounters:
+    """One test's hardware figures (values None: not measured; ``note`` says why)."""
+
+    __test__ = False
+
+    source: str
+    values: Mapping[str, Optional[float]]
+    energy_j: Optional[float]
+    avg_power_w: Optional[float]
+    note: str
+    sums: CounterSums = field(default_factory=CounterSums)
+
+    def record_fields(self) -> dict[str, Any]:
+        """The TestRecord fields these figures fill."""
+        return {
+            **{name: self.values.get(name) for name in COUNTER_FIELDS},
+            "energy_j": self.energy_j,
+            "avg_power_w": self.avg_power_w,
+            "counters_source": self.source,
+            "counters_note": self.note,
+            "counter_sums": self.sums.to_dict(),
+        }
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
+
+
+class CounterCapture:
+    """Windows over one :class:`CounterSampler`; see the module docstring."""
+
+    def __init__(self, sampler: CounterSampler, energy_min_s: float = ENERGY_MIN_S):
+        self.sampler = sampler
+        self.energy_min_ns = int(energy_min_s * 1e9)
+        self._open: Optional[tuple[Any, int]] = None
+        self._closed: list[tuple[Any, int, int]] = []
+        #: seconds spent in flushes (waiting for samples, attributing them)
+        self.flush_s = 0.0
+
+    def begin(self, key: Any) -> None:
+        self._open = (key, self.sampler.now())
+
+    def end(self) -> None:
+        if self._open is None:
+            return
+        key, start = self._open
+        self._open = None
+        self._closed.append((key, start, self.sampler.now()))
+
+    def _timeout_s(self) -> float:
+        period = self.sampler.period_ns or 0
+        return max(0.5, 3 * period / 1e9)
+
+    def flush(self, wait: bool = True) -> dict[Any, TestCounters]:
+        """Figures for the windows closed since the last flush, by key.
+
+        ``wait=False`` takes only the windows the samples already cover and leaves the rest for a
+        later flush (no waiting for a decode, ~20-40 ms for PM sampling); ``wait=True`` takes them
+        all, asking the sampler for what it has not read yet.
+        """
+        windows = self._closed
+        if not wait:
+            sampler = self.sampler
+            ready = 0
+            for _, start, end in windows:  # in order: the first uncovered one ends the batch
+                if not sampler.covers(end, energy=end - start >= self.energy_min_ns):
+                    break
+                ready += 1
+            windows = windows[:ready]
+        self._closed = self._closed[len(windows):]
+        if not windows:
+            return {}
+        figures = self._figures([(start, end) for _, start, end in windows])
+        self.sampler.forget_before(max(end for _, _, end in windows))
+        return {key: figure for (key, _, _), figure in zip(windows, figures)}
+
+    def waiting(self) -> set[Any]:
+        """Keys of the closed windows whose figures a later flush gives."""
+        return {key for key, _, _ in self._closed}
+
+    def figures_between(self, start_ns: int, end_ns: int) -> TestCounters:
+        """The figures of one span on the sampler's clock (e.g. kernel_bench's timed loop)."""
+        return self._figures([(start_ns, end_ns)])[0]
+
+    def _figures(self, spans: list[tuple[int, int]]) -> list[TestCounters]:
+        began = time.perf_counter()
+        sampler = self.sampler
+        last_end = max(end for _, end in spans)
+        needs_energy = any(end - start >= self.energy_min_ns for start, end in spans)
+        sampler.sync(last_end, energy=needs_energy, timeout_s=self._timeout_s())
+        samples, energy, checks = sampler.collected()
+        period = sampler.period_ns or samples.median_period_ns()
+        if sampler.source is not None and period is None:
+            period = 1 << 62  # no sample yet: every window is "too short"
+        results = []
+        for (start, end), figure in zip(spans, window_figures(samples, energy, spans, period if sampler.source else None,
+                                                               energy_min_ns=self.energy_min_ns)):
+            note = figure.note
+            if note == NOT_COVERED and sampler.error:
+                note = f"the hardware counters stopped: {sampler.error}"
+            results.append(TestCounters(sampler.source_name or "nvml_utilization", figure.values, figure.energy_j,
+                                        figure.avg_power_w, _join(note, other_process_note(checks.pids_during(start, end))),
+                                        figure.sums))
+        self.flush_s += time.perf_counter() - began
+        return results
+
+    def close(self) -> dict[Any, TestCounters]:
+        """The last windows' figures, then the sampler stops."""
+        self.end()
+        results = self.flush()
+        self.sampler.stop()
+        return results

@@ -1,0 +1,436 @@
+"""CUPTI's PM Sampling API through ctypes, on the libcupti torch already loaded (CUPTI 12.6+).
+
+The GPU samples its performance counters on a fixed interval of GPU time into a hardware buffer;
+this source decodes that buffer into a small counter data image, evaluates each completed sample
+into metric values (percent of peak) with the Profiler Host API, and re-initialises the image when
+it fills. Each sample has a start and end timestamp on CUPTI's clock (wall-clock nanoseconds, as
+``time.time_ns``), so tests get exact per-window figures.
+
+Costs measured on an H100 (CUPTI 13.0): start-up ~0.6 s (profiler initialise 0.1 s, counter
+availability 0.14 s, SetConfig 0.3 s); a counter data image holds ~35 KB per sample, so the image
+is kept small (a few seconds of samples) and decoded from the sampler's thread, where the calls
+release the GIL; evaluating a sample costs ~0.03 ms. Needs profiling permission (root, or the
+driver option ``NVreg_RestrictProfilingToAdminUsers=0``); not on MIG instances.
+
+Every parameter struct carries ``structSize`` = offset + size of its last field, exactly as
+``CUPTI_PROFILER_STRUCT_SIZE`` computes it (``cupti_pmsampling.h``, ``cupti_profiler_host.h``).
+"""
+from __future__ import annotations
+
+import ctypes as C
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from pytest_gpuutil.analysis.counters import CounterSamples
+
+_VP, _SZ, _U8P, _CP = C.c_void_p, C.c_size_t, C.POINTER(C.c_uint8), C.c_char_p
+
+#: CUpti_ProfilerType, CUpti_PmSampling_TriggerMode, DecodeStopReason, HardwareBuffer_AppendMode
+PROFILER_TYPE_PM_SAMPLING = 1
+TRIGGER_SYSCLK, TRIGGER_TIME = 0, 1
+STOP_COUNTER_DATA_FULL = 1
+APPEND_KEEP_OLDEST = 0
+SUCCESS = 0
+INSUFFICIENT_PRIVILEGES = 35
+#: a timestamp this close to time.time_ns() is wall-clock ns; further off, it is Kineto's clock
+_WALL_CLOCK_NS = 60_000_000_000
+
+
+class PmSamplingError(Exception):
+    """A PM sampling call failed; the message names the call and CUPTI's result string."""
+
+    def __init__(self, message: str, code: int = -1):
+        super().__init__(message)
+        self.code = code
+
+
+def _params(name: str, fields: Sequence[tuple[str, Any]]) -> type:
+    """A ctypes struct for a CUPTI params type whose ``structSize`` is set on construction."""
+    cls = type(name, (C.Structure,), {"_fields_": [("structSize", _SZ), ("pPriv", _VP), *fields]})
+    last, last_type = cls._fields_[-1]
+    size = getattr(cls, last).offset + C.sizeof(last_type)
+
+    def __init__(self: Any, **values: Any) -> None:
+        C.Structure.__init__(self, **values)
+        self.structSize = size
+
+    cls.__init__ = __init__
+    cls.STRUCT_SIZE = size
+    return cls
+
+
+ProfilerInitialize = _params("CUpti_Profiler_Initialize_Params", [])
+ChipName = _params("CUpti_Device_GetChipName_Params", [("deviceIndex", _SZ), ("pChipName", _CP)])
+CounterAvailability = _params("CUpti_PmSampling_GetCounterAvailability_Params", [
+    ("deviceIndex", _SZ), ("counterAvailabilityImageSize", _SZ), ("pCounterAvailabilityImage", _U8P)])
+HostInitialize = _params("CUpti_Profiler_Host_Initialize_Params", [
+    ("profilerType", C.c_int), ("pChipName", _CP), ("pCounterAvailabilityImage", _U8P), ("pHostObject", _VP)])
+HostDeinitialize = _params("CUpti_Profiler_Host_Deinitialize_Params", [("pHostObject", _VP)])
+ConfigAddMetrics = _params("CUpti_Profiler_Host_ConfigAddMetrics_Params", [
+    ("pHostObject", _VP), ("ppMetricNames", C.POINTER(_CP)), ("numMetrics", _SZ)])
+ConfigImageSize = _params("CUpti_Profiler_Host_GetConfigImageSize_Params", [("pHostObject", _VP), ("configImageSize", _SZ)])
+ConfigImage = _params("CUpti_Profiler_Host_GetConfigImage_Params", [
+    ("pHostObject", _VP), ("configImageSize", _SZ), ("pConfigImage", _U8P)])
+NumOfPasses = _params("CUpti_Profiler_Host_GetNumOfPasses_Params", [
+    ("configImageSize", _SZ), ("pConfigImage", _U8P), ("numOfPasses", _SZ)])
+Enable = _params("CUpti_PmSampling_Enable_Params", [("deviceIndex", _SZ), ("pPmSamplingObject", _VP)])
+SamplingObject = _params("CUpti_PmSampling_Start_Params", [("pPmSamplingObject", _VP)])  # also Stop, Disable
+SetConfig = _params("CUpti_PmSampling_SetConfig_Params", [
+    ("pPmSamplingObject", _VP), ("configSize", _SZ), ("pConfig", _U8P), ("hardwareBufferSize", _SZ),
+    ("samplingInterval", C.c_uint64), ("triggerMode", C.c_int), ("hwBufferAppendMode", C.c_int)])
+CounterDataSize = _params("CUpti_PmSampling_GetCounterDataSize_Params", [
+    ("pPmSamplingObject", _VP), ("pMetricNames", C.POINTER(_CP)), ("numMetrics", _SZ), ("maxSamples", C.c_uint32),
+    ("counterDataSize", _SZ)])
+CounterDataInitialize = _params("CUpti_PmSampling_CounterDataImage_Initialize_Params", [
+    ("pPmSamplingObject", _VP), ("counterDataSize", _SZ), ("pCounterData", _U8P)])
+DecodeData = _params("CUpti_PmSampling_DecodeData_Params", [
+    ("pPmSamplingObject", _VP), ("pCounterDataImage", _U8P), ("counterDataImageSize", _SZ),
+    ("decodeStopReason", C.c_int), ("overflow", C.c_uint8)])
+CounterDataInfo = _params("CUpti_PmSampling_GetCounterDataInfo_Params", [
+    ("pCounterDataImage", _U8P), ("counterDataImageSize", _SZ), ("numTotalSamples", _SZ),
+    ("numPopulatedSamples", _SZ), ("numCompletedSamples", _SZ)])
+SampleInfo = _params("CUpti_PmSampling_CounterData_GetSampleInfo_Params", [
+    ("pPmSamplingObject", _VP), ("pCounterDataImage", _U8P), ("counterDataImageSize", _SZ), ("sampleIndex", _SZ),
+    ("startTimestamp", C.c_uint64), ("endTimestamp", C.c_uint64)])
+Evaluate = _params("CUpti_Profiler_Host_EvaluateToGpuValues_Params", [
+    ("pHostObject", _VP), ("pCounterDataImage", _U8P), ("counterDataImageSize", _SZ), ("rangeIndex", _SZ),
+    ("ppMetricNames", C.POINTER(_CP)), ("numMetrics", _SZ), ("pMetricValues", C.POINTER(C.c_double))])
+
+
+@dataclass(frozen=True)
+class MetricChoice:
+    """A record field and the CUPTI metrics that can give it, best first (names differ by chip)."""
+
+    field: str
+    candidates: tuple[str, ...]
+    #: dropped first when the whole set does not fit in one pass
+    optional: bool = False
+
+
+_PCT = ".avg.pct_of_peak_sustained_elapsed"
+#: What is asked of PM sampling. On GH100 the first five (and ``gr_active_pct``) fit one pass.
+METRICS: tuple[MetricChoice, ...] = (
+    MetricChoice("sm_pct", ("sm__cycles_active" + _PCT,)),
+    MetricChoice("tensor_pct", ("sm__pipe_tensor_cycles_active" + _PCT, "sm__pipe_tensor_op_hmma_cycles_active" + _PCT)),
+    MetricChoice("dram_bw_pct", ("dram__throughput" + _PCT, "gpu__dram_throughput" + _PCT)),
+    MetricChoice("occupancy_pct", ("sm__warps_active" + _PCT,)),
+    MetricChoice("fp32_pct", ("sm__pipe_fma_cycles_active" + _PCT,), optional=True),
+    MetricChoice("fp64_pct", ("sm__pipe_fp64_cycles_active" + _PCT,), optional=True),
+    MetricChoice("gr_active_pct", ("gr__cycles_active" + _PCT,), optional=True),  # dropped first
+)
+
+
+def _array(values: Sequence[str]) -> Any:
+    return (_CP * len(values))(*[v.encode() for v in values])
+
+
+def _u8(buffer: np.ndarray) -> Any:
+    return buffer.ctypes.data_as(_U8P)
+
+
+class PmSamplingSource:
+    """Hardware-counter samples from CUPTI PM sampling (see the module docstring).
+
+    Only one thread may call it at a time: the sampler's thread polls, the caller starts and stops
+    it while that thread is not running.
+    """
+
+    name = "cupti_pm_sampling"
+    #: the sampler polls (decodes) this often: a decode costs ~20-40 ms of CPU on an H100 whatever
+    #: it holds, so it is not done every 0.1 s (a flush asks for one when it needs the samples)
+    poll_interval_s = 0.5
+
+    def __init__(self, library_path: str, device_index: int = 0, interval_ns: int = 1_000_000,
+                 max_samples: int = 2000, hardware_buffer_bytes: int = 64 << 20,
+                 metrics: Sequence[MetricChoice] = METRICS):
+        try:
+            self._lib = C.CDLL(library_path, mode=os.RTLD_NOLOAD | C.RTLD_GLOBAL)  # calls release the GIL
+        except OSError as exc:
+            raise PmSamplingError(f"cannot use {library_path}: {exc}") from None
+        missing = [n for n in ("cuptiPmSamplingEnable", "cuptiProfilerHostInitialize", "cuptiPmSamplingDecodeData")
+                   if not hasattr(self._lib, n)]
+        if missing:
+            raise PmSamplingError(f"{os.path.basename(library_path)} has no PM sampling API (CUPTI 12.6 or later needed)")
+        self._lib.cuptiGetResultString.argtypes = [C.c_int, C.POINTER(C.c_char_p)]
+        self._lib.cuptiGetTimestamp.argtypes = [C.POINTER(C.c_uint64)]
+        self.library_path = library_path
+        self.device_index = device_index
+        self.interval_ns = int(interval_ns)
+        self.max_samples = int(max_samples)
+        self.hardware_buffer_bytes = int(hardware_buffer_bytes)
+        self._wanted = tuple(metrics)
+        #: the fields measured and the CUPTI metric behind each (known after start)
+        self.fields: tuple[str, ...] = ()
+        self.metric_names: tuple[str, ...] = ()
+        self.chip = ""
+        #: the sampling period in ns (None until known); with the SYSCLK trigger, measured from samples
+        self.period_ns: Optional[int] = None
+        self.trigger = TRIGGER_TIME
+        self.overflows = 0
+        #: seconds spent decoding and evaluating (the sampler reports the cost)
+        self.decode_s = 0.0
+        self.evaluate_s = 0.0
+        self.samples = 0
+        self.startup_steps: dict[str, float] = {}
+        self._host: Optional[int] = None
+        self._object: Optional[int] = None
+        self._image: Optional[np.ndarray] = None
+        self._evaluated = 0
+        self._started = False
+        self._names_array: Any = None
+        #: the last sample's end: the first sample of a fresh image starts there (its own start is garbage)
+        self._last_end = 0
+        #: (ticks, ns, ns per tick) mapping CUPTI's clock onto the wall clock once Kineto replaced it
+        self._tsc: Optional[tuple[int, int, float]] = None
+        self.image_resets = 0
+
+    # -- calls ------------------------------------------------------------------------------------
+    def _call(self, name: str, params: Any) -> Any:
+        fn = getattr(self._lib, name)
+        result = fn(C.byref(params))
+        if result != SUCCESS:
+            text = C.c_char_p()
+            self._lib.cuptiGetResultString(result, C.byref(text))
+            raise PmSamplingError(f"{name} failed: {text.value.decode() if text.value else 'error ' + str(result)}", result)
+        return params
+
+    def _timed(self, step: str, name: str, params: Any) -> Any:
+        began = time.perf_counter()
+        try:
+            return self._call(name, params)
+        finally:
+            self.startup_steps[step] = self.startup_steps.get(step, 0.0) + time.perf_counter() - began
+
+    # -- set-up -----------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Initialise the profiler, choose one-pass metrics, configure and start sampling (~0.6 s)."""
+        self._timed("initialize", "cuptiProfilerInitialize", ProfilerInitialize())
+        chip = self._timed("chip", "cuptiDeviceGetChipName", ChipName(deviceIndex=self.device_index)).pChipName
+        self.chip = chip.decode() if chip else ""
+        size = self._timed("availability", "cuptiPmSamplingGetCounterAvailability",
+                           CounterAvailability(deviceIndex=self.device_index)).counterAvailabilityImageSize
+        availability = np.zeros(size, dtype=np.uint8)
+        self._timed("availability", "cuptiPmSamplingGetCounterAvailability", CounterAvailability(
+            deviceIndex=self.device_index, counterAvailabilityImageSize=size, pCounterAvailabilityImage=_u8(availability)))
+        self._availability = availability
+        chosen, config = self._choose_metrics(chip)
+        self.fields = tuple(field for field, _ in chosen)
+        self.metric_names = tuple(name for _, name in chosen)
+        self._names_array = _array(self.metric_names)
+        self._object = self._timed("enable", "cuptiPmSamplingEnable", Enable(deviceIndex=self.device_index)).pPmSamplingObject
+        try:
+            self._configure(config)
+            data_size = self._timed("counter data", "cuptiPmSamplingGetCounterDataSize", CounterDataSize(
+                pPmSamplingObject=self._object, pMetricNames=self._names_array, numMetrics=len(self.metric_names),
+                maxSamples=self.max_samples)).counterDataSize
+            self._image = np.zeros(data_size, dtype=np.uint8)
+            self._initialize_image()
+            self._timed("start", "cuptiPmSamplingStart", SamplingObject(pPmSamplingObject=self._object))
+        except Exception:
+            self._release()
+            raise
+        self._started = True
+        self._bind_hot_calls()
+
+    def _choose_metrics(self, chip: bytes) -> tuple[list[tuple[str, str]], np.ndarray]:
+        """The wanted fields whose metrics this chip has, dropping optional ones until one pass."""
+        usable: list[tuple[str, str, bool]] = []
+        for choice in self._wanted:
+            for candidate in choice.candidates:
+                if self._config([candidate], chip, keep=False) is not None:
+                    usable.append((choice.field, candidate, choice.optional))
+                    break
+        if not any(field == "sm_pct" for field, _, _ in usable):
+            raise PmSamplingError(f"PM sampling on {self.chip or 'this GPU'} has none of the SM metrics asked for")
+        while usable:
+            config = self._config([name for _, name, _ in usable], chip, keep=True)
+            if config is not None:
+                return [(field, name) for field, name, _ in usable], config
+            optional = [i for i, (_, _, opt) in enumerate(usable) if opt]
+            usable.pop(optional[-1] if optional else -1)
+        raise PmSamplingError(f"PM sampling on {self.chip}: no set of the metrics asked for fits in one pass")
+
+    def _config(self, names: list[str], chip: bytes, keep: bool) -> Optional[np.ndarray]:
+        """A one-pass config image for ``names`` (None if not one pass or not valid on this chip)."""
+        began = time.perf_counter()
+        host = self._call("cuptiProfilerHostInitialize", HostInitialize(
+            profilerType=PROFILER_TYPE_PM_SAMPLING, pChipName=chip,
+            pCounterAvailabilityImage=_u8(self._availability))).pHostObject
+        try:
+            try:
+                array = _array(names)
+                self._call("cuptiProfilerHostConfigAddMetrics",
+                           ConfigAddMetrics(pHostObject=host, ppMetricNames=array, numMetrics=len(names)))
+            except PmSamplingError:
+                return None
+            size = self._call("cuptiProfilerHostGetConfigImageSize", ConfigImageSize(pHostObject=host)).configImageSize
+            image = np.zeros(size, dtype=np.uint8)
+            self._call("cuptiProfilerHostGetConfigImage",
+                       ConfigImage(pHostObject=host, configImageSize=size, pConfigImage=_u8(image)))
+            passes = self._call("cuptiProfilerHostGetNumOfPasses",
+                                NumOfPasses(configImageSize=size, pConfigImage=_u8(image))).numOfPasses
+            if passes != 1:
+                return None
+            if keep:
+                self._host, host = host, None
+            return image
+        finally:
+            if host is not None:
+                self._call("cuptiProfilerHostDeinitialize", HostDeinitialize(pHostObject=host))
+            self.startup_steps["metrics"] = self.startup_steps.get("metrics", 0.0) + time.perf_counter() - began
+
+    def _configure(self, config: np.ndarray) -> None:
+        """SetConfig on a GPU-time interval; chips without it (GA100, Turing) get SYSCLK cycles."""
+        self._config_image = config  # CUPTI may keep a pointer to it
+        params = SetConfig(pPmSamplingObject=self._object, configSize=config.size, pConfig=_u8(config),
+                           hardwareBufferSize=self.hardware_buffer_bytes, samplingInterval=self.interval_ns,
+                           triggerMode=TRIGGER_TIME, hwBufferAppendMode=APPEND_KEEP_OLDEST)
+        try:
+            self._timed("set config", "cuptiPmSamplingSetConfig", params)
+            self.period_ns = self.interval_ns
+        except PmSamplingError as exc:
+            if exc.code == INSUFFICIENT_PRIVILEGES:
+                raise
+            # cycles of the ~1-2 GHz system clock: the period is measured from the samples
+            params.triggerMode, params.samplingInterval = TRIGGER_SYSCLK, max(1, int(self.interval_ns * 1.5))
+            self._timed("set config", "cuptiPmSamplingSetConfig", params)
+            self.trigger, self.period_ns = TRIGGER_SYSCLK, None
+
+    def _initialize_image(self) -> None:
+        self.image_resets += 1
+        self._timed("counter data", "cuptiPmSamplingCounterDataImageInitialize", CounterDataInitialize(
+            pPmSamplingObject=self._object, counterDataSize=self._image.size, pCounterData=_u8(self._image)))  # type: ignore[union-attr]
+        self._evaluated = 0
+
+    def _bind_hot_calls(self) -> None:
+        """Parameter structs built once for the per-sample calls (only the index changes)."""
+        image = self._image
+        self._values = (C.c_double * len(self.metric_names))()
+        self._decode = DecodeData(pPmSamplingObject=self._object, pCounterDataImage=_u8(image), counterDataImageSize=image.size)
+        self._info = CounterDataInfo(pCounterDataImage=_u8(image), counterDataImageSize=image.size)
+        self._sample = SampleInfo(pPmSamplingObject=self._object, pCounterDataImage=_u8(image), counterDataImageSize=image.size)
+        self._evaluate = Evaluate(pHostObject=self._host, pCounterDataImage=_u8(image), counterDataImageSize=image.size,
+                                  ppMetricNames=self._names_array, numMetrics=len(self.metric_names), pMetricValues=self._values)
+        self._fn_info = self._lib.cuptiPmSamplingCounterDataGetSampleInfo
+        self._fn_evaluate = self._lib.cuptiProfilerHostEvaluateToGpuValues
+
+    # -- sampling ---------------------------------------------------------------------------------
+    def poll(self) -> CounterSamples:
+        """Decode what the hardware buffered and evaluate the samples completed since the last poll.
+
+        The image is initialised again once it is half full and everything buffered is decoded:
+        an image that fills in the middle of a decode loses samples (gaps of 5-40 ms seen on an H100).
+        """
+        if not self._started:
+            return CounterSamples()
+        parts = []
+        for _ in range(64):  # each pass empties the image once; a poll rarely needs a second
+            began = time.perf_counter()
+            self._decode.decodeStopReason, self._decode.overflow = 0, 0
+            try:
+                self._call("cuptiPmSamplingDecodeData", self._decode)
+            finally:
+                self.decode_s += time.perf_counter() - began
+            if self._decode.overflow:
+                self.overflows += 1
+            parts.append(self._evaluate_completed())
+            full = self._decode.decodeStopReason == STOP_COUNTER_DATA_FULL
+            if full or self._evaluated * 2 >= self.max_samples:
+                self._initialize_image()
+            if not full:
+                break
+        samples = self._on_wall_clock(CounterSamples.concat(parts))
+        if self.trigger == TRIGGER_SYSCLK and self.period_ns is None and len(samples) >= 8:
+            self.period_ns = samples.median_period_ns()
+        return samples
+
+    def _evaluate_completed(self) -> CounterSamples:
+        began = time.perf_counter()
+        self._call("cuptiPmSamplingGetCounterDataInfo", self._info)
+        first, last = self._evaluated, int(self._info.numCompletedSamples)
+        count = max(0, last - first)
+        starts = np.zeros(count, dtype=np.int64)
+        ends = np.zeros(count, dtype=np.int64)
+        values = np.full((count, len(self.metric_names)), np.nan)
+        sample, evaluate = self._sample, self._evaluate
+        info_ref, evaluate_ref = C.byref(sample), C.byref(evaluate)
+        fn_info, fn_evaluate, out = self._fn_info, self._fn_evaluate, self._values
+        for row, index in enumerate(range(first, last)):
+            sample.sampleIndex = evaluate.rangeIndex = index
+            if fn_info(info_ref) != SUCCESS:
+                continue
+            starts[row], ends[row] = sample.startTimestamp, sample.endTimestamp
+            if index == 0 and self._last_end and (starts[row] >= ends[row] or starts[row] < self._last_end):
+                starts[row] = self._last_end  # a fresh image's first sample: it follows the last one
+            if fn_evaluate(evaluate_ref) == SUCCESS:
+                values[row] = out[:]
+        if count:
+            self._last_end = int(ends[ends > 0].max(initial=self._last_end))
+        self._evaluated = last
+        self.samples += count
+        self.evaluate_s += time.perf_counter() - began
+        return CounterSamples(starts, ends, {field: values[:, i] for i, field in enumerate(self.fields)}).tidy()
+
+    def _ticks(self) -> int:
+        stamp = C.c_uint64()
+        self._lib.cuptiGetTimestamp(C.byref(stamp))
+        return stamp.value
+
+    def _on_wall_clock(self, samples: CounterSamples) -> CounterSamples:
+        """Samples with their timestamps in wall-clock ns.
+
+        CUPTI stamps samples with its own clock: wall-clock ns by default, but after a
+        torch.profiler session Kineto's timestamp callback (TSC ticks) stays in place for the
+        process. Those samples are mapped onto the wall clock (20 ms of calibration, once).
+        """
+        if not len(samples):
+            return samples
+        now = time.time_ns()
+        foreign = np.abs(samples.end_ns - now) > _WALL_CLOCK_NS
+        if not foreign.any():
+            return samples
+        if self._tsc is None:
+            t0, c0 = time.time_ns(), self._ticks()
+            while time.time_ns() - t0 < 20_000_000:
+                pass
+            t1, c1 = time.time_ns(), self._ticks()
+            self._tsc = (c1, t1, (t1 - t0) / (c1 - c0) if c1 > c0 else 1.0)
+        ref_ticks, ref_ns, ns_per_tick = self._tsc
+
+        def mapped(ticks: np.ndarray) -> np.ndarray:
+            return np.where(foreign, ref_ns + np.rint((ticks - ref_ticks).astype(np.float64) * ns_per_tick).astype(np.int64),
+                            ticks)
+
+        return CounterSamples(mapped(samples.start_ns), mapped(samples.end_ns), samples.values).tidy()
+
+    def stop(self) -> CounterSamples:
+        """Stop sampling and return what was left in the buffer; the device-side state is released."""
+        if not self._started:
+            return CounterSamples()
+        parts = []
+        try:
+            parts.append(self.poll())
+            self._call("cuptiPmSamplingStop", SamplingObject(pPmSamplingObject=self._object))
+            parts.append(self.poll())
+        finally:
+            self._started = False
+            self._release()
+        return CounterSamples.concat(parts)
+
+    def _release(self) -> None:
+        if self._object is not None:
+            try:
+                self._call("cuptiPmSamplingDisable", SamplingObject(pPmSamplingObject=self._object))
+            except PmSamplingError:
+                pass
+            self._object = None
+        if self._host is not None:
+            try:
+                self._call("cuptiProfilerHostDeinitialize", HostDeinitialize(pHostObject=self._host))
+            except PmSamplingError:
+                pass
+            self._host = None
