@@ -274,6 +274,7 @@ class ProcessTree:
                           f"{_clock_text(child.covered_ns)} may be missing")
         involved = [c for c in self._children.values() if c.pending or self._unsaid(c)]
         if not involved:
+            self._history.extend((s.start_ns, s.end_ns, k) for s, k in zip(spans, keys))
             return own, [WindowExtras() for _ in spans]
         parts, owners, children = [own], [np.zeros(len(own), dtype=np.int64)], []
         for child in involved:
