@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from pytest_gpuutil.capture.flush_policy import FlushPolicy
     from pytest_gpuutil.capture.memory import DeviceMemory, MemoryMeter
     from pytest_gpuutil.capture.profiler import RegionProfiler
+    from pytest_gpuutil.children.collect import ProcessTree
     from pytest_gpuutil.traces.model import GpuColumns, Window
 
 CONTINUOUS = "continuous"
@@ -48,6 +49,8 @@ class TestProfile:
     events: Optional[GpuColumns] = None
     #: the per-test torch.profiler session, kept for a trace file (per-test profiling)
     profiler: Optional[RegionProfiler] = None
+    #: the processes that took part when child processes did (ProcessShare), this one first
+    processes: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -76,8 +79,16 @@ class Measurement:
     """Per-test measurement of one process (a plain run or one xdist worker)."""
 
     def __init__(self, classifier: KernelClassifier, keep_events: bool, cpu_activity: bool, policy: FlushPolicy,
-                 use_cupti: bool = True, memory_history: bool = False):
+                 use_cupti: bool = True, memory_history: bool = False, children: bool = True):
         self.classifier = classifier
+        #: measure the GPU work of the processes tests start (--gpu-util-children)
+        self.children_on = children
+        #: the children's spool and merge, while the continuous capture runs with children on
+        self.children: Optional[ProcessTree] = None
+        #: why child processes are not measured although asked for ("" when they are, or not asked)
+        self.children_problem = ""
+        #: what the children's side had to say when the session ended (kept for the summary)
+        self.children_summary: Optional[dict[str, Any]] = None
         self.memory_history = memory_history
         #: GPU memory counters, when CUDA is there (with any way of measuring, or none)
         self.meter: Optional[MemoryMeter] = None
@@ -116,22 +127,32 @@ class Measurement:
 
     def _prepare(self, torch: Any, cuda: bool, source: Optional[EventSource]) -> None:
         self._torch, self.cuda = torch, cuda
+        # this process may be a child of a measured test (a nested pytest run): one CUPTI client
+        # per process, so the child bootstrap's capture is taken over, not doubled
+        from pytest_gpuutil.children import bootstrap
+
+        inherited = bootstrap.take_over()
         if cuda:
             from pytest_gpuutil.capture.memory import MemoryMeter
 
             self.meter = MemoryMeter(torch, history=self.memory_history)
         if self.cpu_activity:
+            _stop(inherited)
             self.mode = PER_TEST
             return
         if source is None and cuda and self.use_cupti:
             from pytest_gpuutil.capture.cupti import CuptiError, CuptiSource
 
             try:
-                source = CuptiSource(demangle=getattr(torch._C, "_demangle", None))
+                source = inherited or CuptiSource(demangle=getattr(torch._C, "_demangle", None))
             except CuptiError as exc:
                 self.fallback_reason = f"CUPTI not usable ({exc}): each test profiled with torch.profiler (slower)"
+        if source is not inherited:
+            _stop(inherited)
         if source is None:
             self.mode = PER_TEST if cuda else OFF
+            if self.children_on and cuda:
+                self.children_problem = "child processes are measured only with the continuous CUPTI capture"
             return
         from pytest_gpuutil.capture.continuous import ContinuousCapture
         from pytest_gpuutil.capture.profiler import guard_profiler_starts
@@ -140,7 +161,7 @@ class Measurement:
         self.capture = ContinuousCapture(
             source,
             self.classifier,
-            synchronize=torch.cuda.synchronize if cuda else (lambda: None),
+            synchronize=synchronize_if_used(torch) if cuda else (lambda: None),
             profiler_active=(lambda: bool(enabled())) if enabled is not None else (lambda: False),
             keep_events=self.keep_events,
         )
@@ -149,6 +170,22 @@ class Measurement:
         self._restore_guard = guard_profiler_starts(torch, self.capture.before_foreign_profiler)
         if not self.capture.ensure_started() and self.capture.broken:
             warnings.warn(f"pytest-gpuutil: {self.capture.broken}; tests are not measured", stacklevel=2)
+        if self.children_on:
+            self._start_children(torch, source)
+
+    def _start_children(self, torch: Any, source: EventSource) -> None:
+        """The spool the tests' child processes hand their GPU work to (see pytest_gpuutil.children)."""
+        from pytest_gpuutil.capture.cupti import find_loaded_library
+        from pytest_gpuutil.children.collect import start_process_tree
+
+        try:
+            self.children = start_process_tree(
+                self.classifier, source.now, demangle=getattr(torch._C, "_demangle", None),
+                cupti_library=getattr(source, "library_path", None) or find_loaded_library())
+        except Exception as exc:  # noqa: BLE001 - this process's own measuring goes on
+            self.children_problem = f"child processes are not measured: {exc}"
+            return
+        self.capture.children = self.children
 
     # -- per test ---------------------------------------------------------------------------------
     def begin(self, nodeid: str, results: Any) -> Optional[TestProfile]:
@@ -228,16 +265,58 @@ class Measurement:
         return _profiles(self.capture.flush()) if self.capture is not None else {}
 
     def close(self) -> dict[str, TestProfile]:
-        """The session's end: what is left, then the source stops and the guard comes off."""
-        profiles = _profiles(self.capture.close()) if self.capture is not None else {}
-        if self._restore_guard is not None:
-            self._restore_guard()
-            self._restore_guard = None
+        """The session's end: what is left, then the source stops, the guard comes off and the
+        children's spool is removed (children still running are noted, never waited for long)."""
+        try:
+            profiles = _profiles(self.capture.close()) if self.capture is not None else {}
+        finally:
+            if self._restore_guard is not None:
+                self._restore_guard()
+                self._restore_guard = None
+            if self.children is not None:
+                children, self.children = self.children, None
+                try:
+                    children.close()
+                finally:
+                    self.children_summary = children.summary()
         return profiles
+
+    def children_info(self) -> dict[str, Any]:
+        """What the summary says of this process's child processes (JSON-able; empty when off)."""
+        info: dict[str, Any] = dict(self.children_summary or {})
+        if self.children is not None:
+            info = self.children.summary()
+        if self.children_problem:
+            info["problem"] = self.children_problem
+        return info
+
+
+def synchronize_if_used(torch: Any) -> Callable[[], None]:
+    """torch.cuda.synchronize, but only once torch has initialised CUDA in this process.
+
+    Before that no GPU work of this process can be pending, and synchronizing would initialise
+    CUDA here: a test's forked child (multiprocessing's fork) could then not use CUDA at all.
+    """
+    cuda = torch.cuda
+
+    def synchronize() -> None:
+        if cuda.is_initialized():
+            cuda.synchronize()
+
+    return synchronize
+
+
+def _stop(source: Any) -> None:
+    if source is not None:
+        try:
+            source.stop()
+        except Exception:  # noqa: BLE001
+            pass
 
 
 def _profiles(results: list[Any]) -> dict[str, TestProfile]:
     """TestProfiles, by node id, from a continuous capture's WindowResults."""
     return {r.key: TestProfile(r.wall_ms, r.stats, r.note, r.measure_ms,
-                               r.stats.window if r.stats is not None else None, r.events)
+                               r.stats.window if r.stats is not None else None, r.events,
+                               processes=getattr(r, "processes", ()))
             for r in results}

@@ -16,6 +16,7 @@ from pytest_gpuutil.capture.flush_policy import FlushPolicy
 
 TRACE_MODES = ("none", "failed", "all")
 SOURCES = ("cupti", "torch")
+SWITCH = ("on", "off")
 
 
 def non_negative_int(text: str) -> int:
@@ -39,6 +40,13 @@ def event_source(text: str) -> str:
     value = str(text).strip().lower()
     if value not in SOURCES:
         raise argparse.ArgumentTypeError(f"expected one of {', '.join(SOURCES)}, got {text!r}")
+    return value
+
+
+def on_off(text: str) -> str:
+    value = str(text).strip().lower()
+    if value not in SWITCH:
+        raise argparse.ArgumentTypeError(f"expected on or off, got {text!r}")
     return value
 
 
@@ -155,6 +163,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("--gpu-util-history-runs", "with --gpu-util-compare history: each test's last N runs (default 5)",
                parse=positive_int, default=5, metavar="N"),
     OptionSpec("--gpu-util-pin", "under pytest-xdist, pin worker i to GPU i mod count (sets CUDA_VISIBLE_DEVICES)", kind="flag", default=False),
+    OptionSpec("--gpu-util-children", "measure the GPU work of the processes tests start (subprocess, multiprocessing, "
+               "torchrun; on, the default) or not (off: no spool, no child bootstrap, no injection library)",
+               parse=on_off, default="on", metavar="on|off"),
 )
 
 #: ini-only keys: (name, type, help)
@@ -311,6 +322,8 @@ class Settings:
     history: Optional[str] = None
     #: earlier runs a test is compared with under --gpu-util-compare history
     history_runs: int = 5
+    #: measure the GPU work of the processes tests start (--gpu-util-children)
+    children: bool = True
 
 
 #: Options that turn measuring on when given on the command line, as --gpu-util does (their ini
@@ -358,4 +371,5 @@ def read_settings(getoption: Callable[[str], Any], getini: Callable[[str], Any])
         history=None if values["gpu_util_history"] is None else "" if values["gpu_util_history"] == COMPARE_LATEST
         else values["gpu_util_history"],
         history_runs=values["gpu_util_history_runs"],
+        children=values["gpu_util_children"] == "on",
     )

@@ -25,7 +25,7 @@ NUMERIC_FIELDS = (
 #: The TestRecord fields that hold a mapping.
 MAPPING_FIELDS = ("gpu_busy_us_by_device", "categories", "kernel_bench", "gpu_trace", "memory_by_device")
 #: The TestRecord fields that hold a sequence of mappings (not in the CSV).
-LIST_FIELDS = ("top_kernels", "idle_gaps")
+LIST_FIELDS = ("top_kernels", "idle_gaps", "processes")
 #: Columns of gpu_util.csv, in order. Every TestRecord field that is a scalar.
 CSV_COLUMNS = ("test", "outcome", *NUMERIC_FIELDS, "top_kernel", "devices", "worker")
 
@@ -83,6 +83,11 @@ class TestRecord:
     memory_by_device: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     #: why GPU fields are empty ("no CUDA device", "profiler already active", ...), else ""
     note: str = ""
+    #: when the test's child processes took part (GPU work, or something to say): one entry per
+    #: process, this one first: {"pid", "program", "rank", "devices" (physical GPU ids), "gpu_ms",
+    #: "peak_mb", "memory_source" ("allocator" | "nvml" | ""), "note", "parent" (True for the pytest
+    #: process), "measured_by" ("python" | "injection" | ""), "startup_ms"}; empty otherwise
+    processes: tuple[Mapping[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (shallow copies: records are never changed after they are made)."""

@@ -53,6 +53,8 @@ class WindowResult:
     measure_ms: float
     #: the window's own events, when the capture was asked to keep them (for trace files)
     events: Optional[GpuColumns] = None
+    #: the processes that took part, when child processes did (see pytest_gpuutil.children)
+    processes: tuple[Any, ...] = ()
 
 
 @dataclass
@@ -82,6 +84,10 @@ class ContinuousCapture:
     startup_s: Optional[float] = None
     #: why the source cannot run at all (then every window is "not measured" with this note)
     broken: str = ""
+    #: the GPU work of the processes the tests start, merged at each flush: an object with
+    #: ``attribute(own columns, windows, keys) -> (merged columns, per-window extras with
+    #: .processes and .note)`` (a :class:`~pytest_gpuutil.children.collect.ProcessTree`), or None
+    children: Any = None
     _open: Optional[_Window] = None
     _closed: list[_Window] = field(default_factory=list)
     _last_flush: float = field(default_factory=time.perf_counter)
@@ -182,6 +188,15 @@ class ContinuousCapture:
                 error = f"{self.source.name} could not be read: {exc}"
         stats: dict[int, WindowStats] = {}
         events: dict[int, GpuColumns] = {}
+        extras: dict[int, Any] = {}
+        children_error = ""
+        if measured and not error and self.children is not None:
+            try:
+                columns, found = self.children.attribute(
+                    columns, [Window(w.start_ns, w.end_ns, "test_call") for w in measured], [w.key for w in measured])
+                extras = {id(w): x for w, x in zip(measured, found)}
+            except Exception as exc:  # noqa: BLE001 - this process's own figures still count
+                children_error = f"child processes could not be read: {exc}"
         if measured and not error:
             try:
                 stats, events = self._attribute(columns, measured)
@@ -194,9 +209,10 @@ class ContinuousCapture:
                 key=w.key,
                 wall_ms=w.wall_ms,
                 stats=stats.get(id(w)),
-                note=w.note or note,
+                note=w.note or "; ".join(n for n in (note, children_error, getattr(extras.get(id(w)), "note", "")) if n),
                 measure_ms=(w.own_s + share) * 1000,
                 events=events.get(id(w)),
+                processes=getattr(extras.get(id(w)), "processes", ()),
             )
             for w in windows
         ]

@@ -24,6 +24,7 @@ import numpy as np
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.windows import assign_windows, window_stats
+from pytest_gpuutil.children.columns import concat_columns, take_columns
 from pytest_gpuutil.children.process_info import is_running
 from pytest_gpuutil.children.spool import Spool
 from pytest_gpuutil.children.spool_format import (
@@ -428,6 +429,32 @@ class ProcessTree:
             f"{', '.join(tests[:3])}{' ...' if len(tests) > 3 else ''} was written (not counted)")
 
     # -- the end ----------------------------------------------------------------------------------
+    def close(self, environ: Optional[dict] = None) -> None:
+        """The session's end: note children still running, stop sampling, restore the environment,
+        remove the spool (children still running then stop handing over quietly)."""
+        self.session_notes.extend(self.still_running())
+        if self.sampler is not None:
+            self.sampler.stop()
+        self.spool.restore(os.environ if environ is None else environ)
+        problem = self.spool.remove()
+        if problem:
+            self.session_notes.append(problem)
+
+    def summary(self) -> dict[str, Any]:
+        """What the run's summary says of the children (JSON-able)."""
+        headers = [c.header for c in self._children.values() if c.header is not None]
+        startups = sorted(h.startup_ns / 1e6 for h in headers if h.startup_ns)
+        return {
+            "processes": len(headers),
+            "measured": len(startups),
+            "by": {name: sum(1 for h in headers if CAPTURE_NAMES.get(h.capture) == name and h.startup_ns)
+                   for name in ("python", "injection")},
+            "startup_ms": startups,
+            "unmeasured_gpu_processes": sum(1 for c in self._children.values() if c.header is None),
+            "injection": self.injection_problem or "available",
+            "notes": list(self.session_notes),
+        }
+
     def still_running(self) -> list[str]:
         """Children that run on at the session's end (said once each)."""
         found = []
@@ -471,66 +498,52 @@ def _clock_text(ns: int) -> str:
     return time.strftime("%H:%M:%S", time.localtime(seconds)) + f".{int(ns % 1_000_000_000) // 1_000_000:03d}"
 
 
-# -- columns --------------------------------------------------------------------------------------
-def _codes_and_values(column: Sequence[Any]) -> tuple[np.ndarray, list[Any]]:
-    if isinstance(column, CodedColumn):
-        return np.asarray(column.codes, dtype=np.int64), list(column.values)
-    if hasattr(column, "dtype"):
-        values, codes = np.unique(np.asarray(column), return_inverse=True)
-        return codes.astype(np.int64).reshape(-1), values.tolist()
-    index: dict[Any, int] = {}
-    codes = [index.setdefault(v, len(index)) for v in column]
-    return np.asarray(codes, dtype=np.int64), list(index)
+def start_process_tree(classifier: KernelClassifier, parent_now: Callable[[], int], *,
+                       demangle: Optional[Callable[[str], str]] = None, cupti_library: Optional[str] = None,
+                       environ: Optional[dict] = None, use_nvml: bool = True, base: Optional[str] = None) -> ProcessTree:
+    """Create this process's spool, point every child to it, and return the tree that reads it.
 
-
-def _pair_codes(columns: GpuColumns) -> tuple[np.ndarray, list[str], list[str]]:
-    names, kinds = columns.names, columns.kinds
-    if isinstance(names, CodedColumn) and isinstance(kinds, CodedColumn) and names.codes is kinds.codes:
-        return np.asarray(names.codes, dtype=np.int64), list(names.values), list(kinds.values)
-    index: dict[tuple[str, str], int] = {}
-    codes = [index.setdefault((n, k), len(index)) for n, k in zip(names, kinds)]
-    return np.asarray(codes, dtype=np.int64), [n for n, _ in index], [k for _, k in index]
-
-
-def concat_columns(parts: Sequence[GpuColumns]) -> GpuColumns:
-    """One set of columns from several (names and kinds coded together, devices and streams coded)."""
-    keys, names, kinds = [], [], []
-    device_codes, device_values, stream_codes, stream_values = [], [], [], []
-    for part in parts:
-        if not len(part):
-            continue
-        codes, part_names, part_kinds = _pair_codes(part)
-        keys.append(codes + len(names))
-        names += part_names
-        kinds += part_kinds
-        codes, values = _codes_and_values(part.devices)
-        device_codes.append(codes + len(device_values))
-        device_values += values
-        codes, values = _codes_and_values(part.streams)
-        stream_codes.append(codes + len(stream_values))
-        stream_values += values
-    if not keys:
-        return GpuColumns()
-    key = np.concatenate(keys)
-    return GpuColumns(
-        CodedColumn(key, names), CodedColumn(key, kinds),
-        CodedColumn(np.concatenate(device_codes), device_values), CodedColumn(np.concatenate(stream_codes), stream_values),
-        np.concatenate([np.asarray(p.starts_ns, dtype=np.int64) for p in parts if len(p)]),
-        np.concatenate([np.asarray(p.durs_ns, dtype=np.int64) for p in parts if len(p)]),
+    The environment gets the spool, the libcupti to use, this process's pid (the injection
+    library leaves it alone) and ``CUDA_INJECTION64_PATH`` when the injection library was built
+    and the variable is free; otherwise the tree remembers why non-Python children go unmeasured.
+    Forked children are measured through the bootstrap's fork handler.
+    """
+    from pytest_gpuutil.children import bootstrap
+    from pytest_gpuutil.children.spool import (
+        CUPTI_ENV,
+        INJECTED_ENV,
+        INJECTION_ENV,
+        SELF_ENV,
+        SPOOL_ENV,
+        injection_library,
     )
 
-
-def take_columns(columns: GpuColumns, rows: np.ndarray) -> GpuColumns:
-    """The rows of columns made by :func:`concat_columns` (numpy all the way)."""
-    def pick(column: Any) -> Any:
-        if isinstance(column, CodedColumn):
-            return CodedColumn(np.asarray(column.codes)[rows], column.values)
-        return np.asarray(column)[rows]
-
-    key = np.asarray(columns.names.codes)[rows] if isinstance(columns.names, CodedColumn) else None
-    if key is not None and isinstance(columns.kinds, CodedColumn) and columns.names.codes is columns.kinds.codes:
-        names, kinds = CodedColumn(key, columns.names.values), CodedColumn(key, columns.kinds.values)
+    env = os.environ if environ is None else environ
+    spool = Spool.create(base)
+    values: dict[str, Optional[str]] = {SPOOL_ENV: str(spool.directory), SELF_ENV: str(os.getpid()), INJECTED_ENV: None}
+    if cupti_library:
+        values[CUPTI_ENV] = cupti_library
+    library = injection_library()
+    taken = env.get(INJECTION_ENV)
+    problem = ""
+    if library is None:
+        problem = "the injection library was not built (no C compiler when pytest-gpuutil was installed)"
+    elif taken and taken != library:
+        problem = f"CUDA_INJECTION64_PATH is already set ({taken})"
+    elif not cupti_library:
+        problem = "no libcupti loaded in the pytest process to hand to the injection library"
     else:
-        names, kinds = pick(columns.names), pick(columns.kinds)
-    return GpuColumns(names, kinds, pick(columns.devices), pick(columns.streams), pick(columns.starts_ns),
-                      pick(columns.durs_ns))
+        values[INJECTION_ENV] = library
+    spool.export(env, values)
+    bootstrap.ensure_fork_hook()
+    sampler = None
+    if use_nvml:
+        from pytest_gpuutil.children.nvml import NvmlError, NvmlSampler
+
+        try:
+            sampler = NvmlSampler()
+            sampler.start()
+        except NvmlError:
+            sampler = None
+    return ProcessTree(spool, classifier, parent_now, demangle=demangle or (lambda name: name),
+                       visible_devices=env.get("CUDA_VISIBLE_DEVICES"), sampler=sampler, injection_problem=problem)

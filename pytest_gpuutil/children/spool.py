@@ -32,6 +32,7 @@ PERIOD_ENV = "PYTEST_GPUUTIL_PERIOD"
 INJECTION_ENV = "CUDA_INJECTION64_PATH"
 CHILD_ENV_NAMES = (SPOOL_ENV, CUPTI_ENV, SELF_ENV, INJECTED_ENV, PERIOD_ENV, INJECTION_ENV)
 
+PREFIX = "pytest-gpuutil-children-"
 POKE = "poke"
 SUFFIX = ".gpuc"
 DEFAULT_PERIOD_S = 1.0
@@ -82,7 +83,9 @@ class Spool:
 
     @classmethod
     def create(cls, base: Optional[str] = None) -> "Spool":
-        return cls(Path(tempfile.mkdtemp(prefix="pytest-gpuutil-children-", dir=base)))
+        """A new spool, named after this process; spools left by processes that died are swept first."""
+        sweep_stale(base)
+        return cls(Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-", dir=base)))
 
     def export(self, environ: MutableMapping[str, str], values: Mapping[str, Optional[str]]) -> None:
         """Set the children's variables (None removes one), remembering the old values once."""
@@ -143,3 +146,34 @@ def injection_library() -> Optional[str]:
         if os.path.exists(path):
             return path
     return None
+
+
+def sweep_stale(base: Optional[str] = None, older_than_s: float = 60.0) -> None:
+    """Remove spools whose measuring process no longer runs (a crashed xdist worker leaves its own)."""
+    directory = base or tempfile.gettempdir()
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    now = time.time()
+    for entry in entries:
+        if not entry.name.startswith(PREFIX):
+            continue
+        pid_text = entry.name[len(PREFIX):].split("-", 1)[0]
+        try:
+            pid = int(pid_text)
+            old = now - entry.stat(follow_symlinks=False).st_mtime > older_than_s
+        except (ValueError, OSError):
+            continue
+        if old and not _alive(pid):
+            shutil.rmtree(entry.path, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # someone else's process
+    return True

@@ -92,6 +92,33 @@ def totals(records: Sequence[TestRecord], processes: Mapping[str, Mapping[str, A
         "gpu_busy_ms": gpu_ms,
         "profiled_wall_ms": sum(r.wall_ms or 0.0 for r in profiled),
         "busy_pct": 100.0 * gpu_ms / capacity_ms if capacity_ms > 0 else 0.0,
+        **child_totals(profiled, processes),
+    }
+
+
+def child_totals(profiled: Sequence[TestRecord], processes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Where the GPU work was when tests started processes, and what measuring those cost."""
+    with_children = [r for r in profiled if any(not p.get("parent") for p in r.processes)]
+    only_children = [r for r in with_children
+                     if (r.kernel_count or r.gpu_busy_ms) and not any(p.get("parent") and p.get("gpu_ms") for p in r.processes)]
+    unmeasured = [r for r in with_children if not (r.kernel_count or r.gpu_busy_ms)]
+    summaries = [p["children"] for p in processes.values() if isinstance(p.get("children"), Mapping)]
+    startups = sorted(ms for c in summaries for ms in c.get("startup_ms", ()))
+    return {
+        "with_child_processes": len(with_children),
+        "with_gpu_work_only_in_children": len(only_children),
+        #: tests whose child processes took part (used the GPU, or could not be measured) but no GPU
+        #: work was measured: never called GPU-free
+        "child_work_not_measured": len(unmeasured),
+        "children": {
+            "processes": sum(c.get("processes", 0) for c in summaries),
+            "measured": len(startups),
+            "startup_ms_median": startups[len(startups) // 2] if startups else None,
+            "startup_ms_max": startups[-1] if startups else None,
+            "notes": [n for c in summaries for n in c.get("notes", ())],
+            "problems": sorted({c["problem"] for c in summaries if c.get("problem")}),
+            "injection": sorted({c["injection"] for c in summaries if c.get("injection")}),
+        },
     }
 
 

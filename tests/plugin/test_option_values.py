@@ -69,6 +69,7 @@ SAMPLE_VALUES = {
     "--gpu-util-flush": "tests=5",
     "--gpu-util-history": None,
     "--gpu-util-history-runs": "3",
+    "--gpu-util-children": "off",
 }
 
 VALUE_OPTIONS = [spec.flag for spec in OPTIONS if spec.kind != "flag"]
