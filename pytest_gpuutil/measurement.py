@@ -167,11 +167,29 @@ class Measurement:
         )
         self.mode = CONTINUOUS
         self.source_name = source.name
+        if cuda and source is not inherited and getattr(source, "ever_started", None) is False:
+            self._wait_for_cuda(torch)
         self._restore_guard = guard_profiler_starts(torch, self.capture.before_foreign_profiler)
         if not self.capture.ensure_started() and self.capture.broken:
             warnings.warn(f"pytest-gpuutil: {self.capture.broken}; tests are not measured", stacklevel=2)
         if self.children_on:
             self._start_children(torch, source)
+
+    def _wait_for_cuda(self, torch: Any) -> None:
+        """CUPTI starts when torch initialises CUDA here, not before (see CuptiSource.now).
+
+        A process that touched CUPTI before fork() leaves its forked children a CUPTI that records
+        nothing and hangs at their exit; and while CUDA is not up here, no GPU work of this
+        process can be missed. torch runs ``cuda_ready`` inside its CUDA initialisation
+        (``torch.cuda._lazy_call``); each window also looks (``torch.cuda.is_initialized``).
+        """
+        cuda = torch.cuda
+        if cuda.is_initialized():
+            return
+        self.capture.ready = cuda.is_initialized
+        lazy = getattr(cuda, "_lazy_call", None)
+        if lazy is not None:
+            lazy(self.capture.cuda_ready)
 
     def _start_children(self, torch: Any, source: EventSource) -> None:
         """The spool the tests' child processes hand their GPU work to (see pytest_gpuutil.children)."""

@@ -130,10 +130,10 @@ after_tests() {
   return 0
 }
 
-defstep tests_gpu 120 3 "the GPU test modules alone: profiler, timing, reader paths"
+defstep tests_gpu 120 3 "the GPU test modules alone: profiler, timing, reader paths, child processes"
 step_tests_gpu() {
   python3 -m pytest tests/capture/test_profiler_gpu.py tests/capture/test_timing.py tests/traces/test_reader_paths.py \
-    -q -p no:cacheprovider -rs
+    tests/children/test_children_gpu.py -q -p no:cacheprovider -rs
 }
 
 defstep two_gpus 120 22 "two GPUs of one host: pytest -n 2 --gpu-util --gpu-util-pin examples/, each test's GPU (gpus.txt)"
@@ -156,6 +156,17 @@ for g in doc["gpus"]:
 for t in doc["tests"]:
     print(t["worker"], sorted(t["gpu_busy_us_by_device"]), t["test"].split("::")[-1])
 PY
+}
+
+defstep children 330 45 "child processes against CUDA-event truth on one GPU, and the overhead suites with children on and off: validation/children_truth.py (children/children.json)"
+step_children() {
+  python3 validation/children_truth.py --out "$W/children" --overhead-repeats "${CHILDREN_OVERHEAD_REPEATS:-2}"
+}
+
+defstep children_2gpu 240 25 "child processes on two GPUs: torchrun --nproc-per-node 2, spawn per GPU, fork on GPU 1 (children_2gpu/children.json)"
+step_children_2gpu() {
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  python3 validation/children_truth.py --out "$W/children_2gpu" --two-gpu
 }
 
 # --- set-up, the runner, packing ----------------------------------------------------------------

@@ -84,6 +84,12 @@ class ContinuousCapture:
     startup_s: Optional[float] = None
     #: why the source cannot run at all (then every window is "not measured" with this note)
     broken: str = ""
+    #: whether the source may start yet. CUPTI waits for CUDA in this process (see
+    #: Measurement): until then the windows are measured, and idle, since nothing of this
+    #: process can be on the GPU; ``cuda_ready()`` starts it at once when CUDA comes up
+    ready: Callable[[], bool] = lambda: True
+    closed: bool = False
+    _marked_ready: bool = False
     #: the GPU work of the processes the tests start, merged at each flush: an object with
     #: ``attribute(own columns, windows, keys) -> (merged columns, per-window extras with
     #: .processes and .note)`` (a :class:`~pytest_gpuutil.children.collect.ProcessTree`), or None
@@ -101,6 +107,8 @@ class ContinuousCapture:
             self._pause()
             return False
         if not self.started:
+            if not (self._marked_ready or self.ready()):
+                return True  # measured: this process cannot have GPU work before CUDA is up
             began = time.perf_counter()
             try:
                 self.source.start()
@@ -111,6 +119,19 @@ class ContinuousCapture:
                 self.startup_s = time.perf_counter() - began
             self.started = True
         return True
+
+    def cuda_ready(self) -> None:
+        """CUDA has come up in this process (torch's lazy initialisation calls this): start now.
+
+        Runs inside torch's CUDA initialisation, so it never raises; after the session it does nothing.
+        """
+        self._marked_ready = True
+        if self.closed:
+            return
+        try:
+            self.ensure_started()
+        except Exception as exc:  # noqa: BLE001
+            self.broken = self.broken or f"{self.source.name} did not start: {exc}"
 
     def _pause(self) -> None:
         if self.started:
@@ -250,4 +271,5 @@ class ContinuousCapture:
         self.end()
         results = self.flush()
         self._pause()
+        self.closed = True
         return results
