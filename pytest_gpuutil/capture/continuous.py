@@ -14,6 +14,7 @@ It resumes at the next window.
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol
@@ -90,6 +91,7 @@ class ContinuousCapture:
     ready: Callable[[], bool] = lambda: True
     closed: bool = False
     _marked_ready: bool = False
+    _pid: int = field(default_factory=os.getpid)
     #: the GPU work of the processes the tests start, merged at each flush: an object with
     #: ``attribute(own columns, windows, keys) -> (merged columns, per-window extras with
     #: .processes and .note)`` (a :class:`~pytest_gpuutil.children.collect.ProcessTree`), or None
@@ -125,9 +127,9 @@ class ContinuousCapture:
 
         Runs inside torch's CUDA initialisation, so it never raises; after the session it does nothing.
         """
+        if self.closed or os.getpid() != self._pid:
+            return  # after the session, or in a forked child (which inherited torch's queued calls)
         self._marked_ready = True
-        if self.closed:
-            return
         try:
             self.ensure_started()
         except Exception as exc:  # noqa: BLE001
