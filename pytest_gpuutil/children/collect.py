@@ -99,6 +99,9 @@ class _Child:
     said: set = field(default_factory=set)
     lost_noted: bool = False
     gone: bool = False
+    #: did not answer a poke in time once: poked again, but not waited for (a stopped or hung child
+    #: must not cost every flush a second)
+    slow: bool = False
     #: NVML: (device, max used bytes) and when it was seen
     nvml_peak: dict[int, int] = field(default_factory=dict)
     nvml_seen_ns: int = 0
@@ -203,11 +206,14 @@ class ProcessTree:
         if not lagging:
             return []
         self.spool.poke()
+        lagging = [c for c in lagging if not c.slow]
         deadline = time.monotonic() + self.wait_s
         while lagging and time.monotonic() < deadline:
             time.sleep(0.01)
             self.read()
             lagging = [c for c in lagging if self._running(c) and c.covered_ns < until_ns]
+        for child in lagging:
+            child.slow = True
         return lagging
 
     # -- clocks and devices ---------------------------------------------------------------------

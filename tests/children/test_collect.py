@@ -230,3 +230,12 @@ def test_concat_and_take_keep_names_devices_and_times() -> None:
     picked = take_columns(merged, np.asarray([2, 0]))
     assert list(picked.names) == ["x", "x"] and list(picked.kinds) == ["gpu_memcpy", "kernel"]
     assert picked.durs_ns.tolist() == [3, 1]
+
+
+def test_a_child_that_does_not_answer_is_waited_for_once(spool) -> None:
+    write(spool, 101, events(("k", 12, 1, "0"), covered=BASE + 13 * MS), running=True)
+    t = tree(spool, wait_s=0.2)
+    t.attribute(GpuColumns(), [win(10, 20)], ["a"])
+    began = time.monotonic()
+    t.attribute(GpuColumns(), [win(30, 40)], ["b"])
+    assert time.monotonic() - began < 0.15  # poked again, not waited for again
