@@ -34,6 +34,11 @@ def child():
 '''
 
 
+def said(result: pytest.RunResult) -> str:
+    """The run's output as one line of words (the summary wraps its prose to the terminal)."""
+    return " ".join(output(result).split())
+
+
 def records(pytester: pytest.Pytester) -> dict:
     return records_by_test(read_json(pytester.path / ".gpu_util" / "gpu_util.json"))
 
@@ -75,7 +80,7 @@ def test_no_process(gpu):
     assert kid["devices"] == ["1"] and kid["gpu_ms"] == pytest.approx(15.0, rel=0.02)
 
     assert got["test_kids.py::test_no_process"]["processes"] == []
-    out = output(result)
+    out = said(result)
     assert "3 tests profiled, 1 with GPU work only in child processes, 0 launched no GPU work" in out
     assert "child processes: 2 measured, CUPTI start-up 3.0 ms each" in out
     assert "PYTEST_GPUUTIL_SPOOL" not in os.environ  # the run's environment is put back
@@ -161,7 +166,7 @@ def test_spread(child, i):
         assert record["top_kernel"] == f"kernel_{i}" and record["kernel_count"] == 1
         assert record["gpu_busy_ms"] == pytest.approx(5.0 * (i + 1), rel=0.05)
         assert [p["gpu_ms"] for p in record["processes"]] == [pytest.approx(5.0 * (i + 1), rel=0.05)]
-    assert "6 with GPU work only in child processes" in output(result)
+    assert "6 with GPU work only in child processes" in said(result)
 
 
 def test_a_nested_pytest_run_is_not_counted_twice(pytester: pytest.Pytester) -> None:
@@ -220,8 +225,7 @@ def test_starts_a_server():
     try:
         result = run(pytester, "--gpu-util")
         result.assert_outcomes(passed=1)
-        out = output(result)
-        assert "was still running when the session ended" in out
+        assert "was still running when the session ended" in said(result)
         record = records(pytester)["test_daemon.py::test_starts_a_server"]
         assert record["top_kernel"] == "served"  # the running child was asked and handed over
         assert not Path(spoolfile.read_text()).exists()  # the spool is removed
