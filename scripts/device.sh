@@ -158,12 +158,12 @@ for t in doc["tests"]:
 PY
 }
 
-defstep children 330 45 "child processes against CUDA-event truth on one GPU, and the overhead suites with children on and off: validation/children_truth.py (children/children.json)"
+defstep children 150 40 "child processes against CUDA-event truth, one GPU (about a minute): validation/children_truth.py (children/children.json; its table last)"
 step_children() {
-  python3 validation/children_truth.py --out "$W/children" --overhead-repeats "${CHILDREN_OVERHEAD_REPEATS:-2}"
+  python3 validation/children_truth.py --out "$W/children"
 }
 
-defstep children_2gpu 240 25 "child processes on two GPUs: torchrun --nproc-per-node 2, spawn per GPU, fork on GPU 1 (children_2gpu/children.json)"
+defstep children_2gpu 180 40 "the same on two GPUs: torchrun with NCCL side by side, a forked child on GPU 1 (children_2gpu/children.json)"
 step_children_2gpu() {
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
   python3 validation/children_truth.py --out "$W/children_2gpu" --two-gpu
