@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 #: The TestRecord fields that hold a measured number (None when nothing was measured).
 NUMERIC_FIELDS = (
@@ -117,3 +117,21 @@ class TestRecord:
 
 
 _FIELD_NAMES = tuple(f.name for f in dataclasses.fields(TestRecord))
+
+
+def child_process_counts(measured: Sequence[TestRecord]) -> dict[str, int]:
+    """Where the GPU work of measured tests was when they started processes (the totals' counts).
+
+    ``with_gpu_work_only_in_children``: GPU work, none of it in the pytest process;
+    ``child_work_not_measured``: children took part (used the GPU, or could not be measured) but
+    no GPU work was measured: such a test is never called GPU-free.
+    """
+    with_children = [r for r in measured if any(not p.get("parent") for p in r.processes)]
+    return {
+        "with_child_processes": len(with_children),
+        "with_gpu_work_only_in_children": sum(
+            1 for r in with_children
+            if (r.kernel_count or r.gpu_busy_ms) and not any(p.get("parent") and p.get("gpu_ms") for p in r.processes)),
+        "child_work_not_measured": sum(1 for r in with_children if not (r.kernel_count or r.gpu_busy_ms)),
+    }
+

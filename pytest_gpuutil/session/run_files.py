@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 from pytest_gpuutil.gates.baseline import RunDoc, free_autosave_name, save_baseline
 from pytest_gpuutil.gates.regression import Comparison, FailExpr
 from pytest_gpuutil.options import Settings
-from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.records import TestRecord, child_process_counts
 from pytest_gpuutil.report.files import run_document, write_run_files
 from pytest_gpuutil.report.terminal import display_path
 
@@ -98,18 +98,10 @@ def totals(records: Sequence[TestRecord], processes: Mapping[str, Mapping[str, A
 
 def child_totals(profiled: Sequence[TestRecord], processes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """Where the GPU work was when tests started processes, and what measuring those cost."""
-    with_children = [r for r in profiled if any(not p.get("parent") for p in r.processes)]
-    only_children = [r for r in with_children
-                     if (r.kernel_count or r.gpu_busy_ms) and not any(p.get("parent") and p.get("gpu_ms") for p in r.processes)]
-    unmeasured = [r for r in with_children if not (r.kernel_count or r.gpu_busy_ms)]
     summaries = [p["children"] for p in processes.values() if isinstance(p.get("children"), Mapping)]
     startups = sorted(ms for c in summaries for ms in c.get("startup_ms", ()))
     return {
-        "with_child_processes": len(with_children),
-        "with_gpu_work_only_in_children": len(only_children),
-        #: tests whose child processes took part (used the GPU, or could not be measured) but no GPU
-        #: work was measured: never called GPU-free
-        "child_work_not_measured": len(unmeasured),
+        **child_process_counts(profiled),
         "children": {
             "processes": sum(c.get("processes", 0) for c in summaries),
             "measured": len(startups),
