@@ -1,17 +1,70 @@
-"""The optional C reader of trace JSON (pytest_gpuutil/traces/_scan.c); everything else is in pyproject.toml.
+"""Optional C parts and the child-process ``.pth`` file; everything else is in pyproject.toml.
 
-``optional=True``: where no C compiler or Python headers are found, the package installs without
-it and reads traces with its pure-Python readers (the same numbers, slower).
+- ``pytest_gpuutil.traces._scan``: the C reader of trace JSON. ``optional=True``: where no C
+  compiler or Python headers are found, the package installs without it and reads traces with its
+  pure-Python readers (the same numbers, slower).
+- ``pytest_gpuutil.children._inject``: the CUDA injection library that measures non-Python child
+  processes (``CUDA_INJECTION64_PATH``). A plain shared library (no Python API; never imported),
+  built the same optional way; without it such children are reported as not measured.
+- ``pytest_gpuutil_children.pth``: copied into site-packages (a wheel's root, or the editable
+  wheel's), the way pytest-cov shipped its ``.pth``; it starts a child's measurement only when
+  ``PYTEST_GPUUTIL_SPOOL`` is set (see pytest_gpuutil/children/bootstrap.py).
 """
+import os
+
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
+from setuptools.command.develop import develop
+
+PTH = os.path.join("pytest_gpuutil", "children", "pytest_gpuutil_children.pth")
+
+
+class BuildPyWithPth(build_py):
+    """build_py that also puts the ``.pth`` file at the root of what gets installed."""
+
+    def run(self):
+        super().run()
+        if getattr(self, "editable_mode", False):
+            # an editable wheel installs what lies in the install command's lib directory (the
+            # unpacked wheel), not build_lib
+            target = self.get_finalized_command("install").install_lib
+        else:
+            target = self.build_lib
+        self.mkpath(target)
+        self.copy_file(PTH, os.path.join(target, os.path.basename(PTH)), preserve_mode=False)
+
+    def get_outputs(self, include_bytecode=True):
+        outputs = list(super().get_outputs(include_bytecode))
+        if not getattr(self, "editable_mode", False):
+            outputs.append(os.path.join(self.build_lib, os.path.basename(PTH)))
+        return outputs
+
+
+class DevelopWithPth(develop):
+    """``setup.py develop`` (editable installs with setuptools older than 64): the ``.pth`` too."""
+
+    def run(self):
+        super().run()
+        target = getattr(self, "install_dir", None)
+        if target:
+            self.copy_file(PTH, os.path.join(target, os.path.basename(PTH)), preserve_mode=False)
+
 
 setup(
+    cmdclass={"build_py": BuildPyWithPth, "develop": DevelopWithPth},
     ext_modules=[
         Extension(
             "pytest_gpuutil.traces._scan",
             sources=["pytest_gpuutil/traces/_scan.c"],
             optional=True,
             extra_compile_args=["-O2"],
-        )
-    ]
+        ),
+        Extension(
+            "pytest_gpuutil.children._inject",
+            sources=["pytest_gpuutil/children/inject.c"],
+            optional=True,
+            extra_compile_args=["-O2", "-fvisibility=hidden"],
+            libraries=["dl", "pthread", "m"],
+        ),
+    ],
 )

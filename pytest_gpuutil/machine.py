@@ -42,8 +42,12 @@ def nvidia_driver_version(path: str = "/proc/driver/nvidia/version") -> Optional
 
 
 def torch_gpus(torch_module: Any) -> list[dict[str, str]]:
-    """The GPUs this process sees, as nvidia_smi_gpus() lists them, asked of CUDA through torch."""
-    if not torch_module.cuda.is_available():
+    """The GPUs this process sees, as nvidia_smi_gpus() lists them, asked of CUDA through torch.
+
+    Only once torch has initialised CUDA here: asking would initialise it, and a test's forked
+    child could then not use CUDA (callers fall back to nvidia-smi).
+    """
+    if not torch_module.cuda.is_initialized():
         return []
     count = torch_module.cuda.device_count()
     physical = visible_gpu_ids(physical_count=count)
@@ -114,7 +118,7 @@ def machine_info(cwd: Optional[str] = None, torch_module: Any = None) -> dict[st
     else:
         info["torch"] = str(torch_module.__version__)
         info["cuda"] = torch_module.version.cuda
-        if not visible_gpus and torch_module.cuda.is_available():
+        if not visible_gpus and torch_module.cuda.is_initialized():
             count = torch_module.cuda.device_count()
             info["gpu_count"] = count
             info["gpu_model"] = torch_module.cuda.get_device_name(0) if count else None

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from pytest_gpuutil.capture.flush_policy import FlushPolicy
     from pytest_gpuutil.capture.memory import DeviceMemory, MemoryMeter
     from pytest_gpuutil.capture.profiler import RegionProfiler
+    from pytest_gpuutil.children.collect import ProcessTree
     from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
 CONTINUOUS = "continuous"
@@ -60,6 +61,8 @@ class TestProfile:
     counters: Optional[TestCounters] = None
     #: the counters are not read yet: a later flush gives this profile again, with them
     counters_pending: bool = False
+    #: the processes that took part when child processes did (ProcessShare), this one first
+    processes: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,7 @@ class Measurement:
     def __init__(self, classifier: KernelClassifier, keep_events: bool, cpu_activity: bool, policy: FlushPolicy,
                  use_cupti: bool = True, memory_history: bool = False, findings: bool = False,
                  findings_ignore: frozenset[str] = frozenset(), counters: str = "off",
-                 counters_interval_ms: float = 1.0):
+                 counters_interval_ms: float = 1.0, children: bool = True):
         self.classifier = classifier
         #: look for findings in each test (CUPTI then also records the host's waits), leaving out these rules
         self.findings = findings
@@ -105,9 +108,19 @@ class Measurement:
         #: profiles given out without their counters, until a flush has them
         self._awaiting: dict[str, TestProfile] = {}
         self._last_flush = time.perf_counter()
+        #: (torch, cuda, source) while the counters wait for torch to bring CUDA up (see prepare)
+        self._counters_later: Optional[tuple[Any, bool, Any]] = None
         #: the pids that are this run's own on the GPU (the counters' "another process" note skips
         #: them); the child-process tracking may replace it with one that adds the tests' children
         self.own_pids: Callable[[], set[int]] = lambda: {os.getpid()}
+        #: measure the GPU work of the processes tests start (--gpu-util-children)
+        self.children_on = children
+        #: the children's spool and merge, while the continuous capture runs with children on
+        self.children: Optional[ProcessTree] = None
+        #: why child processes are not measured although asked for ("" when they are, or not asked)
+        self.children_problem = ""
+        #: what the children's side had to say when the session ended (kept for the summary)
+        self.children_summary: Optional[dict[str, Any]] = None
         self.memory_history = memory_history
         #: GPU memory counters, when CUDA is there (with any way of measuring, or none)
         self.meter: Optional[MemoryMeter] = None
@@ -143,7 +156,23 @@ class Measurement:
             self._prepare(torch, cuda, source)
         finally:
             self._prepare_s = time.perf_counter() - began
+        if cuda and counter_source is None and not torch.cuda.is_initialized():
+            # never initialise CUDA here (a test's forked child could then not use it, see
+            # synchronize_if_used): the counters open before the first window after torch has
+            # brought CUDA up, so their start-up falls between tests, not inside one
+            self._counters_later = (torch, cuda, counter_source)
+            return
         self._open_counters(torch, cuda, counter_source)
+
+    def _open_counters_once_cuda_is_up(self) -> None:
+        """Open the counters put off by :meth:`prepare`, once torch has initialised CUDA here."""
+        if self._counters_later is None:
+            return
+        torch, cuda, source = self._counters_later
+        if not torch.cuda.is_initialized():
+            return
+        self._counters_later = None
+        self._open_counters(torch, cuda, source)
 
     def _open_counters(self, torch: Any, cuda: bool, source: Any) -> None:
         """The hardware counters, when asked for and there is a GPU (or a source from the hook)."""
@@ -165,22 +194,32 @@ class Measurement:
 
     def _prepare(self, torch: Any, cuda: bool, source: Optional[EventSource]) -> None:
         self._torch, self.cuda = torch, cuda
+        # this process may be a child of a measured test (a nested pytest run): one CUPTI client
+        # per process, so the child bootstrap's capture is taken over, not doubled
+        from pytest_gpuutil.children import bootstrap
+
+        inherited = bootstrap.take_over()
         if cuda:
             from pytest_gpuutil.capture.memory import MemoryMeter
 
             self.meter = MemoryMeter(torch, history=self.memory_history)
         if self.cpu_activity:
+            _stop(inherited)
             self.mode = PER_TEST
             return
         if source is None and cuda and self.use_cupti:
             from pytest_gpuutil.capture.cupti import CuptiError, CuptiSource
 
             try:
-                source = CuptiSource(demangle=getattr(torch._C, "_demangle", None), host_syncs=self.findings)
+                source = inherited or CuptiSource(demangle=getattr(torch._C, "_demangle", None), host_syncs=self.findings)
             except CuptiError as exc:
                 self.fallback_reason = f"CUPTI not usable ({exc}): each test profiled with torch.profiler (slower)"
+        if source is not inherited:
+            _stop(inherited)
         if source is None:
             self.mode = PER_TEST if cuda else OFF
+            if self.children_on and cuda:
+                self.children_problem = "child processes are measured only with the continuous CUPTI capture"
             return
         from pytest_gpuutil.capture.continuous import ContinuousCapture
         from pytest_gpuutil.capture.profiler import guard_profiler_starts
@@ -189,7 +228,7 @@ class Measurement:
         self.capture = ContinuousCapture(
             source,
             self.classifier,
-            synchronize=torch.cuda.synchronize if cuda else (lambda: None),
+            synchronize=synchronize_if_used(torch) if cuda else (lambda: None),
             profiler_active=(lambda: bool(enabled())) if enabled is not None else (lambda: False),
             keep_events=self.keep_events,
             findings=self.findings,
@@ -197,13 +236,49 @@ class Measurement:
         )
         self.mode = CONTINUOUS
         self.source_name = source.name
+        if cuda and source is not inherited and getattr(source, "ever_started", None) is False:
+            self._wait_for_cuda(torch)
         self._restore_guard = guard_profiler_starts(torch, self.capture.before_foreign_profiler)
         if not self.capture.ensure_started() and self.capture.broken:
             warnings.warn(f"pytest-gpuutil: {self.capture.broken}; tests are not measured", stacklevel=2)
+        if self.children_on:
+            self._start_children(torch, source)
+
+    def _wait_for_cuda(self, torch: Any) -> None:
+        """CUPTI starts when torch initialises CUDA here, not before (see CuptiSource.now).
+
+        A process that touched CUPTI before fork() leaves its forked children a CUPTI that records
+        nothing and hangs at their exit; and while CUDA is not up here, no GPU work of this
+        process can be missed. torch runs ``cuda_ready`` inside its CUDA initialisation
+        (``torch.cuda._lazy_call``); each window also looks (``torch.cuda.is_initialized``).
+        """
+        cuda = torch.cuda
+        if cuda.is_initialized():
+            return
+        self.capture.ready = cuda.is_initialized
+        lazy = getattr(cuda, "_lazy_call", None)
+        if lazy is not None:
+            lazy(self.capture.cuda_ready)
+
+    def _start_children(self, torch: Any, source: EventSource) -> None:
+        """The spool the tests' child processes hand their GPU work to (see pytest_gpuutil.children)."""
+        from pytest_gpuutil.capture.cupti import find_loaded_library
+        from pytest_gpuutil.children.collect import start_process_tree
+
+        try:
+            self.children = start_process_tree(
+                self.classifier, source.now, demangle=getattr(torch._C, "_demangle", None),
+                cupti_library=getattr(source, "library_path", None) or find_loaded_library())
+        except Exception as exc:  # noqa: BLE001 - this process's own measuring goes on
+            self.children_problem = f"child processes are not measured: {exc}"
+            return
+        self.capture.children = self.children
 
     # -- per test ---------------------------------------------------------------------------------
     def begin(self, nodeid: str, results: Any) -> Optional[TestProfile]:
         """Open the test's window (or start its profiler); a profile at once if it cannot be measured."""
+        if self._counters_later is not None:
+            self._open_counters_once_cuda_is_up()
         if self.meter is not None:
             began = time.perf_counter()
             try:
@@ -299,19 +374,28 @@ class Measurement:
         return self._with_counters(profiles, wait)
 
     def close(self) -> dict[str, TestProfile]:
-        """The session's end: what is left, then the sources stop and the guard comes off."""
-        profiles = _profiles(self.capture.close()) if self.capture is not None else {}
-        if self.counters is not None:
-            self.counters.end()
-        profiles = self._with_counters(profiles, wait=True)
-        if self.counters is not None:
-            try:
-                self.counters.sampler.stop(background=True)  # the device is released while the session ends
-            except Exception as exc:  # noqa: BLE001 - the records are out; the summary says so
-                self.counters_fallback = self.counters_fallback or f"the hardware counters failed to stop: {exc}"
-        if self._restore_guard is not None:
-            self._restore_guard()
-            self._restore_guard = None
+        """The session's end: what is left, then the sources stop, the guard comes off and the
+        children's spool is removed (children still running are noted, never waited for long)."""
+        try:
+            profiles = _profiles(self.capture.close()) if self.capture is not None else {}
+            if self.counters is not None:
+                self.counters.end()
+            profiles = self._with_counters(profiles, wait=True)
+            if self.counters is not None:
+                try:
+                    self.counters.sampler.stop(background=True)  # the device is released while the session ends
+                except Exception as exc:  # noqa: BLE001 - the records are out; the summary says so
+                    self.counters_fallback = self.counters_fallback or f"the hardware counters failed to stop: {exc}"
+        finally:
+            if self._restore_guard is not None:
+                self._restore_guard()
+                self._restore_guard = None
+            if self.children is not None:
+                children, self.children = self.children, None
+                try:
+                    children.close()
+                finally:
+                    self.children_summary = children.summary()
         return profiles
 
     def _with_counters(self, profiles: dict[str, TestProfile], wait: bool) -> dict[str, TestProfile]:
@@ -351,10 +435,42 @@ class Measurement:
                                                         self.counters.sampler.process_error)
                                             if e and e not in self.counters_fallback]}}
 
+    def children_info(self) -> dict[str, Any]:
+        """What the summary says of this process's child processes (JSON-able; empty when off)."""
+        info: dict[str, Any] = dict(self.children_summary or {})
+        if self.children is not None:
+            info = self.children.summary()
+        if self.children_problem:
+            info["problem"] = self.children_problem
+        return info
+
+
+def synchronize_if_used(torch: Any) -> Callable[[], None]:
+    """torch.cuda.synchronize, but only once torch has initialised CUDA in this process.
+
+    Before that no GPU work of this process can be pending, and synchronizing would initialise
+    CUDA here: a test's forked child (multiprocessing's fork) could then not use CUDA at all.
+    """
+    cuda = torch.cuda
+
+    def synchronize() -> None:
+        if cuda.is_initialized():
+            cuda.synchronize()
+
+    return synchronize
+
+
+def _stop(source: Any) -> None:
+    if source is not None:
+        try:
+            source.stop()
+        except Exception:  # noqa: BLE001
+            pass
+
 
 def _profiles(results: list[Any]) -> dict[str, TestProfile]:
     """TestProfiles, by node id, from a continuous capture's WindowResults."""
     return {r.key: TestProfile(r.wall_ms, r.stats, r.note, r.measure_ms,
                                r.stats.window if r.stats is not None else None, r.events,
-                               findings=r.findings, syncs=r.syncs)
+                               findings=r.findings, syncs=r.syncs, processes=getattr(r, "processes", ()))
             for r in results}

@@ -205,6 +205,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
                parse=on_off, default=True, metavar="on|off"),
     OptionSpec("--gpu-util-findings-ignore", "findings rules to leave out, comma-separated, e.g. gpu-idle,memcpy-dominant",
                parse=rule_ids, default=frozenset(), metavar="RULE,RULE"),
+    OptionSpec("--gpu-util-children", "measure the GPU work of the processes tests start (subprocess, multiprocessing, "
+               "torchrun; on, the default) or not (off: no spool, no child bootstrap, no injection library)",
+               parse=on_off, default=True, metavar="on|off"),
 )
 
 #: ini-only keys: (name, type, help)
@@ -367,6 +370,8 @@ class Settings:
     #: hardware counters: "auto", "cupti", "gpm" or "off", and PM sampling's interval in ms
     counters: str = "auto"
     counters_interval_ms: float = 1.0
+    #: measure the GPU work of the processes tests start (--gpu-util-children)
+    children: bool = True
 
 
 #: Options that turn measuring on when given on the command line, as --gpu-util does (their ini
@@ -418,4 +423,5 @@ def read_settings(getoption: Callable[[str], Any], getini: Callable[[str], Any])
         history_runs=values["gpu_util_history_runs"],
         findings=values["gpu_util_findings"],
         findings_ignore=values["gpu_util_findings_ignore"],
+        children=values["gpu_util_children"],
     )

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 #: The hardware-counter fields (percent of the hardware's peak; the call's energy and mean power).
 HARDWARE_FIELDS = ("sm_pct", "tensor_pct", "dram_bw_pct", "occupancy_pct", "fp16_pct", "fp32_pct", "fp64_pct",
@@ -30,7 +30,7 @@ NUMERIC_FIELDS = (
 MAPPING_FIELDS = ("gpu_busy_us_by_device", "categories", "kernel_bench", "gpu_trace", "memory_by_device",
                   "counter_sums")
 #: The TestRecord fields that hold a sequence of mappings (not in the CSV).
-LIST_FIELDS = ("top_kernels", "idle_gaps")
+LIST_FIELDS = ("top_kernels", "idle_gaps", "processes")
 #: Columns of gpu_util.csv, in order. Every TestRecord field that is a scalar (``findings``: the rule
 #: ids, space-separated; the hardware counters come last, so the older columns keep their places).
 CSV_COLUMNS = ("test", "outcome", *(f for f in NUMERIC_FIELDS if f not in HARDWARE_FIELDS), "top_kernel", "devices",
@@ -120,6 +120,11 @@ class TestRecord:
     #: additive sums for per-file and session figures, short tests included: {metric: [ms covered,
     #: sum of ms x value]}, {"energy_j": [ms covered, joules]} (see analysis/counters.py)
     counter_sums: Mapping[str, Any] = field(default_factory=dict)
+    #: when the test's child processes took part (GPU work, or something to say): one entry per
+    #: process, this one first: {"pid", "program", "rank", "devices" (physical GPU ids), "gpu_ms",
+    #: "peak_mb", "memory_source" ("allocator" | "nvml" | ""), "note", "parent" (True for the pytest
+    #: process), "measured_by" ("python" | "injection" | ""), "startup_ms"}; empty otherwise
+    processes: tuple[Mapping[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (shallow copies: records are never changed after they are made)."""
@@ -156,3 +161,21 @@ class TestRecord:
 
 
 _FIELD_NAMES = tuple(f.name for f in dataclasses.fields(TestRecord))
+
+
+def child_process_counts(measured: Sequence[TestRecord]) -> dict[str, int]:
+    """Where the GPU work of measured tests was when they started processes (the totals' counts).
+
+    ``with_gpu_work_only_in_children``: GPU work, none of it in the pytest process;
+    ``child_work_not_measured``: children took part (used the GPU, or could not be measured) but
+    no GPU work was measured: such a test is never called GPU-free.
+    """
+    with_children = [r for r in measured if any(not p.get("parent") for p in r.processes)]
+    return {
+        "with_child_processes": len(with_children),
+        "with_gpu_work_only_in_children": sum(
+            1 for r in with_children
+            if (r.kernel_count or r.gpu_busy_ms) and not any(p.get("parent") and p.get("gpu_ms") for p in r.processes)),
+        "child_work_not_measured": sum(1 for r in with_children if not (r.kernel_count or r.gpu_busy_ms)),
+    }
+

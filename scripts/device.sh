@@ -142,10 +142,10 @@ after_tests() {
   return 0
 }
 
-defstep tests_gpu 120 3 "the GPU test modules alone: profiler, timing, reader paths, hardware counters"
+defstep tests_gpu 120 3 "the GPU test modules alone: profiler, timing, reader paths, hardware counters, child processes"
 step_tests_gpu() {
   python3 -m pytest tests/capture/test_profiler_gpu.py tests/capture/test_timing.py tests/traces/test_reader_paths.py \
-    tests/hardware/test_counters_gpu.py \
+    tests/hardware/test_counters_gpu.py tests/children/test_children_gpu.py \
     -q -p no:cacheprovider -rs
 }
 
@@ -169,6 +169,17 @@ for g in doc["gpus"]:
 for t in doc["tests"]:
     print(t["worker"], sorted(t["gpu_busy_us_by_device"]), t["test"].split("::")[-1])
 PY
+}
+
+defstep children 150 40 "child processes against CUDA-event truth, one GPU (about a minute): validation/children_truth.py (children/children.json; its table last)"
+step_children() {
+  python3 validation/children_truth.py --out "$W/children"
+}
+
+defstep children_2gpu 180 40 "the same on two GPUs: torchrun with NCCL side by side, a forked child on GPU 1 (children_2gpu/children.json)"
+step_children_2gpu() {
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  python3 validation/children_truth.py --out "$W/children_2gpu" --two-gpu
 }
 
 # --- set-up, the runner, packing ----------------------------------------------------------------

@@ -59,3 +59,22 @@ def test_findings_not_looked_for_stay_apart_from_none_found() -> None:
     assert TestRecord.from_dict({"test": "t", "outcome": "passed", "findings": [FINDINGS[0], 3]}).findings == FINDINGS[:1]
     assert json.loads(json.dumps(TestRecord("t", "passed").to_dict()))["findings"] is None
     assert TestRecord("t", "passed").csv_row()["findings"] == ""
+
+
+def test_child_process_counts_say_where_the_work_was() -> None:
+    from pytest_gpuutil.records import child_process_counts
+
+    parent = {"pid": 1, "program": "pytest", "gpu_ms": 2.0, "parent": True}
+    kid = {"pid": 2, "program": "python x.py", "gpu_ms": 5.0, "parent": False}
+    unmeasured = {"pid": 3, "program": "cuda_prog", "gpu_ms": 0.0, "parent": False, "note": "not measured"}
+    records = [
+        TestRecord("only_kids", "passed", gpu_busy_ms=5.0, kernel_count=3, processes=(kid,)),
+        TestRecord("both", "passed", gpu_busy_ms=7.0, kernel_count=4, processes=(parent, kid)),
+        TestRecord("unmeasured_kid", "passed", gpu_busy_ms=0.0, kernel_count=0, processes=(unmeasured,)),
+        TestRecord("own_work", "passed", gpu_busy_ms=1.0, kernel_count=1),
+        TestRecord("idle", "passed", gpu_busy_ms=0.0, kernel_count=0),
+    ]
+    assert child_process_counts(records) == {"with_child_processes": 3, "with_gpu_work_only_in_children": 1,
+                                             "child_work_not_measured": 1}
+    again = TestRecord.from_dict(records[1].to_dict())
+    assert again.processes == (parent, kid) and TestRecord.from_dict({"test": "old", "outcome": "passed"}).processes == ()

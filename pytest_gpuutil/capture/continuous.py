@@ -20,6 +20,7 @@ It resumes at the next window.
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Protocol
@@ -64,6 +65,8 @@ class WindowResult:
     findings: Optional[tuple[Finding, ...]] = None
     #: the host's waits in the window, when the capture was asked to keep events and recorded waits
     syncs: Optional[SyncColumns] = None
+    #: the processes that took part, when child processes did (see pytest_gpuutil.children)
+    processes: tuple[Any, ...] = ()
 
 
 @dataclass
@@ -98,6 +101,17 @@ class ContinuousCapture:
     startup_s: Optional[float] = None
     #: why the source cannot run at all (then every window is "not measured" with this note)
     broken: str = ""
+    #: whether the source may start yet. CUPTI waits for CUDA in this process (see
+    #: Measurement): until then the windows are measured, and idle, since nothing of this
+    #: process can be on the GPU; ``cuda_ready()`` starts it at once when CUDA comes up
+    ready: Callable[[], bool] = lambda: True
+    closed: bool = False
+    _marked_ready: bool = False
+    _pid: int = field(default_factory=os.getpid)
+    #: the GPU work of the processes the tests start, merged at each flush: an object with
+    #: ``attribute(own columns, windows, keys) -> (merged columns, per-window extras with
+    #: .processes and .note)`` (a :class:`~pytest_gpuutil.children.collect.ProcessTree`), or None
+    children: Any = None
     _open: Optional[_Window] = None
     _closed: list[_Window] = field(default_factory=list)
     _last_flush: float = field(default_factory=time.perf_counter)
@@ -111,6 +125,8 @@ class ContinuousCapture:
             self._pause()
             return False
         if not self.started:
+            if not (self._marked_ready or self.ready()):
+                return True  # measured: this process cannot have GPU work before CUDA is up
             began = time.perf_counter()
             try:
                 self.source.start()
@@ -121,6 +137,19 @@ class ContinuousCapture:
                 self.startup_s = time.perf_counter() - began
             self.started = True
         return True
+
+    def cuda_ready(self) -> None:
+        """CUDA has come up in this process (torch's lazy initialisation calls this): start now.
+
+        Runs inside torch's CUDA initialisation, so it never raises; after the session it does nothing.
+        """
+        if self.closed or os.getpid() != self._pid:
+            return  # after the session, or in a forked child (which inherited torch's queued calls)
+        self._marked_ready = True
+        try:
+            self.ensure_started()
+        except Exception as exc:  # noqa: BLE001
+            self.broken = self.broken or f"{self.source.name} did not start: {exc}"
 
     def _pause(self) -> None:
         if self.started:
@@ -203,6 +232,15 @@ class ContinuousCapture:
         stats: dict[int, WindowStats] = {}
         events: dict[int, GpuColumns] = {}
         findings: dict[int, tuple[Finding, ...]] = {}
+        extras: dict[int, Any] = {}
+        children_error = ""
+        if measured and not error and self.children is not None:
+            try:
+                columns, found = self.children.attribute(
+                    columns, [Window(w.start_ns, w.end_ns, "test_call") for w in measured], [w.key for w in measured])
+                extras = {id(w): x for w, x in zip(measured, found)}
+            except Exception as exc:  # noqa: BLE001 - this process's own figures still count
+                children_error = f"child processes could not be read: {exc}"
         if measured and not error:
             try:
                 stats, events = self._attribute(columns, measured)
@@ -220,11 +258,12 @@ class ContinuousCapture:
                 key=w.key,
                 wall_ms=w.wall_ms,
                 stats=stats.get(id(w)),
-                note=w.note or note,
+                note=w.note or "; ".join(n for n in (note, children_error, getattr(extras.get(id(w)), "note", "")) if n),
                 measure_ms=(w.own_s + share) * 1000,
                 events=events.get(id(w)),
                 findings=findings.get(id(w)),
                 syncs=self._syncs_of(syncs, w) if self.keep_events and syncs is not None and id(w) in events else None,
+                processes=getattr(extras.get(id(w)), "processes", ()),
             )
             for w in windows
         ]
@@ -317,4 +356,5 @@ class ContinuousCapture:
         self.end()
         results = self.flush()
         self._pause()
+        self.closed = True
         return results

@@ -333,9 +333,15 @@ class CuptiSource:
         # ctypes callbacks must outlive every call CUPTI may make to them: kept for the process
         self._request_cb = _REQUEST(self._on_request)
         self._complete_cb = _COMPLETE(self._on_complete)
+        #: whether start() ever ran; before it no CUPTI function has been called in this process
+        self.ever_started = False
+
+    @property
+    def version(self) -> int:
+        """CUPTI's API version (asked of the library; call it only where CUPTI may be used)."""
         version = ctypes.c_uint32()
         self._check(self._lib.cuptiGetVersion(ctypes.byref(version)), "cuptiGetVersion")
-        self.version = version.value
+        return version.value
 
     # -- CUPTI's callbacks (run on CUPTI's threads; keep them short) ---------------------------
     def _on_request(self, buffer_ptr: Any, size_ptr: Any, max_records_ptr: Any) -> None:
@@ -361,6 +367,7 @@ class CuptiSource:
             raise CuptiError(f"{call} failed: {text.value.decode() if text.value else 'error ' + str(result)}")
 
     def start(self) -> None:
+        self.ever_started = True
         self._check(self._lib.cuptiActivityRegisterCallbacks(self._request_cb, self._complete_cb),
                     "cuptiActivityRegisterCallbacks")
         for kind in self.kinds:
@@ -385,7 +392,15 @@ class CuptiSource:
         return stamp.value
 
     def now(self) -> int:
-        """CUPTI's clock now, in the nanoseconds the records are converted to."""
+        """CUPTI's clock now, in the nanoseconds the records are converted to.
+
+        Before the first start() this is the wall clock (``time.time_ns``), which is CUPTI's own
+        default clock: no CUPTI function is called until the capture starts, because a process
+        that has touched CUPTI before fork() leaves its forked children a CUPTI that records
+        nothing and hangs at their exit (measured on an H100, CUPTI 13.0).
+        """
+        if not self.ever_started:
+            return time.time_ns()
         return int(self._to_ns(np.asarray([self._ticks()], dtype=np.uint64))[0])
 
     def _to_ns(self, ticks: np.ndarray) -> np.ndarray:

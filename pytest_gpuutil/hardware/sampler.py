@@ -19,6 +19,7 @@ from typing import Callable, Optional, Protocol
 import numpy as np
 
 from pytest_gpuutil.analysis.counters import ENERGY, CounterSamples, ProcessChecks
+from pytest_gpuutil.children.process_info import descends_from
 
 #: samples stamped further than this from the wall clock are on some other clock (a bug, not data)
 _CLOCK_SANITY_NS = 60_000_000_000
@@ -254,7 +255,9 @@ class CounterSampler:
             if self._unseen >= _SELF_UNSEEN_CHECKS:
                 self.process_error = ("this process is not in NVML's list of the GPU's processes (another pid "
                                       "namespace, e.g. a container): other processes on the GPU are not detected")
-        foreign = frozenset(listed - own) if self._seen_self else frozenset()
+        # a test's own child processes are not "another process" (pids NVML lists rarely are, so
+        # walking their parents in /proc costs nothing in the common case)
+        foreign = frozenset(p for p in listed - own if not descends_from(p, os.getpid())) if self._seen_self else frozenset()
         self._checks += 1
         self._process_s += time.perf_counter() - began
         with self._cond:

@@ -23,7 +23,7 @@ from pytest_gpuutil.gates.baseline import (
     RunDoc,
     load_run_doc,
 )
-from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.records import TestRecord, child_process_counts
 
 #: machine_info keys that may differ between shards of one machine (each shard's own command line)
 PER_SHARD_KEYS = ("argv",)
@@ -137,6 +137,7 @@ def merged_totals(shards: Sequence[Shard], records: Sequence[TestRecord]) -> dic
         "gpu_busy_ms": gpu_ms,
         "profiled_wall_ms": sum(r.wall_ms or 0.0 for r in measured),
         "busy_pct": 100.0 * gpu_ms / capacity_ms if capacity_ms > 0 else 0.0,
+        **child_process_counts(measured),
     }
 
 

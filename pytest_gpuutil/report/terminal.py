@@ -148,8 +148,35 @@ def _totals_clauses(t: dict[str, Any], info: dict[str, Any]) -> list[str]:
 
 
 def _no_gpu_work(t: dict[str, Any]) -> str:
-    """How many profiled tests launched no GPU work themselves."""
-    return f"{t['profiled'] - t['with_gpu_work']} launched no GPU work"
+    """How many profiled tests launched no GPU work themselves, and where the work was when tests
+    started processes (see where_the_work_was)."""
+    return where_the_work_was(t)
+
+
+def where_the_work_was(t: dict[str, Any]) -> str:
+    """"M launched no GPU work", and, when tests started processes, where their GPU work was: a
+    test whose children used the GPU is never called GPU-free."""
+    unmeasured = t.get("child_work_not_measured", 0)
+    parts = []
+    if t.get("with_gpu_work_only_in_children"):
+        parts.append(f"{t['with_gpu_work_only_in_children']} with GPU work only in child processes")
+    if unmeasured:
+        parts.append(f"{unmeasured} started processes whose GPU work was not measured")
+    parts.append(f"{t['profiled'] - t['with_gpu_work'] - unmeasured} launched no GPU work")
+    return ", ".join(parts)
+
+
+def children_lines(state: RunState) -> list[str]:
+    """What measuring the tests' child processes cost, and what went wrong with it."""
+    children = state.totals().get("children") or {}
+    lines = []
+    if children.get("measured"):
+        lines.append(
+            f"child processes: {children['measured']} measured, CUPTI start-up "
+            f"{children['startup_ms_median']:.1f} ms each (median; longest {children['startup_ms_max']:.1f} ms), "
+            "paid by each child once, not charged to GPU time")
+    lines.extend(f"child processes: {n}" for n in children.get("notes", ()))
+    return lines
 
 
 def measurement_lines(state: RunState) -> list[str]:
@@ -184,6 +211,7 @@ def counter_lines(state: RunState) -> list[str]:
 def measurement_warnings(state: RunState) -> list[str]:
     """Why tests were measured the slow way, or not at all (one line per distinct reason)."""
     reasons = [p.get("broken") or p.get("fallback") for p in state.processes.values()]
+    reasons += [(p.get("children") or {}).get("problem") for p in state.processes.values()]
     return list(dict.fromkeys(r for r in reasons if r))
 
 
@@ -207,7 +235,7 @@ def write_summary(state: RunState, tr: Any) -> None:
         if state.measured():
             tr.write_line(top_tests_table(state, terminal))
         say(totals_line(state))
-        for line in measurement_lines(state):
+        for line in measurement_lines(state) + children_lines(state):
             say(line)
         for line in counter_lines(state):
             say(line)

@@ -150,7 +150,8 @@ class Measuring:
         m = self.measurement
         return {"worker": self._worker_id or "main", "mode": m.mode, "source": m.source_name,
                 "startup_s": m.startup_s, "fallback": m.fallback_reason,
-                "broken": m.capture.broken if m.capture is not None else "", **m.counters_info()}
+                "broken": m.capture.broken if m.capture is not None else "", **m.counters_info(),
+                "children": m.children_info()}
 
     def _write_trace(self, record: TestRecord, profile: Optional[TestProfile]) -> None:
         mode = self._traces

@@ -80,7 +80,24 @@ def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], resu
         },
         note=_join(profile.note, oom_note),
         findings=findings,
+        processes=process_entries(profile.processes, memory, physical_id),
     )
+
+
+def process_entries(shares: tuple[Any, ...], memory: Optional[TestMemory],
+                    physical_id: Callable[[str], str]) -> tuple[dict[str, Any], ...]:
+    """The record's ``processes``: each process's part, on physical GPU ids; this process's peak
+    is the test's own (the allocator's, from the memory meter)."""
+    entries = []
+    for share in shares:
+        entry = share.to_dict()
+        entry["devices"] = [physical_id(str(d)) for d in entry["devices"]]
+        if share.parent and memory is not None and memory.devices:
+            entry["peak_mb"] = max(d.peak_alloc for d in memory.devices) / MIB
+            entry["memory_source"] = "allocator"
+        entries.append(entry)
+    entries.sort(key=lambda e: (not e["parent"], e["pid"]))
+    return tuple(entries)
 
 
 def memory_fields(memory: Optional[TestMemory], physical_id: Callable[[str], str]) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 from pytest_gpuutil.gates.baseline import RunDoc, free_autosave_name, save_baseline
 from pytest_gpuutil.gates.regression import Comparison, FailExpr
 from pytest_gpuutil.options import Settings
-from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.records import TestRecord, child_process_counts
 from pytest_gpuutil.report.files import run_document, write_run_files
 from pytest_gpuutil.report.terminal import display_path
 
@@ -98,6 +98,7 @@ def totals(records: Sequence[TestRecord], processes: Mapping[str, Mapping[str, A
         "profiled_wall_ms": sum(r.wall_ms or 0.0 for r in profiled),
         "busy_pct": 100.0 * gpu_ms / capacity_ms if capacity_ms > 0 else 0.0,
         **counter_totals(processes),
+        **child_totals(profiled, processes),
     }
 
 
@@ -116,6 +117,24 @@ def counter_totals(processes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
         "counters_thread_cpu_s": sum(c.get("thread_cpu_s") or 0.0 for c in costs),
         "counters_flush_s": sum(c.get("flush_s") or 0.0 for c in costs),
         "counters_samples": sum(c.get("samples") or 0 for c in costs),
+    }
+
+
+def child_totals(profiled: Sequence[TestRecord], processes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """Where the GPU work was when tests started processes, and what measuring those cost."""
+    summaries = [p["children"] for p in processes.values() if isinstance(p.get("children"), Mapping)]
+    startups = sorted(ms for c in summaries for ms in c.get("startup_ms", ()))
+    return {
+        **child_process_counts(profiled),
+        "children": {
+            "processes": sum(c.get("processes", 0) for c in summaries),
+            "measured": len(startups),
+            "startup_ms_median": startups[len(startups) // 2] if startups else None,
+            "startup_ms_max": startups[-1] if startups else None,
+            "notes": [n for c in summaries for n in c.get("notes", ())],
+            "problems": sorted({c["problem"] for c in summaries if c.get("problem")}),
+            "injection": sorted({c["injection"] for c in summaries if c.get("injection")}),
+        },
     }
 
 

@@ -62,7 +62,8 @@ class GpuUtilSession:
                                   cpu_activity=settings.cpu_activity, policy=settings.flush,
                                   use_cupti=settings.source == "cupti", memory_history=settings.memory_history,
                                   findings=settings.findings, findings_ignore=settings.findings_ignore,
-                                  counters=settings.counters, counters_interval_ms=settings.counters_interval_ms)
+                                  counters=settings.counters, counters_interval_ms=settings.counters_interval_ms,
+                                  children=settings.children)
         #: this process's tests (a plain run or a worker): measured, then sent on as payloads
         self.measuring = Measuring(measurement, self.make_record, worker_id=worker_id, traces=settings.traces,
                                    output_dir=self.output_dir, trace_errors=self.trace_errors)
@@ -116,9 +117,14 @@ class GpuUtilSession:
         return self._torch
 
     def cuda(self) -> bool:
-        """Whether CUDA is usable here (imports torch the first time)."""
+        """Whether CUDA is usable here (imports torch the first time).
+
+        Asked without initialising CUDA in this process (``torch.cuda.device_count`` asks NVML;
+        ``is_available`` would call ``cuInit``), so that a test's forked child can still use CUDA.
+        """
         if self._cuda is None:
-            self._cuda = bool(self.torch().cuda.is_available())
+            cuda = self.torch().cuda
+            self._cuda = bool(cuda.is_initialized() or cuda.device_count() > 0)
         return self._cuda
 
     def physical_id(self, device: str) -> str:

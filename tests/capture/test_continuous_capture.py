@@ -280,3 +280,25 @@ def test_a_failing_rule_keeps_the_figures_and_says_why(monkeypatch: pytest.Monke
     (result,) = cap.flush()
     assert result.stats is not None and result.findings is None
     assert result.note == "findings could not be looked for: boom"
+
+
+def test_a_source_that_waits_for_cuda_starts_when_cuda_comes_up() -> None:
+    """CUPTI waits for CUDA (a process that touched CUPTI before fork breaks its forked children):
+    windows before are measured as idle, and torch's initialisation starts the source."""
+    source, up = ScriptedSource(), []
+    cap = ContinuousCapture(source, KernelClassifier(), synchronize=lambda: None, ready=lambda: bool(up))
+    assert cap.ensure_started() and source.calls == []  # not started, not broken
+    cap.begin("before")
+    source.kernel("lost_if_any", 100)
+    cap.end()
+    cap.cuda_ready()  # torch's lazy CUDA initialisation calls this
+    assert source.calls == ["start"] and source.collecting
+    cap.begin("after")
+    source.kernel("nvjet_counted", 100)
+    cap.end()
+    before, after = cap.flush()
+    assert before.stats is not None and before.stats.kernel_count == 0  # measured, idle
+    assert after.stats.kernel_count == 1 and after.stats.top_kernel == "nvjet_counted"
+    cap.close()
+    cap.cuda_ready()  # after the session: nothing starts again
+    assert source.calls.count("start") == 1

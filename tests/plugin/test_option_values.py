@@ -73,6 +73,7 @@ SAMPLE_VALUES = {
     "--gpu-util-findings-ignore": "gpu-idle,host-sync",
     "--gpu-util-counters": "off",
     "--gpu-util-counters-interval": "2",
+    "--gpu-util-children": "off",
 }
 
 VALUE_OPTIONS = [spec.flag for spec in OPTIONS if spec.kind != "flag"]

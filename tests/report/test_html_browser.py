@@ -190,3 +190,41 @@ def test_screenshot(page: str, tmp_path: Path) -> None:
     png = screenshot(CHROMIUM, html, tmp_path / "report.png", width=1400, height=1600)
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a real picture, not an empty page
+
+
+#: Opens the row of the one test and hands back its detail view's text and process rows.
+OPEN_DETAIL = r"""
+window.addEventListener("load", function () {
+  var out = {};
+  try {
+    var row = document.querySelector("#tests tbody tr");
+    row.click();
+    var detail = row.nextSibling;
+    out.text = detail.textContent;
+    var tables = Array.prototype.slice.call(detail.querySelectorAll("h4")).filter(function (h) {
+      return h.textContent === "Processes"; });
+    var grid = tables.length ? tables[0].nextSibling : null;
+    out.rows = grid ? Array.prototype.slice.call(grid.tBodies[0].rows).map(function (r) {
+      return Array.prototype.slice.call(r.cells).map(function (c) { return c.textContent; }); }) : null;
+  } catch (e) {
+    guHarness.errors.push("harness: " + e);
+  }
+  guHarness.done(out);
+});
+"""
+
+
+def test_the_detail_view_lists_the_tests_processes(tmp_path: Path) -> None:
+    document = synthetic_document(1, seed=5)
+    document["tests"][0]["processes"] = [
+        {"pid": 100, "program": "pytest", "rank": "", "devices": ["0"], "gpu_ms": 1.5, "peak_mb": 32.0,
+         "memory_source": "allocator", "note": "", "parent": True},
+        {"pid": 4242, "program": "python train.py", "rank": "1", "devices": ["0", "1"], "gpu_ms": 529.25,
+         "peak_mb": 1024.0, "memory_source": "nvml", "note": "ended without handing over its records", "parent": False},
+    ]
+    seen = run_page(CHROMIUM, render_report(document, None), OPEN_DETAIL, tmp_path)
+    assert seen["errors"] == [] and "Processes" in seen["text"]
+    assert seen["rows"] == [
+        ["100", "pytest (this pytest process)", "–", "0", "–", "allocator", "1.500", "32.0"],
+        ["4242", "python train.py", "1", "0, 1", "ended without handing over its records", "nvml", "529.250", "1024.0"],
+    ]

@@ -138,6 +138,7 @@ def detail_data(record: Mapping[str, Any], categories: Sequence[str], link: Opti
         "k": [[shorten(as_text(k.get("name")), DETAIL_KERNEL_CHARS), as_text(k.get("category")), k.get("count"),
                k.get("total_us"), k.get("pct_of_window")] for k in mappings_in(record.get("top_kernels"))],
         "g": [[as_text(g.get("device")), g.get("start_us"), g.get("dur_us")] for g in mappings_in(record.get("idle_gaps"))],
+        "p": processes_of(record),
         "m": memory_of(record),
         "md": dict(as_map(record.get("memory_by_device"))) if len(as_map(record.get("memory_by_device"))) > 1 else None,
         "kb": dict(as_map(record.get("kernel_bench"))),
@@ -150,6 +151,15 @@ def detail_data(record: Mapping[str, Any], categories: Sequence[str], link: Opti
         "hw": counters_of(record),
     }
     return rounded({k: v for k, v in detail.items() if v}, 5)
+
+
+def processes_of(record: Mapping[str, Any]) -> list[list[Any]]:
+    """The test's processes when children took part: pid, program, rank, GPUs, GPU ms, peak MiB,
+    where the memory figure comes from, note (the pytest process first, its program "pytest")."""
+    return [[p.get("pid"), as_text(p.get("program")) + (" (this pytest process)" if p.get("parent") else ""),
+             as_text(p.get("rank")), ", ".join(as_text(d) for d in p.get("devices") or ()), p.get("gpu_ms"),
+             p.get("peak_mb"), as_text(p.get("memory_source")), as_text(p.get("note"))]
+            for p in mappings_in(record.get("processes"))]
 
 
 #: Rows in the table as the page opens; the rest are parsed inertly and added after the first paint

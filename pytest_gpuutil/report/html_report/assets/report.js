@@ -179,6 +179,10 @@
       kids.push(el("h4", {}, ["Longest idle gaps"]), grid(["GPU", "from µs (after the call's start)", "idle µs"],
         d.g.map(function (g) { return [g[0], fmt(g[1], 1), fmt(g[2], 1)]; }), 1));
     }
+    if (d.p) {
+      kids.push(el("h4", {}, ["Processes"]), grid(["pid", "program", "rank", "GPU", "note", "memory from", "GPU ms", "peak MiB"],
+        d.p.map(function (p) { return [fmt(p[0]), p[1], p[2], p[3], p[7], p[6], fmt(p[4], 3), fmt(p[5], 1)]; }), 6));
+    }
     kids.push(el("h4", {}, ["Memory"]));
     kids.push(d.m ? kv(MEM.filter(function (m) { return d.m[m[0]] !== undefined; }).map(function (m) { return [m[1], fmt(d.m[m[0]], m[2])]; }))
       : el("p", {}, ["not measured"]));

@@ -1,0 +1,289 @@
+"""The child's bootstrap: started by the ``.pth`` file in every Python start-up (coverage.py's way).
+
+``pytest_gpuutil_children.pth`` (installed into site-packages with the package) calls
+:func:`startup` only when ``PYTEST_GPUUTIL_SPOOL`` is set, so a Python process outside a measured
+test pays one environment lookup. When it is set:
+
+- an import hook waits for ``torch``; once torch is imported, this process is measured from
+  Python (``PYTEST_GPUUTIL_SELF`` = its pid, so the injection library leaves it alone) and the
+  capture starts when torch initialises CUDA (``torch.cuda._lazy_call``): a child that imports
+  torch but never uses the GPU (a DataLoader worker, a CPU helper) starts no CUPTI;
+- a fork handler does the same in a forked child (``multiprocessing`` fork starts no new
+  interpreter, so no ``.pth`` runs there); the pytest process registers it too;
+- ``os._exit`` (how multiprocessing's forked children end) and ``atexit`` hand over the rest;
+- a pytest ``--gpu-util`` run in this process takes the capture over (:func:`take_over`), so
+  the process has one CUPTI client and its work is not counted twice.
+
+The process's measuring state is one object per interpreter (``_PROCESS``): the ``.pth`` runs
+once per interpreter and a fork handler cannot be unregistered, so this state cannot belong to a
+pytest session. Nothing heavy is imported until a capture starts.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, Callable, Optional
+
+from pytest_gpuutil.children.spool import INJECTED_ENV, SELF_ENV, SPOOL_ENV, period_from
+
+
+class _Process:
+    """This interpreter's child measurement (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.capture: Any = None  # ChildCapture once started
+        self.armed = False  # a start waits for CUDA's initialisation
+        self.import_hook = False
+        self.fork_hook = False
+        self.exit_wrapped = False
+        self.forked = False
+        #: a pytest --gpu-util run in this process measures it (the bootstrap stays out)
+        self.nested = False
+        self.problem = ""
+
+
+_PROCESS = _Process()
+
+
+def startup() -> None:
+    """What the ``.pth`` file calls: arm the measurement of this process. Never raises."""
+    try:
+        if not os.environ.get(SPOOL_ENV):
+            return
+        ensure_fork_hook()
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            _torch_imported(torch)
+        else:
+            _install_import_hook()
+    except Exception as exc:  # noqa: BLE001 - a child must never fail because of its measurement
+        _PROCESS.problem = f"bootstrap failed: {exc}"
+
+
+def current() -> Any:
+    """The running ChildCapture of this process, or None."""
+    return _PROCESS.capture
+
+
+def take_over() -> Any:
+    """A pytest --gpu-util run in this process measures it from now on.
+
+    What the bootstrap collected is handed to the parent with an END chunk that says so; its
+    running event source is returned for the run to reuse (None if none was started), so the
+    process keeps one CUPTI client.
+    """
+    state = _PROCESS
+    state.nested = True
+    capture, state.capture = state.capture, None
+    if capture is None:
+        return None
+    try:
+        return capture.hand_over_to_nested()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def ensure_fork_hook() -> None:
+    """Measure forked children too (registered once per process)."""
+    if _PROCESS.fork_hook or not hasattr(os, "register_at_fork"):
+        return
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+    _PROCESS.fork_hook = True
+
+
+def _after_fork_in_child() -> None:
+    try:
+        if not os.environ.get(SPOOL_ENV):
+            return
+        state = _PROCESS
+        inherited, state.capture = state.capture, None
+        if inherited is not None:
+            inherited.abandon()  # the parent's file and thread: not this process's
+        state.armed = False
+        state.nested = False  # a fork of a measuring pytest process is one of its children
+        state.forked = True
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            _torch_imported(torch)
+        else:
+            _install_import_hook()
+    except Exception as exc:  # noqa: BLE001
+        _PROCESS.problem = f"fork handler failed: {exc}"
+
+
+# -- the import hook --------------------------------------------------------------------------------
+class _TorchFinder:
+    """A meta path finder that notices ``import torch`` and calls back once it has run."""
+
+    def __init__(self, after: Callable[[Any], None]):
+        self.after = after
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != "torch":
+            return None
+        import importlib.util
+
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = _ThenCall(spec.loader, self.after)
+        return spec
+
+    def invalidate_caches(self) -> None:
+        pass
+
+
+class _ThenCall:
+    """A loader that runs the real one, puts it back on the module, then calls back."""
+
+    def __init__(self, loader: Any, after: Callable[[Any], None]):
+        self._loader = loader
+        self._after = after
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        spec = getattr(module, "__spec__", None)
+        if spec is not None:
+            spec.loader = self._loader
+        module.__loader__ = self._loader
+        self._loader.exec_module(module)
+        self._after(module)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+
+def _install_import_hook() -> None:
+    if _PROCESS.import_hook:
+        return
+    sys.meta_path.insert(0, _TorchFinder(_torch_imported_safely))
+    _PROCESS.import_hook = True
+
+
+def _torch_imported_safely(torch: Any) -> None:
+    try:
+        _torch_imported(torch)
+    except Exception as exc:  # noqa: BLE001
+        _PROCESS.problem = f"could not arm the capture: {exc}"
+
+
+# -- starting -----------------------------------------------------------------------------------------
+def _injected_here() -> bool:
+    """Whether the injection library already measures this process (CUDA started before torch)."""
+    import ctypes
+
+    getenv = ctypes.CDLL(None).getenv
+    getenv.restype = ctypes.c_char_p
+    getenv.argtypes = [ctypes.c_char_p]
+    value = getenv(INJECTED_ENV.encode())
+    return bool(value) and value.decode(errors="replace") == str(os.getpid())
+
+
+def _torch_imported(torch: Any) -> None:
+    """torch is here: this process is measured from Python; start at CUDA's initialisation."""
+    state = _PROCESS
+    if state.nested or state.capture is not None or state.armed or not os.environ.get(SPOOL_ENV):
+        return
+    if _injected_here():
+        return
+    os.environ[SELF_ENV] = str(os.getpid())
+    cuda = getattr(torch, "cuda", None)
+    lazy = getattr(cuda, "_lazy_call", None)
+    state.armed = True
+    if cuda is not None and (lazy is None or cuda.is_initialized()):
+        _start(torch)
+    elif lazy is not None:
+        lazy(lambda: _start_quietly(torch))
+
+
+def _start_quietly(torch: Any) -> None:
+    try:  # runs inside torch's CUDA initialisation: it must never raise there
+        _start(torch)
+    except Exception as exc:  # noqa: BLE001
+        _PROCESS.problem = f"capture did not start: {exc}"
+
+
+def _start(torch: Any) -> None:
+    state = _PROCESS
+    state.armed = False
+    if state.nested or state.capture is not None:
+        return
+    directory = os.environ.get(SPOOL_ENV)
+    if not directory:
+        return
+    from pytest_gpuutil.children.child_capture import ChildCapture, ChildIdentity, note_only, torch_memory
+    from pytest_gpuutil.children.spool_format import FORKED
+
+    identity = ChildIdentity.of_this_process(forked=state.forked, flags=FORKED if state.forked else 0)
+    began = time.perf_counter_ns()
+    try:
+        from pytest_gpuutil.capture.cupti import CuptiSource
+
+        source = CuptiSource(demangle=getattr(torch._C, "_demangle", None))
+        source.start()
+    except Exception as exc:  # noqa: BLE001 - said in the record instead
+        note_only(directory, identity, f"CUPTI did not start ({exc})")
+        return
+    startup_ns = time.perf_counter_ns() - began
+    enabled = getattr(torch.autograd, "_profiler_enabled", None)
+    capture = ChildCapture(directory, source, identity, period_from(os.environ), memory=lambda: torch_memory(torch),
+                           library=source.library_path,
+                           profiler_active=(lambda: bool(enabled())) if enabled is not None else (lambda: False))
+    try:
+        capture.open(startup_ns)
+    except OSError:  # no spool (the parent has ended): nothing to hand over to
+        source.stop()
+        return
+    state.capture = capture
+    capture.run_in_background()
+    _hand_over_at_exit()
+    try:
+        from pytest_gpuutil.capture.profiler import guard_profiler_starts
+
+        guard_profiler_starts(torch, _before_profiler)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _before_profiler() -> None:
+    capture = _PROCESS.capture
+    if capture is not None:
+        capture.before_profiler()
+
+
+def _finish() -> None:
+    capture = _PROCESS.capture
+    if capture is not None:
+        capture.finish()
+
+
+def _hand_over_at_exit() -> None:
+    """atexit for a normal end; ``os._exit`` (multiprocessing's forked children) wrapped once."""
+    state = _PROCESS
+    if state.exit_wrapped:
+        return
+    import atexit
+
+    atexit.register(_finish)
+    original: Callable[[int], Any] = os._exit
+
+    def _exit(code: int) -> Any:
+        try:
+            _finish()
+        except Exception:  # noqa: BLE001
+            pass
+        return original(code)
+
+    os._exit = _exit
+    state.exit_wrapped = True
+
+
+def problem() -> Optional[str]:
+    """Why this process's bootstrap could not do its job (for diagnostics), or None."""
+    return _PROCESS.problem or None

@@ -1,0 +1,244 @@
+"""A measured child's side: its event source's records go to its spool file, periodically and at exit.
+
+The source is the same :class:`~pytest_gpuutil.capture.cupti.CuptiSource` the parent uses (or
+any object with its methods). A daemon thread hands over what was collected every period, and at
+once when the parent pokes the spool; the exit handlers hand over the rest, the allocator's peaks
+and an END chunk. A child killed with SIGKILL therefore loses at most its last period.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from pytest_gpuutil.children.process_info import command_line, describe, find_rank, proc_start, short_command
+from pytest_gpuutil.children.spool import append, child_file, open_for_append, poke_time
+from pytest_gpuutil.children.spool_format import (
+    EXITED,
+    NESTED,
+    PYTHON,
+    REALTIME,
+    End,
+    Header,
+    Memory,
+    Note,
+    encode_end,
+    encode_events,
+    encode_header,
+    encode_memory,
+    encode_note,
+)
+
+#: how often the hand-over thread looks at the poke file (seconds)
+POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class ChildIdentity:
+    """Who a child is, as its header says."""
+
+    program: str
+    command: str
+    rank: str
+    local_rank: str
+    visible_devices: Optional[str]
+    flags: int = 0
+
+    @classmethod
+    def of_this_process(cls, forked: bool = False, flags: int = 0) -> "ChildIdentity":
+        argv = command_line()
+        rank, local_rank = find_rank(dict(os.environ))
+        return cls(describe(argv, forked), short_command(argv), rank, local_rank,
+                   os.environ.get("CUDA_VISIBLE_DEVICES"), flags)
+
+
+class ChildCapture:
+    """One process's records, handed to the parent through the spool (see the module docstring)."""
+
+    def __init__(self, directory: str, source: Any, identity: ChildIdentity, period_s: float,
+                 memory: Optional[Callable[[], Memory]] = None, capture: int = PYTHON, clock: int = REALTIME,
+                 library: str = "", profiler_active: Callable[[], bool] = lambda: False):
+        self.directory = directory
+        self.source = source
+        self.identity = identity
+        self.period_s = period_s
+        self.memory = memory
+        self.capture = capture
+        self.clock = clock
+        self.library = library
+        self.profiler_active = profiler_active
+        self.path = ""
+        self.finished = False
+        self.paused = False
+        self._fd = -1
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._poked = 0
+        self._pid = os.getpid()
+
+    # -- life ---------------------------------------------------------------------------------------
+    def open(self, startup_ns: int, created_ns: Optional[int] = None) -> None:
+        """Create the spool file and write the header (the source already runs)."""
+        created = self.source.now() if created_ns is None else created_ns
+        self.path = child_file(self.directory, self._pid, created)
+        self._fd = open_for_append(self.path)
+        ident = self.identity
+        header = Header(self._pid, os.getppid(), proc_start(self._pid), created, startup_ns, self.clock,
+                        self.capture, ident.flags, ident.program, ident.command, ident.rank, ident.local_rank,
+                        ident.visible_devices, self.library)
+        self._write(encode_header(header))
+
+    def run_in_background(self) -> None:
+        self._poked = poke_time(self.directory)
+        self._thread = threading.Thread(target=self._loop, name="pytest-gpuutil child hand-over", daemon=True)
+        self._thread.start()
+
+    def note(self, text: str) -> None:
+        with self._lock:
+            self._write(encode_note(Note(self._now(), text)))
+
+    def _loop(self) -> None:
+        last = time.monotonic()
+        while not self._stop.wait(POLL_S):
+            if self._pid != os.getpid():
+                return
+            poked = poke_time(self.directory)
+            asked = poked != self._poked
+            if asked or time.monotonic() - last >= self.period_s:
+                self._poked = poked
+                self.hand_over(force=asked)
+                last = time.monotonic()
+            if self.paused and not self.profiler_active():
+                self._resume()
+
+    def hand_over(self, force: bool = False) -> None:
+        """Write what was collected since the last hand-over (an empty chunk when forced)."""
+        with self._lock:
+            if self.finished or self._fd < 0:
+                return
+            covered = self._now()
+            try:
+                columns, dropped = self.source.drain()
+            except Exception as exc:  # noqa: BLE001 - a child must never fail because of its measurement
+                self._write(encode_note(Note(covered, f"its records could not be read: {exc}")))
+                return
+            if len(columns) or dropped or force:
+                self._write(encode_events(columns, covered, dropped))
+
+    def finish(self, reason: int = EXITED, note: str = "", stop_source: bool = True) -> None:
+        """The last hand-over: the rest of the records, the allocator's peaks, the END chunk."""
+        with self._lock:
+            if self.finished or self._pid != os.getpid():
+                return
+            self.hand_over(force=True)
+            if self.memory is not None:
+                try:
+                    memory = self.memory()
+                except Exception:  # noqa: BLE001
+                    memory = None
+                if memory is not None and memory.devices:
+                    self._write(encode_memory(memory))
+            self._write(encode_end(End(self._now(), reason, note)))
+            self.finished = True
+            self._stop.set()
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+        if stop_source:
+            try:
+                self.source.stop()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def hand_over_to_nested(self) -> Any:
+        """A pytest --gpu-util run in this process measures it from now on: finish, keep the source running."""
+        self.finish(NESTED, stop_source=False)
+        return self.source
+
+    def abandon(self) -> None:
+        """In a forked child: this capture is the parent's; forget it without writing."""
+        self.finished = True
+        self._stop.set()
+        if self._fd >= 0:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = -1
+
+    # -- another profiler in the child --------------------------------------------------------------
+    def before_profiler(self) -> None:
+        """The child starts its own torch.profiler: hand over, step aside until it ends."""
+        with self._lock:
+            if self.finished or self.paused:
+                return
+            self.hand_over(force=True)
+            try:
+                self.source.stop()
+            except Exception:  # noqa: BLE001
+                pass
+            self.paused = True
+            self._write(encode_note(Note(self._now(), "its own torch.profiler session took over CUPTI: "
+                                                      "its GPU work is not measured until that session ends")))
+
+    def _resume(self) -> None:
+        with self._lock:
+            if self.finished or not self.paused:
+                return
+            try:
+                self.source.start()
+            except Exception as exc:  # noqa: BLE001
+                self._write(encode_note(Note(self._now(), f"could not measure again after its torch.profiler session: {exc}")))
+                self.finished = True
+                return
+            self.paused = False
+            self._write(encode_note(Note(self._now(), "measured again after its torch.profiler session")))
+
+    # -- internals ----------------------------------------------------------------------------------
+    def _now(self) -> int:
+        try:
+            return int(self.source.now())
+        except Exception:  # noqa: BLE001
+            return time.time_ns()
+
+    def _write(self, data: bytes) -> None:
+        if self._fd < 0:
+            return
+        try:
+            append(self._fd, data)
+        except OSError:  # the spool is gone (the parent ended): stop quietly
+            self.abandon()
+
+
+def torch_memory(torch: Any) -> Memory:
+    """The allocator's peaks on every device this process used."""
+    cuda = torch.cuda
+    if not cuda.is_initialized():
+        return Memory(())
+    found = []
+    for device in range(cuda.device_count()):
+        peak, reserved = int(cuda.max_memory_allocated(device)), int(cuda.max_memory_reserved(device))
+        if peak or reserved:
+            found.append((device, peak, reserved))
+    return Memory(tuple(found))
+
+
+def note_only(directory: str, identity: ChildIdentity, text: str, capture: int = PYTHON) -> None:
+    """A child that cannot be measured says so: a header, a note and nothing else."""
+    now = time.time_ns()
+    pid = os.getpid()
+    path = child_file(directory, pid, now)
+    header = Header(pid, os.getppid(), proc_start(pid), now, 0, REALTIME, capture, identity.flags, identity.program,
+                    identity.command, identity.rank, identity.local_rank, identity.visible_devices)
+    try:
+        fd = open_for_append(path)
+        try:
+            append(fd, encode_header(header) + encode_note(Note(now, f"not measured: {text}"))
+                   + encode_end(End(now, EXITED)))
+        finally:
+            os.close(fd)
+    except OSError:
+        pass

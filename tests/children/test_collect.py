@@ -1,0 +1,241 @@
+"""The parent's side: children's chunks merged with this process's events and split by windows."""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from pytest_gpuutil.analysis.classify import KernelClassifier
+from pytest_gpuutil.analysis.windows import window_stats
+from pytest_gpuutil.children.collect import ProcessTree
+from pytest_gpuutil.children.columns import concat_columns, take_columns
+from pytest_gpuutil.children.process_info import proc_start
+from pytest_gpuutil.children.spool import child_file
+from pytest_gpuutil.children.spool_format import (
+    INJECTION,
+    MONOTONIC,
+    NESTED,
+    End,
+    Header,
+    Memory,
+    Note,
+    encode_end,
+    encode_events,
+    encode_header,
+    encode_memory,
+    encode_note,
+)
+from pytest_gpuutil.traces.model import GpuColumns, GpuEvent, Window
+
+BASE = time.time_ns() - 10_000_000_000  # the children's times: wall-clock ns, like CUPTI's
+MS = 1_000_000
+
+
+def write(spool, pid: int, *chunks: bytes, running: bool = False, created: int = BASE, **header) -> str:
+    """A child file; ``running`` makes the header name this (live) process, else a dead one."""
+    start = proc_start(os.getpid()) if running else 1
+    fields = dict(pid=os.getpid() if running else pid, ppid=os.getpid(), proc_start=start, created_ns=created,
+                  startup_ns=40 * MS, program=f"child{pid}", command=f"child{pid} --x")
+    fields.update(header)
+    path = child_file(str(spool.directory), pid, created)
+    with open(path, "ab") as handle:
+        handle.write(encode_header(Header(**fields)) + b"".join(chunks))
+    return path
+
+
+def events(*rows: tuple, covered: int = 0) -> bytes:
+    """EVENTS from (name, start ms after BASE, duration ms, device)."""
+    columns = GpuColumns.from_events([GpuEvent(n, "kernel", d, "7", BASE + int(s * MS), int(dur * MS))
+                                      for n, s, dur, d in rows])
+    return encode_events(columns, covered or BASE + int(max((s + d for _, s, d, _ in rows), default=0) * MS) + 1)
+
+
+def ended(at_ms: float = 100) -> bytes:
+    return encode_end(End(BASE + int(at_ms * MS)))
+
+
+def tree(spool, now=time.time_ns, **kwargs) -> ProcessTree:
+    kwargs.setdefault("wait_s", 0.05)
+    return ProcessTree(spool, KernelClassifier(), parent_now=now, **kwargs)
+
+
+def win(start_ms: float, end_ms: float) -> Window:
+    return Window(BASE + int(start_ms * MS), BASE + int(end_ms * MS), "test_call")
+
+
+def own(*rows: tuple) -> GpuColumns:
+    return GpuColumns.from_events([GpuEvent(n, "kernel", d, "7", BASE + int(s * MS), int(dur * MS)) for n, s, dur, d in rows])
+
+
+def test_children_work_joins_the_window_it_ran_in(spool) -> None:
+    write(spool, 101, events(("nvjet_child", 12, 5, "0"), ("setup_work", 1, 2, "0")), ended(30))
+    t = tree(spool)
+    spans = [win(10, 20), win(20, 40)]
+    merged, extras = t.attribute(own(("nvjet_parent", 11, 2, "0"), ("nvjet_parent", 25, 3, "0")), spans, ["a", "b"])
+    stats = window_stats(merged, spans, KernelClassifier())
+    assert stats[0].busy_us == pytest.approx(6000)  # parent 11-13 and child 12-17: the union 11-17
+    a = {p.pid: p for p in extras[0].processes}
+    assert a[os.getpid()].parent and a[os.getpid()].gpu_ms == pytest.approx(2.0)
+    assert a[101].program == "child101" and a[101].gpu_ms == pytest.approx(5.0) and a[101].devices == ("0",)
+    assert a[101].measured_by == "python" and a[101].startup_ms == pytest.approx(40.0)
+    assert extras[1].processes == ()  # no child in the second window: no breakdown
+    assert stats[0].kernel_count == 2 and stats[1].kernel_count == 1  # setup_work (1-3 ms) is in no window
+
+
+def test_busy_is_the_union_over_processes_per_device(spool) -> None:
+    write(spool, 101, events(("k", 10, 10, "0")), ended())
+    write(spool, 102, events(("k", 15, 10, "0"), ("k", 10, 5, "1")), ended())
+    merged, extras = tree(spool).attribute(GpuColumns(), [win(0, 50)], ["t"])
+    (stats,) = window_stats(merged, [win(0, 50)], KernelClassifier())
+    assert dict(stats.devices) == {"0": pytest.approx(15_000), "1": pytest.approx(5_000)}
+    shares = {p.pid: p.gpu_ms for p in extras[0].processes}
+    assert shares == {101: pytest.approx(10.0), 102: pytest.approx(15.0)}
+    assert os.getpid() not in shares  # the parent did no GPU work in the window
+
+
+def test_interleaved_parent_and_child_work_lands_in_order_on_one_clock(spool) -> None:
+    """Parent, then child, then parent again: the merged time line keeps that order (one clock)."""
+    write(spool, 101, events(("child", 20, 10, "0")), ended())
+    merged, _ = tree(spool).attribute(own(("parent_a", 5, 10, "0"), ("parent_c", 35, 10, "0")), [win(0, 50)], ["t"])
+    order = np.argsort(merged.starts_ns, kind="stable")
+    assert [list(merged.names)[i] for i in order] == ["parent_a", "child", "parent_c"]
+
+
+def test_a_parent_on_another_clock_gets_the_children_converted(spool) -> None:
+    """A monotonic parent clock (the synthetic source of the plugin's tests) and wall-clock children."""
+    offset = time.time_ns() - time.monotonic_ns()
+    write(spool, 101, events(("child", 20, 10, "0")), ended())
+    spans = [Window(w.start_ns - offset, w.end_ns - offset, "test_call") for w in [win(0, 50)]]
+    merged, extras = tree(spool, now=time.monotonic_ns).attribute(GpuColumns(), spans, ["t"])
+    (stats,) = window_stats(merged, spans, KernelClassifier())
+    assert stats.busy_us == pytest.approx(10_000, abs=5)
+    assert int(merged.starts_ns[0]) - spans[0].start_ns == pytest.approx(20 * MS, abs=50_000)
+
+
+def test_a_child_on_the_monotonic_clock_is_converted(spool) -> None:
+    offset = time.time_ns() - time.monotonic_ns()
+    columns = GpuColumns.from_events([GpuEvent("child", "kernel", "0", "7", BASE - offset + 20 * MS, 10 * MS)])
+    write(spool, 101, encode_events(columns, BASE - offset + 31 * MS), ended(), clock=MONOTONIC)
+    merged, _ = tree(spool).attribute(GpuColumns(), [win(0, 50)], ["t"])
+    assert int(merged.starts_ns[0]) - BASE == pytest.approx(20 * MS, abs=50_000)
+
+
+def test_a_killed_child_is_noted_in_its_window_and_keeps_what_it_handed_over(spool) -> None:
+    write(spool, 101, events(("k", 12, 3, "0")))  # no END, and the pid is not running
+    merged, extras = tree(spool).attribute(GpuColumns(), [win(0, 10), win(10, 20)], ["a", "b"])
+    assert extras[0].note == ""
+    assert "child pid 101 (child101) ended without handing over its records" in extras[1].note
+    (share,) = extras[1].processes
+    assert share.gpu_ms == pytest.approx(3.0) and share.note == "ended without handing over its records"
+
+
+def test_notes_are_said_once(spool) -> None:
+    write(spool, 101, events(("k", 12, 3, "0")))
+    t = tree(spool)
+    _, first = t.attribute(GpuColumns(), [win(10, 20)], ["a"])
+    _, second = t.attribute(GpuColumns(), [win(30, 40)], ["b"])
+    assert "ended without handing over" in first[0].note and second[0].note == ""
+
+
+def test_not_measured_nested_and_memory(spool) -> None:
+    write(spool, 101, encode_note(Note(BASE + 12 * MS, "not measured: CUPTI did not start (no libcupti)")), ended(13))
+    write(spool, 102, events(("k", 14, 1, "0")), encode_end(End(BASE + 15 * MS, NESTED)))
+    write(spool, 103, events(("k", 16, 2, "1")), encode_memory(Memory(((1, 300 * (1 << 20), 400 * (1 << 20)),))),
+          ended(18))
+    _, (extras,) = tree(spool).attribute(GpuColumns(), [win(10, 20)], ["a"])
+    assert "pid 101 (child101): not measured: CUPTI did not start (no libcupti)" in extras.note
+    assert "pid 102 (child102) is measured by its own pytest --gpu-util run" in extras.note
+    shares = {p.pid: p for p in extras.processes}
+    assert shares[101].note == "not measured" and shares[102].note == "measured by its own pytest --gpu-util run"
+    assert shares[103].peak_mb == pytest.approx(300.0) and shares[103].memory_source == "allocator"
+
+
+def test_work_that_arrives_after_its_record_is_said_in_the_session_notes(spool) -> None:
+    t = tree(spool)
+    t.attribute(GpuColumns(), [win(10, 20)], ["test_a"])
+    write(spool, 101, events(("late", 12, 3, "0")), ended(15))
+    _, extras = t.attribute(GpuColumns(), [win(30, 40)], ["test_b"])
+    assert extras[0].processes == ()
+    assert any("3.000 ms of GPU work by child pid 101 arrived after the record of test_a" in n for n in t.session_notes)
+
+
+def test_devices_are_numbered_as_the_parent_sees_them(spool) -> None:
+    write(spool, 101, events(("k", 12, 1, "0")), ended(), visible_devices="3")
+    write(spool, 102, events(("k", 12, 1, "1")), ended(), visible_devices="1,2")
+    write(spool, 103, events(("k", 12, 1, "0")), ended(), visible_devices="0")
+    merged, extras = tree(spool, visible_devices="2,3").attribute(GpuColumns(), [win(10, 20)], ["a"])
+    shares = {p.pid: p.devices for p in extras[0].processes}
+    assert shares == {101: ("1",), 102: ("0",), 103: ("GPU 0 (not visible to pytest)",)}
+
+
+def test_injected_childrens_kernel_names_are_demangled(spool) -> None:
+    write(spool, 101, events(("_Z6matmulv", 12, 1, "0")), ended(), capture=INJECTION)
+    merged, extras = tree(spool, demangle=lambda n: "matmul()" if n == "_Z6matmulv" else n).attribute(
+        GpuColumns(), [win(10, 20)], ["a"])
+    assert list(merged.names) == ["matmul()"] and extras[0].processes[0].measured_by == "injection"
+
+
+def test_a_running_child_is_poked_and_waited_for_briefly(spool) -> None:
+    write(spool, 101, events(("k", 12, 1, "0"), covered=BASE + 13 * MS), running=True)
+    t = tree(spool, wait_s=0.2)
+    began = time.monotonic()
+    _, extras = t.attribute(GpuColumns(), [win(10, 20)], ["a"])
+    assert 0.2 <= time.monotonic() - began < 2
+    assert (spool.directory / "poke").exists()
+    assert "did not hand over its latest records in time" in extras[0].note
+    assert t.still_running() and t.still_running() == []  # said once
+
+
+@dataclass(frozen=True)
+class _Sample:
+    pid: int
+    device: int
+    used_bytes: int
+    at_ns: int
+    program: str
+
+
+class _Sampler:
+    def __init__(self, samples):
+        self.samples = samples
+
+    def take(self):
+        samples, self.samples = self.samples, []
+        return samples
+
+
+def test_nvml_names_a_gpu_process_that_handed_nothing_over(spool) -> None:
+    write(spool, 101, events(("k", 12, 1, "0")), ended(14))
+    sampler = _Sampler([_Sample(101, 0, 500 << 20, BASE + 13 * MS, "python"),
+                        _Sample(555, 1, 200 << 20, BASE + 15 * MS, "cuda_prog")])
+    t = tree(spool, sampler=sampler, injection_problem="the injection library was not built")
+    _, (extras,) = t.attribute(GpuColumns(), [win(10, 20)], ["a"])
+    shares = {p.pid: p for p in extras.processes}
+    assert shares[101].peak_mb == pytest.approx(500.0) and shares[101].memory_source == "nvml"
+    assert shares[555].note == "not measured" and shares[555].program == "cuda_prog"
+    assert ("pid 555 (cuda_prog) used the GPU but was not measured: the injection library was not built"
+            in extras.note)
+
+
+def test_concat_and_take_keep_names_devices_and_times() -> None:
+    a = GpuColumns.from_events([GpuEvent("x", "kernel", 0, 7, 10, 1), GpuEvent("y", "gpu_memset", 1, 7, 20, 2)])
+    b = GpuColumns(names=["x"], kinds=["gpu_memcpy"], devices=np.asarray([1]), streams=np.asarray([9]),
+                   starts_ns=np.asarray([30]), durs_ns=np.asarray([3]))
+    merged = concat_columns([a, GpuColumns(), b])
+    assert list(merged.names) == ["x", "y", "x"] and list(merged.kinds) == ["kernel", "gpu_memset", "gpu_memcpy"]
+    assert [int(d) for d in merged.devices] == [0, 1, 1] and merged.starts_ns.tolist() == [10, 20, 30]
+    picked = take_columns(merged, np.asarray([2, 0]))
+    assert list(picked.names) == ["x", "x"] and list(picked.kinds) == ["gpu_memcpy", "kernel"]
+    assert picked.durs_ns.tolist() == [3, 1]
+
+
+def test_a_child_that_does_not_answer_is_waited_for_once(spool) -> None:
+    write(spool, 101, events(("k", 12, 1, "0"), covered=BASE + 13 * MS), running=True)
+    t = tree(spool, wait_s=0.2)
+    t.attribute(GpuColumns(), [win(10, 20)], ["a"])
+    began = time.monotonic()
+    t.attribute(GpuColumns(), [win(30, 40)], ["b"])
+    assert time.monotonic() - began < 0.15  # poked again, not waited for again
