@@ -26,9 +26,9 @@ defstep() { ORDER+=("$1"); LIMIT[$1]=$2; TAIL[$1]=$3; WHAT[$1]=$4; }
 
 defstep overhead 200 11 "plugin overhead: benchmarks/bench_overhead.py, three suite shapes, plain vs --gpu-util, \$OVERHEAD_REPEATS (4) interleaved rounds (\$OVERHEAD_ARGS: more, e.g. --variant findings_off=--gpu-util-findings=off)"
 step_overhead() {
-  # shellcheck disable=SC2086 - OVERHEAD_ARGS holds several words on purpose
-  # OVERHEAD_ARGS: more options, e.g. --variant counters_off=--gpu-util-counters=off (the counters' own share)
-  python3 benchmarks/bench_overhead.py --out "$W" --repeats "${OVERHEAD_REPEATS:-4}" ${OVERHEAD_ARGS:-}
+  # OVERHEAD_ARGS: more options, shell-quoted, e.g. --variant counters_off=--gpu-util-counters=off (the
+  # counters' own share) or --variant "all_off=--gpu-util-counters=off --gpu-util-findings=off"
+  eval "python3 benchmarks/bench_overhead.py --out \"\$W\" --repeats \"${OVERHEAD_REPEATS:-4}\" ${OVERHEAD_ARGS:-}"
 }
 
 defstep findings 240 40 "findings rules against workloads with and without each problem: validation/findings_truth.py (traces, live CUPTI windows, kind-38 cost, the plugin on both sources; into findings/)"
@@ -169,6 +169,16 @@ for g in doc["gpus"]:
 for t in doc["tests"]:
     print(t["worker"], sorted(t["gpu_busy_us_by_device"]), t["test"].split("::")[-1])
 PY
+}
+
+defstep first_run 150 20 "what a new user meets first: validation/first_run.py (examples at COLUMNS=80/200/100 with the HTML page, missing baselines; first_run/: examples_100.log is the README's sample)"
+step_first_run() {
+  python3 validation/first_run.py "$W/first_run"
+}
+after_first_run() {
+  cp .gpu_util/gpu_util.json "$W/first_run/examples_gpu_util.json" 2>/dev/null
+  cp .gpu_util/report.html "$W/first_run/examples_report.html" 2>/dev/null
+  return 0
 }
 
 defstep children 150 40 "child processes against CUDA-event truth, one GPU (about a minute): validation/children_truth.py (children/children.json; its table last)"
