@@ -197,8 +197,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("--gpu-util-counters", "hardware counters per test (SM, tensor, DRAM %, energy): auto (CUPTI PM sampling, "
                "else NVML GPM on Hopper and later, else energy only; the default), cupti, gpm or off",
                parse=counter_mode, default="auto", metavar="MODE"),
-    OptionSpec("--gpu-util-counters-interval", "CUPTI PM sampling interval in ms (default 1; a test needs two intervals "
-               "for its own figures)", parse=sampling_interval_ms, default=1.0, metavar="MS"),
+    OptionSpec("--gpu-util-counters-interval", "CUPTI PM sampling interval in ms (default 5; a test needs two intervals "
+               "for its own figures)", parse=sampling_interval_ms, default=5.0, metavar="MS"),
     OptionSpec("--gpu-util-pin", "under pytest-xdist, pin worker i to GPU i mod count (sets CUDA_VISIBLE_DEVICES)", kind="flag", default=False),
     OptionSpec("--gpu-util-findings", "say what to fix in each test (pageable copies, host syncs, launch-bound loops, fp32 "
                "matmuls, an idle GPU, ...): on (the default) or off; off also stops recording the host's waits",
@@ -369,7 +369,7 @@ class Settings:
     findings_ignore: frozenset[str] = frozenset()
     #: hardware counters: "auto", "cupti", "gpm" or "off", and PM sampling's interval in ms
     counters: str = "auto"
-    counters_interval_ms: float = 1.0
+    counters_interval_ms: float = 5.0
     #: measure the GPU work of the processes tests start (--gpu-util-children)
     children: bool = True
 

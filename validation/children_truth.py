@@ -303,7 +303,7 @@ def kids():
     two = GPUS >= 2 and os.environ.get("CHILDREN_TWO_GPU") == "1"
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                 str(HERE / "work.py"), FOLDER, "torchrun", "40", "--backend", "nccl" if two else "gloo"]
-    started["torchrun"] = Child("torchrun", torchrun + ([] if two else ["--serial"]),
+    started["torchrun"] = Child("torchrun", torchrun + ([] if two else ["--serial", "--device", "0"]),  # one GPU: both ranks on it
                                 ready=work.files(FOLDER, "torchrun.0")[0])
     started["nested"] = Child("nested", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--gpu-util",
                                          "--gpu-util-dir", str(HERE / "inner" / "out"), str(HERE / "inner" / "test_inner.py")],

@@ -48,7 +48,8 @@ def table_header(section: list[str]) -> list[str]:
 
 def pytest_run(args: list[str], columns: int, cwd: Path, timeout: float = 180) -> dict[str, Any]:
     """One pytest process; its exit code, output lines and seconds."""
-    env = {**os.environ, "COLUMNS": str(columns), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "COLUMNS": str(columns),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
     env.pop("PYTEST_ADDOPTS", None)
     began = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd, env=env,

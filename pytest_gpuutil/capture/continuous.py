@@ -78,6 +78,8 @@ class _Window:
     end_ns: int = 0
     wall_ms: float = 0.0
     own_s: float = 0.0
+    #: a remark about the window's figures (not a reason they are missing; that is ``note``)
+    remark: str = ""
     #: the clock before the closing synchronize: later waits are the capture's, not the test's
     sync_end_ns: Optional[int] = None
 
@@ -148,6 +150,15 @@ class ContinuousCapture:
         self._marked_ready = True
         try:
             self.ensure_started()
+            window = self._open
+            if window is not None and not window.note and self.started:
+                # the call brought CUDA up: the GPU could do nothing of this process's before, so
+                # the window starts now (creating the context is not GPU time to divide by)
+                now = self.source.now()
+                if now > window.start_ns:
+                    window.remark = (f"CUDA came up during this call: its first {(now - window.start_ns) / 1e6:.1f} ms "
+                                     "(creating the CUDA context) are not in the window")
+                    window.start_ns = now
         except Exception as exc:  # noqa: BLE001
             self.broken = self.broken or f"{self.source.name} did not start: {exc}"
 
@@ -258,7 +269,8 @@ class ContinuousCapture:
                 key=w.key,
                 wall_ms=w.wall_ms,
                 stats=stats.get(id(w)),
-                note=w.note or "; ".join(n for n in (note, children_error, getattr(extras.get(id(w)), "note", "")) if n),
+                note=w.note or "; ".join(n for n in (note, children_error, getattr(extras.get(id(w)), "note", ""),
+                                                     w.remark) if n),
                 measure_ms=(w.own_s + share) * 1000,
                 events=events.get(id(w)),
                 findings=findings.get(id(w)),

@@ -140,9 +140,10 @@ class PmSamplingSource:
     """
 
     name = "cupti_pm_sampling"
-    #: the sampler polls (decodes) this often: a decode costs ~20-40 ms of CPU on an H100 whatever
-    #: it holds, so it is not done every 0.1 s (a flush asks for one when it needs the samples)
-    poll_interval_s = 0.5
+    #: samples the hardware buffer takes between two polls: on an H100 a 0.5 s poll at 1 ms (500
+    #: samples) overflowed the 64 MiB buffer (CUPTI_ERROR_OUT_OF_MEMORY), while 0.1 s polls of up to
+    #: 400 samples at 0.25 ms did not
+    SAMPLES_PER_POLL = 100
 
     def __init__(self, library_path: str, device_index: int = 0, interval_ns: int = 1_000_000,
                  max_samples: int = 2000, hardware_buffer_bytes: int = 64 << 20,
@@ -317,6 +318,13 @@ class PmSamplingSource:
                                   ppMetricNames=self._names_array, numMetrics=len(self.metric_names), pMetricValues=self._values)
         self._fn_info = self._lib.cuptiPmSamplingCounterDataGetSampleInfo
         self._fn_evaluate = self._lib.cuptiProfilerHostEvaluateToGpuValues
+
+    @property
+    def poll_interval_s(self) -> float:
+        """How often the sampler polls (decodes): a decode costs ~20-40 ms of CPU on an H100 whatever it
+        holds, so at most every 0.5 s, and often enough that the hardware buffer never holds more than
+        SAMPLES_PER_POLL samples (a flush asks for a poll when it needs the samples)."""
+        return min(0.5, max(0.05, self.SAMPLES_PER_POLL * self.interval_ns / 1e9))
 
     # -- sampling ---------------------------------------------------------------------------------
     def poll(self) -> CounterSamples:

@@ -302,3 +302,25 @@ def test_a_source_that_waits_for_cuda_starts_when_cuda_comes_up() -> None:
     cap.close()
     cap.cuda_ready()  # after the session: nothing starts again
     assert source.calls.count("start") == 1
+
+
+def test_a_call_that_brings_cuda_up_is_measured_from_then() -> None:
+    """Creating the CUDA context inside a test's call is not GPU time to divide by: the window
+    starts when CUDA comes up, and the record says how much of the call that left out."""
+    source, up = ScriptedSource(), []
+    cap = ContinuousCapture(source, KernelClassifier(), synchronize=lambda: None, ready=lambda: bool(up))
+    cap.ensure_started()
+    cap.begin("first_gpu_test")
+    source.clock += 400_000_000  # the context's creation: 400 ms
+    up.append(True)
+    cap.cuda_ready()
+    source.kernel("nvjet_sm90_tst", 100_000_000)
+    cap.end()
+    cap.begin("next_test")  # CUDA already up: nothing left out
+    source.kernel("nvjet_sm90_tst", 100_000_000)
+    cap.end()
+    first, following = cap.flush()
+    assert first.stats.busy_pct > 99 and following.stats.busy_pct > 99
+    assert "CUDA came up during this call: its first 400.0 ms (creating the CUDA context) are not in the window" in first.note
+    assert "CUDA came up" not in following.note
+    cap.close()
