@@ -195,8 +195,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("--gpu-util-history-runs", "with --gpu-util-compare history: each test's last N runs (default 5)",
                parse=positive_int, default=5, metavar="N"),
     OptionSpec("--gpu-util-counters", "hardware counters per test (SM, tensor, DRAM %, energy): auto (CUPTI PM sampling, "
-               "else NVML GPM on Hopper and later, else energy only; the default), cupti, gpm or off",
-               parse=counter_mode, default="auto", metavar="MODE"),
+               "else NVML GPM on Hopper and later, else energy only), cupti, gpm or off (the default for now)",
+               parse=counter_mode, default="off", metavar="MODE"),
     OptionSpec("--gpu-util-counters-interval", "CUPTI PM sampling interval in ms (default 5; a test needs two intervals "
                "for its own figures)", parse=sampling_interval_ms, default=5.0, metavar="MS"),
     OptionSpec("--gpu-util-pin", "under pytest-xdist, pin worker i to GPU i mod count (sets CUDA_VISIBLE_DEVICES)", kind="flag", default=False),
@@ -368,7 +368,7 @@ class Settings:
     findings: bool = True
     findings_ignore: frozenset[str] = frozenset()
     #: hardware counters: "auto", "cupti", "gpm" or "off", and PM sampling's interval in ms
-    counters: str = "auto"
+    counters: str = "off"
     counters_interval_ms: float = 5.0
     #: measure the GPU work of the processes tests start (--gpu-util-children)
     children: bool = True

@@ -191,10 +191,11 @@ class GpuUtilHooks:
         state.receiver.receive_batch({"payloads": leftovers, "process": state.measuring.process_info()})
         try:
             state.finish()
-        except OSError as exc:
+        except Exception as exc:  # noqa: BLE001 - a disk, a missing module: one line, never a traceback
             from pytest_gpuutil.report.terminal import display_path
 
-            state.usage_errors.append(f"could not write results to {display_path(state.output_dir)}: {exc}")
+            what = str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
+            state.usage_errors.append(f"could not write results to {display_path(state.output_dir)}: {what}")
         state.finish_s = time.perf_counter() - began
         if state.usage_errors:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR

@@ -26,7 +26,7 @@ defstep() { ORDER+=("$1"); LIMIT[$1]=$2; TAIL[$1]=$3; WHAT[$1]=$4; }
 
 defstep overhead 200 11 "plugin overhead: benchmarks/bench_overhead.py, three suite shapes, plain vs --gpu-util, \$OVERHEAD_REPEATS (4) interleaved rounds (\$OVERHEAD_ARGS: more, e.g. --variant findings_off=--gpu-util-findings=off)"
 step_overhead() {
-  # OVERHEAD_ARGS: more options, shell-quoted, e.g. --variant counters_off=--gpu-util-counters=off (the
+  # OVERHEAD_ARGS: more options, shell-quoted, e.g. --variant counters_on=--gpu-util-counters=auto (the
   # counters' own share) or --variant "all_off=--gpu-util-counters=off --gpu-util-findings=off"
   eval "python3 benchmarks/bench_overhead.py --out \"\$W\" --repeats \"${OVERHEAD_REPEATS:-4}\" ${OVERHEAD_ARGS:-}"
 }

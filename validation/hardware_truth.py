@@ -13,11 +13,11 @@ second, its thread's CPU). About 40 s on an H100; every part has a hard timeout 
 stops starting parts after ``--budget-s``.
 
 The overhead suites are not run here by default: ``scripts/device.sh``'s ``overhead`` step runs
-them for every feature (``OVERHEAD_ARGS="--variant counters_off=--gpu-util-counters=off"`` adds a
-run with the counters off), and its ``overhead.json`` (``--overhead-json``; by default
+them for every feature (``OVERHEAD_ARGS="--variant counters_on=--gpu-util-counters=auto"`` adds a
+run with the counters on; they are off by default), and its ``overhead.json`` (``--overhead-json``; by default
 OUTDIR/overhead.json when present) gives ``overhead_ratio``: the worst suite's --gpu-util time
 with the counters on over the time with them off (both without their one-time start-ups), or
-over plain runs when there is no counters-off variant (``overhead_ratio_of`` says which).
+over plain runs when there is no such variant (``overhead_ratio_of`` says which).
 ``--overhead`` runs the suites here instead (plain / counters off / counters on, interleaved).
 
 Writes OUTDIR/hardware.json (``{"cases": [...], "overhead_ratio": ..., "checks": [...], ...}``: the
@@ -341,11 +341,15 @@ def overhead_from(path: Path) -> Optional[dict[str, Any]]:
     suites = bench.get("suites") or {}
     out: dict[str, Any] = {"source": str(path), "suites": {}}
     for name, suite in suites.items():
-        off = (suite.get("variants") or {}).get("counters_off")
-        row = {"on_vs_plain": suite.get("ratio"), "counters_startup_s": suite.get("counters_startup_s")}
-        if off and off.get("ratio") and suite.get("ratio"):
+        variants = suite.get("variants") or {}
+        if variants.get("counters_on"):  # the counters off by default: --variant counters_on=--gpu-util-counters=auto
+            on, off = variants["counters_on"], {"ratio": suite.get("ratio")}
+        else:  # runs from when they were on by default: --variant counters_off=--gpu-util-counters=off
+            on, off = {"ratio": suite.get("ratio"), "counters_startup_s": suite.get("counters_startup_s")}, variants.get("counters_off")
+        row = {"on_vs_plain": on.get("ratio"), "counters_startup_s": on.get("counters_startup_s")}
+        if off and off.get("ratio") and on.get("ratio"):
             row["off_vs_plain"] = off["ratio"]
-            row["on_vs_off"] = suite["ratio"] / off["ratio"]
+            row["on_vs_off"] = on["ratio"] / off["ratio"]
         out["suites"][name] = row
     rows = out["suites"].values()
     if rows and all("on_vs_off" in r for r in rows):

@@ -13,6 +13,9 @@ from tests.helpers.counters import synthetic_counters_conftest
 
 pytestmark = pytest.mark.usefixtures("warm_torch")
 
+#: the counters are off by default (see README "Hardware counters"): these runs turn them on in the ini
+COUNTERS_ON = "[pytest]\ngpu_util_counters = auto\n"
+
 TESTS = """
 import time
 
@@ -43,6 +46,7 @@ def test_short(gpu):
 def counted(pytester: pytest.Pytester) -> pytest.Pytester:
     pytester.makeconftest(SYNTHETIC_CONFTEST + synthetic_counters_conftest())
     pytester.makepyfile(test_hw=TESTS)
+    pytester.makeini(COUNTERS_ON)
     return pytester
 
 
@@ -179,6 +183,7 @@ def test_t(gpu, counters, i):
     time.sleep(0.003)
     gpu.run("k", 20_000_000)
 """)
+    pytester.makeini(COUNTERS_ON)
     result = run(pytester, "--gpu-util", "--gpu-util-flush", "tests=2")
     result.assert_outcomes(passed=5)
     import json
@@ -201,3 +206,13 @@ def test_a_busy_test_whose_sms_barely_work_gets_the_low_sm_activity_finding(coun
     ignored = run(counted, "--gpu-util", "--gpu-util-findings-ignore", "low-sm-activity")
     ignored.assert_outcomes(passed=3)
     assert all(f["rule"] != "low-sm-activity" for f in records(counted)["test_hw.py::test_tiny_kernels"]["findings"])
+
+
+def test_the_counters_are_off_unless_asked_for(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(SYNTHETIC_CONFTEST + synthetic_counters_conftest())
+    pytester.makepyfile(test_hw=TESTS)
+    run(pytester, "--gpu-util").assert_outcomes(passed=3)
+    got = records(pytester)
+    assert all(r["sm_pct"] is None and r["counters_source"] == "" for r in got.values())
+    run(pytester, "--gpu-util", "--gpu-util-counters", "auto").assert_outcomes(passed=3)
+    assert records(pytester)["test_hw.py::test_matmul_like"]["counters_source"] == "synthetic_counters"

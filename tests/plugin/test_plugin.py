@@ -520,3 +520,17 @@ def test_no_cuda_line_when_every_test_is_skipped(pytester: pytest.Pytester) -> N
     result.assert_outcomes(skipped=1)
     result.stdout.fnmatch_lines(["*no CUDA device found*"])
     result.stdout.no_fnmatch_line("*session GPU busy*")
+
+
+def test_a_writer_that_fails_with_something_else_than_oserror_is_one_line(pytester: pytest.Pytester,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpu_util.json needs msgspec: a broken environment ends the run with one line, not a traceback."""
+    import sys
+
+    pytester.makepyfile(test_ok="def test_ok():\n    pass\n")
+    monkeypatch.setitem(sys.modules, "msgspec", None)  # `import msgspec` now raises ImportError
+    result = run(pytester, "--gpu-util")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "Traceback" not in result.stdout.str() and "INTERNALERROR" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["ERROR: could not write results to .gpu_util: *Error: *msgspec*"])
