@@ -292,7 +292,6 @@ class WindowFacts:
         if self.arrays:
             return self._array_timeline()
         _, devices, starts, ends = self._rows
-        ws, we = self.window.start_ns, self.window.end_ns
         by_device: dict[int, list[int]] = {}
         devices = devices.codes()
         if len(set(devices)) <= 1:

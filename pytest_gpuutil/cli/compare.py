@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import NoReturn, Sequence, TextIO
+from typing import Sequence, TextIO
 
+from pytest_gpuutil.cli.arguments import EXIT_OK, EXIT_USAGE, Parser, parse_or_exit_code
 from pytest_gpuutil.gates.baseline import BaselineError, load_run_doc, machine_id
 from pytest_gpuutil.gates.regression import (
     DEFAULT_FAIL_EXPRS,
@@ -38,9 +39,7 @@ from pytest_gpuutil.options import misplaced_expression
 
 PROG = "gpuutil compare"
 
-EXIT_OK = 0
 EXIT_REGRESSION = 1
-EXIT_USAGE = 2
 
 FAIL_HELP = (
     "fail when METRIC gets worse by more than N (absolute: points for *_pct, ms for *_ms) or "
@@ -50,20 +49,9 @@ FAIL_HELP = (
 )
 
 
-class _UsageError(Exception):
-    """Bad command line; the message is printed as one ``error:`` line."""
-
-
-class _Parser(argparse.ArgumentParser):
-    """ArgumentParser that raises instead of printing usage and exiting."""
-
-    def error(self, message: str) -> NoReturn:
-        raise _UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``gpuutil compare``."""
-    parser = _Parser(
+    parser = Parser(
         prog=PROG,
         usage=f"{PROG} BASELINE.json CURRENT.json [--fail EXPR]...\n"
               f"       {PROG} --history DB CURRENT.json [--runs N] [--fail EXPR]...",
@@ -101,12 +89,9 @@ def main(
     problem = misplaced_expression(words, "--fail", Path.cwd())
     if problem:
         return _error(err, problem)
-    try:
-        args = parser.parse_intermixed_args(words)
-    except _UsageError as exc:
-        return _error(err, str(exc))
-    except SystemExit as exc:  # --help
-        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    args = parse_or_exit_code(parser.parse_intermixed_args, words, err)
+    if isinstance(args, int):
+        return args
     try:
         exprs = parse_fail_exprs(args.fail if args.fail else DEFAULT_FAIL_EXPRS)
     except ValueError as exc:

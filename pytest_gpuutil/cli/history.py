@@ -12,10 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, NoReturn, Optional, Sequence, TextIO
+from typing import Any, Optional, Sequence, TextIO
 
 from tabulate import tabulate
 
+from pytest_gpuutil.cli.arguments import EXIT_OK, EXIT_USAGE, Parser, parse_or_exit_code
 from pytest_gpuutil.gates.baseline import BaselineError
 from pytest_gpuutil.gates.regression import format_value
 from pytest_gpuutil.history.merge import read_shard
@@ -24,25 +25,14 @@ from pytest_gpuutil.history.series import history_document
 from pytest_gpuutil.history.store import DEFAULT_PATH, HistoryError, open_history
 
 PROG = "gpuutil history"
-EXIT_OK = 0
-EXIT_USAGE = 2
 #: values shown per series in the table (the newest)
 TABLE_VALUES = 10
 #: runs listed in the table (the newest)
 TABLE_RUNS = 20
 
 
-class _UsageError(Exception):
-    """Bad command line; the message is printed as one ``error:`` line."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise _UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Show the run history that --gpu-util-history keeps: its runs and "
+    parser = Parser(prog=PROG, description="Show the run history that --gpu-util-history keeps: its runs and "
                                             "each test's metrics over them.",
                      epilog="Exit status: 0, 2 bad input.")
     parser.add_argument("tests", nargs="*", metavar="TEST", help="node ids (or parts of them) to show; default all")
@@ -101,13 +91,9 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None, 
     """Run ``gpuutil history``; returns the exit status (0 or 2)."""
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
-    try:
-        args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    except _UsageError as exc:
-        print(f"error: {exc}", file=err)
-        return EXIT_USAGE
-    except SystemExit as exc:  # --help
-        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    args = parse_or_exit_code(build_parser().parse_args, sys.argv[1:] if argv is None else argv, err)
+    if isinstance(args, int):
+        return args
     if (args.commit or args.branch) and not args.add:
         print("error: --commit and --branch go with --add RUN.json", file=err)
         return EXIT_USAGE

@@ -9,28 +9,18 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import NoReturn, Sequence, TextIO
+from typing import Sequence, TextIO
 
+from pytest_gpuutil.cli.arguments import EXIT_OK, EXIT_USAGE, Parser, parse_or_exit_code
 from pytest_gpuutil.gates.baseline import BaselineError
 from pytest_gpuutil.history.merge import PER_SHARD_KEYS, merge_runs, read_shard
 from pytest_gpuutil.report.files import atomic_write_bytes, json_bytes
 
 PROG = "gpuutil merge"
-EXIT_OK = 0
-EXIT_USAGE = 2
-
-
-class _UsageError(Exception):
-    """Bad command line; the message is printed as one ``error:`` line."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise _UsageError(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Merge gpu_util.json runs (CI shards) into one run; each test may "
+    parser = Parser(prog=PROG, description="Merge gpu_util.json runs (CI shards) into one run; each test may "
                                             "come from one shard only.",
                      epilog="Exit status: 0 written, 2 bad input.")
     parser.add_argument("runs", nargs="+", metavar="RUN.json", help="gpu_util.json files of the shards")
@@ -49,13 +39,9 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     """Run ``gpuutil merge``; returns the exit status (0 or 2)."""
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
-    try:
-        args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    except _UsageError as exc:
-        print(f"error: {exc}", file=err)
-        return EXIT_USAGE
-    except SystemExit as exc:  # --help
-        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    args = parse_or_exit_code(build_parser().parse_args, sys.argv[1:] if argv is None else argv, err)
+    if isinstance(args, int):
+        return args
     try:
         shards = [read_shard(path) for path in args.runs]
         doc = merge_runs(shards)

@@ -12,8 +12,9 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, NoReturn, Sequence, TextIO
+from typing import Any, Sequence, TextIO
 
+from pytest_gpuutil.cli.arguments import EXIT_OK, EXIT_USAGE, Parser, parse_or_exit_code
 from pytest_gpuutil.gates.baseline import (
     BaselineError,
     RunDoc,
@@ -32,21 +33,10 @@ from pytest_gpuutil.report.html_report import (
 from pytest_gpuutil.session.run_files import safe_name
 
 PROG = "gpuutil report"
-EXIT_OK = 0
-EXIT_USAGE = 2
-
-
-class _UsageError(Exception):
-    """Bad command line; the message is printed as one ``error:`` line."""
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise _UsageError(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="Render a gpu_util.json run as a self-contained HTML report.",
+    parser = Parser(prog=PROG, description="Render a gpu_util.json run as a self-contained HTML report.",
                      epilog="Exit status: 0 written, 2 bad input.")
     parser.add_argument("run", metavar="RUN.json", help="a gpu_util.json run file")
     parser.add_argument("--baseline", metavar="BASELINE.json", help="a run or baseline file to compare with")
@@ -84,13 +74,9 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     """Run ``gpuutil report``; returns the exit status (0 or 2)."""
     out = stdout if stdout is not None else sys.stdout
     err = stderr if stderr is not None else sys.stderr
-    try:
-        args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    except _UsageError as exc:
-        print(f"error: {exc}", file=err)
-        return EXIT_USAGE
-    except SystemExit as exc:  # --help
-        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    args = parse_or_exit_code(build_parser().parse_args, sys.argv[1:] if argv is None else argv, err)
+    if isinstance(args, int):
+        return args
     try:
         exprs = parse_fail_exprs(args.fail if args.fail else DEFAULT_FAIL_EXPRS)
     except ValueError as exc:

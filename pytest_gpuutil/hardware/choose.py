@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from pytest_gpuutil.hardware.capture import CounterCapture
-from pytest_gpuutil.hardware.cupti_pm import INSUFFICIENT_PRIVILEGES, PmSamplingError, PmSamplingSource
-from pytest_gpuutil.hardware.nvml import GPM_PERIOD_NS, GpmSource, NvmlDevice, NvmlError, open_device
+from pytest_gpuutil.hardware.cupti_pm import INSUFFICIENT_PRIVILEGES, PmSamplingSource
+from pytest_gpuutil.hardware.nvml import GpmSource, NvmlDevice, NvmlError, open_device
 from pytest_gpuutil.hardware.sampler import CounterSampler, CounterSource
 
 MODES = ("auto", "cupti", "gpm", "off")
