@@ -163,6 +163,23 @@ class TestRecord:
 _FIELD_NAMES = tuple(f.name for f in dataclasses.fields(TestRecord))
 
 
+def gpu_totals(records: Sequence[TestRecord]) -> dict[str, Any]:
+    """A run's GPU figures from its records alone: tests, tests profiled and with GPU work, GPU
+    time, and busy % over the profiled calls (each call's wall time x the devices it used)."""
+    measured = [r for r in records if r.gpu_busy_ms is not None]
+    gpu_ms = sum(r.gpu_busy_ms or 0.0 for r in measured)
+    capacity_ms = sum((r.wall_ms or 0.0) * max(1, len(r.devices)) for r in measured)
+    return {
+        "tests": len(records),
+        "profiled": len(measured),
+        "with_gpu_work": sum(1 for r in measured if r.kernel_count or r.gpu_busy_ms),
+        "gpu_busy_ms": gpu_ms,
+        "profiled_wall_ms": sum(r.wall_ms or 0.0 for r in measured),
+        "busy_pct": 100.0 * gpu_ms / capacity_ms if capacity_ms > 0 else 0.0,
+        **child_process_counts(measured),
+    }
+
+
 def child_process_counts(measured: Sequence[TestRecord]) -> dict[str, int]:
     """Where the GPU work of measured tests was when they started processes (the totals' counts).
 

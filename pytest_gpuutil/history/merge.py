@@ -23,7 +23,7 @@ from pytest_gpuutil.gates.baseline import (
     RunDoc,
     load_run_doc,
 )
-from pytest_gpuutil.records import TestRecord, child_process_counts
+from pytest_gpuutil.records import TestRecord, gpu_totals
 
 #: machine_info keys that may differ between shards of one machine (each shard's own command line)
 PER_SHARD_KEYS = ("argv",)
@@ -119,25 +119,18 @@ def merged_totals(shards: Sequence[Shard], records: Sequence[TestRecord]) -> dic
     """The run's totals: figures of the records computed again, the processes' costs added up."""
     totals = [s.extra.get("totals") for s in shards]
     totals = [t for t in totals if isinstance(t, Mapping)]
-    measured = [r for r in records if r.gpu_busy_ms is not None]
-    gpu_ms = sum(r.gpu_busy_ms or 0.0 for r in measured)
-    capacity_ms = sum((r.wall_ms or 0.0) * max(1, len(r.devices)) for r in measured)
     measure_ms = sum(_number(t.get("measure_ms")) for t in totals)
     test_s = sum(_number(t.get("test_s")) for t in totals)
     startups = [t["startup_s"] for t in totals if _number(t.get("startup_s")) > 0]
+    figures = gpu_totals(records)
     return {
-        "tests": len(records),
+        "tests": figures.pop("tests"),
         "measure_ms": measure_ms,
         "measure_in_tests_ms": sum(_number(t.get("measure_in_tests_ms")) for t in totals),
         "test_s": test_s,
         "measure_share_pct": 100.0 * measure_ms / 1000 / test_s if test_s > 0 else 0.0,
         "startup_s": max(startups) if startups else None,
-        "profiled": len(measured),
-        "with_gpu_work": sum(1 for r in measured if r.kernel_count or r.gpu_busy_ms),
-        "gpu_busy_ms": gpu_ms,
-        "profiled_wall_ms": sum(r.wall_ms or 0.0 for r in measured),
-        "busy_pct": 100.0 * gpu_ms / capacity_ms if capacity_ms > 0 else 0.0,
-        **child_process_counts(measured),
+        **figures,
     }
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 from pytest_gpuutil.gates.baseline import RunDoc, free_autosave_name, save_baseline
 from pytest_gpuutil.gates.regression import Comparison, FailExpr
 from pytest_gpuutil.options import Settings
-from pytest_gpuutil.records import TestRecord, child_process_counts
+from pytest_gpuutil.records import TestRecord, gpu_totals
 from pytest_gpuutil.report.files import run_document, write_run_files
 from pytest_gpuutil.report.terminal import display_path
 
@@ -79,26 +79,20 @@ def measured(records: Sequence[TestRecord]) -> list[TestRecord]:
 def totals(records: Sequence[TestRecord], processes: Mapping[str, Mapping[str, Any]], test_s: float,
            finish_s: float) -> dict[str, Any]:
     """The whole run: tests, what measuring cost, GPU busy time over the profiled tests' time."""
-    profiled = measured(records)
-    gpu_ms = sum(r.gpu_busy_ms or 0.0 for r in profiled)
-    capacity_ms = sum((r.wall_ms or 0.0) * max(1, len(r.devices)) for r in profiled)
     in_tests_ms = sum(r.measure_ms or 0.0 for r in records)
     measure_ms = in_tests_ms + (finish_s * 1000 if in_tests_ms else 0.0)
     startups = [p["startup_s"] for p in processes.values() if p.get("startup_s") is not None]
+    figures = gpu_totals(records)
     return {
-        "tests": len(records),
+        "tests": figures.pop("tests"),
         "measure_ms": measure_ms,
         "measure_in_tests_ms": in_tests_ms,
         "test_s": test_s,
         "measure_share_pct": 100.0 * measure_ms / 1000 / test_s if test_s > 0 else 0.0,
         "startup_s": max(startups) if startups else None,
-        "profiled": len(profiled),
-        "with_gpu_work": sum(1 for r in profiled if r.kernel_count or r.gpu_busy_ms),
-        "gpu_busy_ms": gpu_ms,
-        "profiled_wall_ms": sum(r.wall_ms or 0.0 for r in profiled),
-        "busy_pct": 100.0 * gpu_ms / capacity_ms if capacity_ms > 0 else 0.0,
+        **figures,
         **counter_totals(processes),
-        **child_totals(profiled, processes),
+        **child_totals(processes),
     }
 
 
@@ -120,12 +114,11 @@ def counter_totals(processes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
     }
 
 
-def child_totals(profiled: Sequence[TestRecord], processes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def child_totals(processes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """Where the GPU work was when tests started processes, and what measuring those cost."""
     summaries = [p["children"] for p in processes.values() if isinstance(p.get("children"), Mapping)]
     startups = sorted(ms for c in summaries for ms in c.get("startup_ms", ()))
     return {
-        **child_process_counts(profiled),
         "children": {
             "processes": sum(c.get("processes", 0) for c in summaries),
             "measured": len(startups),

@@ -19,20 +19,29 @@ COUNTERS_ON = "[pytest]\ngpu_util_counters = auto\n"
 TESTS = """
 import time
 
-
-def settle():
-    time.sleep(0.004)  # whole samples at the new level before the work starts
+import pytest
 
 
-def test_matmul_like(gpu, counters):
-    counters.level(sm_pct=95.0, tensor_pct=90.0, dram_bw_pct=20.0)
-    settle()
+def at_level(counters, **values):
+    counters.level(**values)
+    time.sleep(0.004)  # whole samples at the new level before the call starts (set-up is no test's)
+
+
+@pytest.fixture
+def matmul_level(counters):
+    at_level(counters, sm_pct=95.0, tensor_pct=90.0, dram_bw_pct=20.0)
+
+
+@pytest.fixture
+def tiny_level(counters):
+    at_level(counters, sm_pct=0.5, tensor_pct=0.0, dram_bw_pct=0.1)
+
+
+def test_matmul_like(gpu, matmul_level):
     gpu.run("nvjet_sm90_tst_256x128", 80_000_000)
 
 
-def test_tiny_kernels(gpu, counters):
-    counters.level(sm_pct=0.5, tensor_pct=0.0, dram_bw_pct=0.1)
-    settle()
+def test_tiny_kernels(gpu, tiny_level):
     for _ in range(100):
         gpu.run("vectorized_elementwise_kernel", 800_000)
 
