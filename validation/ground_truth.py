@@ -37,6 +37,7 @@ from typing import Any, Callable, Optional
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from pytest_gpuutil.capture.timing import copy_ceiling_gbps  # noqa: E402
 from validation.duty_cycle import DEFAULT_DUTIES, plan_duty_cycle, truth_busy_pct  # noqa: E402
 from benchmarks.report import (  # noqa: E402
     attempt,
@@ -468,24 +469,6 @@ def category_table_rows(rows: list[dict[str, Any]]) -> list[list[Any]]:
 # 3. Timing
 
 
-def copy_ceiling_gbps(torch: Any, nbytes: int = 1 << 30, reps: int = 10) -> float:
-    """Best device-to-device copy bandwidth (read + write bytes / s) over ``reps`` big copies."""
-    src = torch.empty(nbytes // 4, device="cuda", dtype=torch.float32)
-    dst = torch.empty_like(src)
-    dst.copy_(src)
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        dst.copy_(src)
-        end.record()
-        end.synchronize()
-        best = min(best, start.elapsed_time(end))
-    del src, dst
-    return 2 * nbytes / (best / 1e3) / 1e9
-
-
 def timing_workloads(torch: Any) -> list[tuple[str, Callable[[], Any], dict[str, Any], bool]]:
     """(name, fn, {bytes|flops}, cuda_graph)."""
     n = 8192
@@ -530,7 +513,7 @@ def timers_for(torch: Any, fn: Callable[[], Any], counts: dict[str, Any], graph:
 
 
 def run_timing(torch: Any, args: argparse.Namespace, errors: list) -> dict[str, Any]:
-    ceiling = attempt(errors, "copy ceiling", lambda: copy_ceiling_gbps(torch))
+    ceiling = attempt(errors, "copy ceiling", lambda: copy_ceiling_gbps(torch, mib=1024, reps=10))
     workloads = attempt(errors, "timing workloads", lambda: timing_workloads(torch)) or []
     rows = []
     for name, fn, counts, graph in workloads:

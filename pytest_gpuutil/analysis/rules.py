@@ -159,6 +159,17 @@ def _short(name: str, width: int = 90) -> str:
     return name if len(name) <= width else name[: width - 3] + "..."
 
 
+def _large_share(facts: WindowFacts, wanted: Sequence[bool], limits: Mapping[str, Limit],
+                 min_length: int = 0) -> Optional[tuple[int, int, float]]:
+    """(time, count, % of busy time) of the ``wanted`` events, when the time reaches the rule's
+    ``min_total_us`` and the share its ``min_share_of_busy``; else None."""
+    total, count = facts.union_ns(wanted, min_length=min_length)
+    share = _pct(total, facts.timeline.busy_ns)
+    if total < limits["min_total_us"].value * 1000 or share < limits["min_share_of_busy"].value:
+        return None
+    return total, count, share
+
+
 # -- pageable-memcpy ----------------------------------------------------------------------------
 
 PAGEABLE = "Pageable"
@@ -170,10 +181,10 @@ def _pageable(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[str, 
     if not any(wanted):
         return None
     least = limits["min_copy_us"].value * 1000
-    total, copies = facts.union_ns(wanted, min_length=int(least))
-    share = _pct(total, facts.timeline.busy_ns)
-    if total < limits["min_total_us"].value * 1000 or share < limits["min_share_of_busy"].value:
+    found = _large_share(facts, wanted, limits, min_length=int(least))
+    if found is None:
         return None
+    total, copies, share = found
     by_name = {row.name: row.count for row in facts.totals(wanted)}
     return _finding(
         "pageable-memcpy",
@@ -254,10 +265,10 @@ def _fp32_matmul(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[st
     wanted = [kind == "kernel" and is_fp32_gemm(name, cat) for name, kind, cat in zip(names, kinds, facts.categories)]
     if not any(wanted):
         return None
-    total, count = facts.union_ns(wanted)
-    share = _pct(total, facts.timeline.busy_ns)
-    if total < limits["min_total_us"].value * 1000 or share < limits["min_share_of_busy"].value:
+    found = _large_share(facts, wanted, limits)
+    if found is None:
         return None
+    total, count, share = found
     rows = facts.totals(wanted)
     return _finding(
         "fp32-matmul",
@@ -308,10 +319,10 @@ def _memcpy_dominant(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mappin
     wanted = [kind == MEMCPY for kind in kinds]
     if not any(wanted):
         return None
-    total, count = facts.union_ns(wanted)
-    share = _pct(total, facts.timeline.busy_ns)
-    if total < limits["min_total_us"].value * 1000 or share < limits["min_share_of_busy"].value:
+    found = _large_share(facts, wanted, limits)
+    if found is None:
         return None
+    total, count, share = found
     rows = facts.totals(wanted)
     return _finding(
         "memcpy-dominant",

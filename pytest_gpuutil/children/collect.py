@@ -24,6 +24,7 @@ import numpy as np
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.windows import assign_windows, window_stats
+from pytest_gpuutil.capture.memory import MIB
 from pytest_gpuutil.children.columns import concat_columns, take_columns
 from pytest_gpuutil.children.process_info import is_running
 from pytest_gpuutil.children.spool import Spool
@@ -42,7 +43,6 @@ from pytest_gpuutil.children.spool_format import (
 )
 from pytest_gpuutil.traces.model import CodedColumn, GpuColumns, Window
 
-MIB = 1 << 20
 #: how long a flush waits for running children to hand over what they have
 WAIT_S = 1.0
 #: flushed windows remembered to recognise work that arrives after its record was written
