@@ -16,8 +16,9 @@ The overhead suites are not run here by default: ``scripts/device.sh``'s ``overh
 them for every feature (``OVERHEAD_ARGS="--variant counters_on=--gpu-util-counters=auto"`` adds a
 run with the counters on; they are off by default), and its ``overhead.json`` (``--overhead-json``; by default
 OUTDIR/overhead.json when present) gives ``overhead_ratio``: the worst suite's --gpu-util time
-with the counters on over the time with them off (both without their one-time start-ups), or
-over plain runs when there is no such variant (``overhead_ratio_of`` says which).
+with the counters on over its plain time (without the one-time start-ups), as the issue asks,
+and ``counters_own_ratio``: the worst suite's time with the counters on over the time with them
+off (the counters' own share; ``overhead_ratio_of`` says which figure is which).
 ``--overhead`` runs the suites here instead (plain / counters off / counters on, interleaved).
 
 Writes OUTDIR/hardware.json (``{"cases": [...], "overhead_ratio": ..., "checks": [...], ...}``: the
@@ -328,8 +329,9 @@ def check(doc: dict[str, Any]) -> list[dict[str, Any]]:
         add("kernel_bench: share of the peak and counters of the reps",
             [bench.get("tflops_pct_of_peak"), bench.get("tensor_pct")],
             bench.get("tflops_pct_of_peak") is not None and bench.get("tensor_pct") is not None)
-    if doc.get("overhead_ratio") is not None and "counters off" in (doc.get("overhead_ratio_of") or ""):
-        add("overhead suites: counters on / off <= 1.05 (worst suite)", doc["overhead_ratio"], doc["overhead_ratio"] <= 1.05)
+    if doc.get("overhead_ratio") is not None and "plain" in (doc.get("overhead_ratio_of") or ""):
+        add("overhead suites with the counters on: <= 1.05x a plain run (worst suite)", doc["overhead_ratio"],
+            doc["overhead_ratio"] <= 1.05)
     return rows
 
 
@@ -352,10 +354,12 @@ def overhead_from(path: Path) -> Optional[dict[str, Any]]:
             row["on_vs_off"] = on["ratio"] / off["ratio"]
         out["suites"][name] = row
     rows = out["suites"].values()
+    # the issue's figure: the suites with the counters on against a plain run; the counters' own
+    # share (on / off) beside it
+    if rows and all(r.get("on_vs_plain") for r in rows):
+        out["overhead_ratio"], out["of"] = max(r["on_vs_plain"] for r in rows), "--gpu-util with the counters on / plain (bench_overhead)"
     if rows and all("on_vs_off" in r for r in rows):
-        out["overhead_ratio"], out["of"] = max(r["on_vs_off"] for r in rows), "counters on / counters off (bench_overhead)"
-    elif rows and all(r.get("on_vs_plain") for r in rows):
-        out["overhead_ratio"], out["of"] = max(r["on_vs_plain"] for r in rows), "--gpu-util (counters on) / plain (bench_overhead)"
+        out["counters_own_ratio"] = max(r["on_vs_off"] for r in rows)
     return out
 
 
@@ -396,11 +400,14 @@ def markdown(doc: dict[str, Any]) -> str:
                   *doc["counters_summary"], "```"]
     over = doc.get("overhead_from_bench") or {}
     if over.get("suites"):
-        lines += ["", f"Overhead ({over.get('of')}): " + "; ".join(
-            f"{name} {_f(r.get('on_vs_off') or r.get('on_vs_plain'), 3)}" for name, r in over["suites"].items())]
+        lines += ["", "Overhead (bench_overhead), with the counters on / plain: " + "; ".join(
+            f"{name} {_f(r.get('on_vs_plain'), 3)}" for name, r in over["suites"].items())
+            + "; with them off / plain: " + "; ".join(f"{name} {_f(r.get('off_vs_plain'), 3)}" for name, r in over["suites"].items())
+            + "; on / off: " + "; ".join(f"{name} {_f(r.get('on_vs_off'), 3)}" for name, r in over["suites"].items())]
     if doc.get("overhead"):
-        lines += ["", "Overhead (this script's rounds, counters on / off): " + "; ".join(
-            f"{name} {_f(r['ratio_on_vs_off'], 3)}" for name, r in doc["overhead"].items())]
+        lines += ["", "Overhead (this script's rounds), with the counters on / plain: " + "; ".join(
+            f"{name} {_f(r['ratio_on_vs_plain'], 3)}" for name, r in doc["overhead"].items())
+            + "; on / off: " + "; ".join(f"{name} {_f(r['ratio_on_vs_off'], 3)}" for name, r in doc["overhead"].items())]
     lines += ["", "Checks:", *(f"- {'ok' if r['holds'] else 'FAIL'}: {r['check']} ({r['seen']})" for r in doc.get("checks") or ())]
     return "\n".join(lines) + "\n"
 
@@ -482,14 +489,16 @@ def main(argv: Optional[list[str]] = None) -> int:
         over = run.part("overhead", overhead, run, work, args.rounds, deadline + 150)
         if over:
             doc["overhead"] = over
-            doc["overhead_ratio"] = max(s["ratio_on_vs_off"] for s in over.values())
-            doc["overhead_ratio_of"] = "counters on / counters off (this script's rounds)"
+            doc["overhead_ratio"] = max(s["ratio_on_vs_plain"] for s in over.values())
+            doc["overhead_ratio_of"] = "--gpu-util with the counters on / plain (this script's rounds)"
+            doc["counters_own_ratio"] = max(s["ratio_on_vs_off"] for s in over.values())
     else:
         bench = run.part("overhead_from_bench", overhead_from, args.overhead_json or out / "overhead.json")
         if bench:
             doc["overhead_from_bench"] = bench
             if bench.get("overhead_ratio") is not None:
                 doc["overhead_ratio"], doc["overhead_ratio_of"] = bench["overhead_ratio"], bench["of"]
+            doc["counters_own_ratio"] = bench.get("counters_own_ratio")
     doc["checks"] = check(doc)
     doc["seconds"] = round(time.monotonic() - started, 1)
     run.save()

@@ -44,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
             calls, cumulative = row[1], row[3]
             lines.append(f"  {name:28} {calls:6d} calls  {cumulative * 1000:9.1f} ms  {cumulative * 1000 / tests:7.3f} ms/test")
     text = io.StringIO()
-    pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats("pytest_gpuutil", 25)
+    pstats.Stats(profiler, stream=text).sort_stats("cumulative").print_stats("pytest_gpuutil", 50)
+    text.write("\nown time, every module (the plugin's calls into torch and CUPTI show here):\n")
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(40)
     lines.append(text.getvalue())
     (args.out / f"plugin_path_{args.suite}.txt").write_text("\n".join(lines))
     print("\n".join(lines[: 1 + len(HOOKS)]))

@@ -48,7 +48,10 @@ _MEMCPY_KINDS = (KIND_MEMCPY, KIND_MEMCPY2)
 
 SUCCESS = 0
 MAX_LIMIT_REACHED = 12
+#: cuptiActivityFlushAll's flags: forced returns every buffer, records of running work included
+#: (without their times); the default returns only buffers whose records are all complete
 FLUSH_FORCED = 1
+FLUSH_COMPLETED = 0
 BUFFER_BYTES = 8 << 20
 #: buffers kept for reuse; more are allocated (and later dropped) when CUPTI asks for them
 SPARE_BUFFERS = 4
@@ -416,9 +419,20 @@ class CuptiSource:
             return sum(valid for _, valid in self._completed)
 
     def drain(self) -> tuple[GpuColumns, int]:
-        """Everything collected since the last drain (flushed first) and how many records CUPTI dropped."""
+        """Everything collected since the last drain (flushed first) and how many records CUPTI dropped.
+
+        The flush is CUPTI's forced one: it also returns records of work still running, which come
+        back without their times and are lost. Call it where the work it covers has finished."""
+        return self._drain(FLUSH_FORCED)
+
+    def drain_completed(self) -> tuple[GpuColumns, int]:
+        """Like ``drain`` with CUPTI's default flush: a buffer that holds a record of work still
+        running stays with CUPTI until that work ends (a child hands over this way while it runs)."""
+        return self._drain(FLUSH_COMPLETED)
+
+    def _drain(self, flag: int) -> tuple[GpuColumns, int]:
         if self._active:
-            self._flush()
+            self._flush(flag)
         records = ParsedRecords.concat(self._parsed)
         self._parsed = []
         self._syncs_drained = sync_columns(SyncRecords.concat(self._sync_parsed))
@@ -432,8 +446,8 @@ class CuptiSource:
         return syncs
 
     # -- internals ------------------------------------------------------------------------------
-    def _flush(self) -> None:
-        self._check(self._lib.cuptiActivityFlushAll(FLUSH_FORCED), "cuptiActivityFlushAll")
+    def _flush(self, flag: int = FLUSH_FORCED) -> None:
+        self._check(self._lib.cuptiActivityFlushAll(flag), "cuptiActivityFlushAll")
         dropped = ctypes.c_size_t()
         if self._lib.cuptiActivityGetNumDroppedRecords(None, 0, ctypes.byref(dropped)) == SUCCESS:
             self._dropped += dropped.value

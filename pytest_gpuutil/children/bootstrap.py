@@ -217,7 +217,8 @@ def _start(torch: Any) -> None:
     directory = os.environ.get(SPOOL_ENV)
     if not directory:
         return
-    from pytest_gpuutil.children.child_capture import ChildCapture, ChildIdentity, note_only, torch_memory
+    from pytest_gpuutil.children.child_capture import (ChildCapture, ChildIdentity, note_only, torch_memory,
+                                                          torch_synchronize)
     from pytest_gpuutil.children.spool_format import FORKED
 
     identity = ChildIdentity.of_this_process(forked=state.forked, flags=FORKED if state.forked else 0)
@@ -233,7 +234,7 @@ def _start(torch: Any) -> None:
     startup_ns = time.perf_counter_ns() - began
     enabled = getattr(torch.autograd, "_profiler_enabled", None)
     capture = ChildCapture(directory, source, identity, period_from(os.environ), memory=lambda: torch_memory(torch),
-                           library=source.library_path,
+                           settle=lambda: torch_synchronize(torch), library=source.library_path,
                            profiler_active=(lambda: bool(enabled())) if enabled is not None else (lambda: False))
     try:
         capture.open(startup_ns)

@@ -140,10 +140,13 @@ class PmSamplingSource:
     """
 
     name = "cupti_pm_sampling"
-    #: samples the hardware buffer takes between two polls: on an H100 a 0.5 s poll at 1 ms (500
-    #: samples) overflowed the 64 MiB buffer (CUPTI_ERROR_OUT_OF_MEMORY), while 0.1 s polls of up to
-    #: 400 samples at 0.25 ms did not
+    #: samples the hardware buffer takes between two polls
     SAMPLES_PER_POLL = 100
+    #: the longest time between two polls. On an H100 the decode failed with
+    #: CUPTI_ERROR_OUT_OF_MEMORY after 0.5 s polls at 1 ms (500 samples) and at 5 ms (100 samples),
+    #: while 0.1 s polls held at 0.25 ms (400 samples) and at 1 ms: it is the time between polls that
+    #: matters, not the sample count
+    MAX_POLL_S = 0.1
 
     def __init__(self, library_path: str, device_index: int = 0, interval_ns: int = 1_000_000,
                  max_samples: int = 2000, hardware_buffer_bytes: int = 64 << 20,
@@ -321,10 +324,10 @@ class PmSamplingSource:
 
     @property
     def poll_interval_s(self) -> float:
-        """How often the sampler polls (decodes): a decode costs ~20-40 ms of CPU on an H100 whatever it
-        holds, so at most every 0.5 s, and often enough that the hardware buffer never holds more than
-        SAMPLES_PER_POLL samples (a flush asks for a poll when it needs the samples)."""
-        return min(0.5, max(0.05, self.SAMPLES_PER_POLL * self.interval_ns / 1e9))
+        """How often the sampler polls (decodes): at least every MAX_POLL_S, and often enough that the
+        hardware buffer never holds more than SAMPLES_PER_POLL samples, but not more often than every
+        50 ms (a decode costs ~10 ms of CPU on an H100; a flush asks for a poll when it needs the samples)."""
+        return min(self.MAX_POLL_S, max(0.05, self.SAMPLES_PER_POLL * self.interval_ns / 1e9))
 
     # -- sampling ---------------------------------------------------------------------------------
     def poll(self) -> CounterSamples:
