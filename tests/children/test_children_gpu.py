@@ -60,7 +60,8 @@ def test_childrens_gpu_work_is_attributed_and_fork_still_works(pytester: pytest.
     result.assert_outcomes(passed=2)
     got = records_by_test(read_json(pytester.path / ".gpu_util" / "gpu_util.json"))
     sub = got["test_kids.py::test_subprocess"]
-    truth = float(next(line.split()[-1] for line in result.stdout.lines if line.startswith("TRUTH")))
+    # with -s the line follows pytest's "test_kids.py " on the same line
+    truth = float(next(line.split("TRUTH", 1)[1].split()[0] for line in result.stdout.lines if "TRUTH" in line))
     kids = [p for p in sub["processes"] if not p["parent"]]
     assert len(kids) == 1 and kids[0]["measured_by"] == "python" and kids[0]["memory_source"] == "allocator"
     # the child's 51 matmuls and 1 randn: its 50 timed ones are the truth, within 5 %
