@@ -24,7 +24,7 @@ defstep() { ORDER+=("$1"); LIMIT[$1]=$2; TAIL[$1]=$3; WHAT[$1]=$4; }
 
 # --- the steps, in a sensible order for one call (overhead first, on a quiet GPU) -------------
 
-defstep overhead 200 11 "plugin overhead: benchmarks/bench_overhead.py, three suite shapes, plain vs --gpu-util, \$OVERHEAD_REPEATS (4) interleaved rounds (\$OVERHEAD_ARGS: more, e.g. --variant findings_off=--gpu-util-findings=off)"
+defstep overhead "${OVERHEAD_LIMIT_S:-200}" 11 "plugin overhead: benchmarks/bench_overhead.py, three suite shapes, plain vs --gpu-util, \$OVERHEAD_REPEATS (4) interleaved rounds within \$OVERHEAD_LIMIT_S (200) s (\$OVERHEAD_ARGS: more, e.g. --variant findings_off=--gpu-util-findings=off)"
 step_overhead() {
   # OVERHEAD_ARGS: more options, shell-quoted, e.g. --variant counters_on=--gpu-util-counters=auto (the
   # counters' own share) or --variant "all_off=--gpu-util-counters=off --gpu-util-findings=off"
