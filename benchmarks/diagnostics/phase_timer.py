@@ -1,0 +1,63 @@
+"""A pytest plugin that stamps the session's phases (``-p phase_timer``, this folder on PYTHONPATH).
+
+At the end it prints one line, ``PHASES {...}``: seconds from pytest_sessionstart to the loop's
+start, the first test's set-up (after the plugins' own preparations), the last test's teardown,
+the loop's end, and the start and end of the session-finish and terminal-summary hooks (every
+plugin's implementation inside them). session_phases.py reads it.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+_T: dict[str, float] = {}
+
+
+def _mark(key: str) -> None:
+    _T[key] = time.perf_counter()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    _mark("start")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtestloop(session):
+    _mark("loop_begin")
+    yield
+    _mark("loop_end")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    if "first_setup" not in _T:
+        _mark("first_setup")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_logreport(report):
+    if report.when == "teardown":
+        _mark("last_teardown")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_sessionfinish(session):
+    _mark("finish_begin")
+    yield
+    _mark("finish_end")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_terminal_summary(terminalreporter):
+    _mark("summary_begin")
+    yield
+    _mark("summary_end")
+
+
+def pytest_unconfigure(config):
+    start = _T.get("start")
+    if start is not None:
+        print("PHASES " + json.dumps({k: round(v - start, 4) for k, v in _T.items()}))
