@@ -239,3 +239,34 @@ def test_a_child_that_does_not_answer_is_waited_for_once(spool) -> None:
     began = time.monotonic()
     t.attribute(GpuColumns(), [win(30, 40)], ["b"])
     assert time.monotonic() - began < 0.15  # poked again, not waited for again
+
+
+def test_a_nested_runs_own_children_are_not_called_unmeasured(spool) -> None:
+    """A nested pytest --gpu-util run measures its children in its own spool: the outer run's NVML
+    sampler sees them on the GPU without a file of theirs here, and must not call them unmeasured
+    (on an H100 it did: "pid 1004 (python3) used the GPU but was not measured")."""
+    import subprocess
+    import sys
+
+    nested = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time\n"
+                               "child = subprocess.Popen(['sleep', '30'])\n"
+                               "print(child.pid, flush=True)\n"
+                               "time.sleep(30)"], stdout=subprocess.PIPE, text=True)
+    grandchild = 0
+    try:
+        grandchild = int(nested.stdout.readline())
+        write(spool, nested.pid, encode_end(End(BASE + 11 * MS, NESTED)), program="pytest")
+        sampler = _Sampler([_Sample(grandchild, 0, 800 << 20, BASE + 13 * MS, "python3"),
+                            _Sample(555, 0, 200 << 20, BASE + 15 * MS, "cuda_prog")])
+        _, (extras,) = tree(spool, sampler=sampler).attribute(GpuColumns(), [win(10, 20)], ["a"])
+        pids = {p.pid for p in extras.processes}
+        assert grandchild not in pids and f"pid {grandchild}" not in extras.note
+        assert 555 in pids and "pid 555 (cuda_prog) used the GPU but was not measured" in extras.note
+    finally:
+        if grandchild:
+            try:
+                os.kill(grandchild, 9)
+            except OSError:
+                pass
+        nested.kill()
+        nested.wait()
