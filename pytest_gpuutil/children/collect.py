@@ -26,8 +26,8 @@ from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.windows import assign_windows, window_stats
 from pytest_gpuutil.capture.memory import MIB
 from pytest_gpuutil.children.columns import concat_columns, take_columns
-from pytest_gpuutil.children.process_info import descends_from, is_running
-from pytest_gpuutil.children.spool import Spool
+from pytest_gpuutil.children.process_info import environment_value, is_running
+from pytest_gpuutil.children.spool import SPOOL_ENV, Spool
 from pytest_gpuutil.children.spool_format import (
     CAPTURE_NAMES,
     EXITED,
@@ -146,8 +146,8 @@ class ProcessTree:
     _children: dict[str, _Child] = field(default_factory=dict)
     _history: deque = field(default_factory=lambda: deque(maxlen=HISTORY))
     _demangled: dict[str, str] = field(default_factory=dict)
-    #: pids NVML saw, and whether a nested pytest --gpu-util run is their ancestor
-    _nested_members: dict[int, bool] = field(default_factory=dict)
+    #: pids NVML saw, and whether they report to another run's spool
+    _elsewhere: dict[int, bool] = field(default_factory=dict)
 
     # -- reading --------------------------------------------------------------------------------
     def read(self) -> None:
@@ -183,11 +183,9 @@ class ProcessTree:
 
     def _take_samples(self) -> None:
         by_pid = {c.header.pid: c for c in self._children.values() if c.header is not None}
-        nested = [c.header.pid for c in self._children.values()
-                  if c.header is not None and c.end is not None and c.end.reason == NESTED]
         for sample in self.sampler.take():
             child = by_pid.get(sample.pid)
-            if child is None and nested and self._in_nested_run(sample.pid, nested):
+            if child is None and self._reports_elsewhere(sample.pid):
                 continue  # a nested pytest --gpu-util run measures it, in its own spool and report
             if child is None:
                 key = f"nvml:{sample.pid}"
@@ -198,11 +196,15 @@ class ProcessTree:
             child.nvml_peak[sample.device] = max(child.nvml_peak.get(sample.device, 0), sample.used_bytes)
             child.nvml_seen_ns = max(child.nvml_seen_ns, self._realtime_to_parent(sample.at_ns))
 
-    def _in_nested_run(self, pid: int, nested: list[int]) -> bool:
-        """Whether ``pid`` descends from a nested pytest --gpu-util run (decided once per pid)."""
-        known = self._nested_members.get(pid)
+    def _reports_elsewhere(self, pid: int) -> bool:
+        """Whether ``pid`` started with another run's spool in its environment: the children of a
+        nested pytest --gpu-util run (pytester's runpytest_subprocess) report to that run, which
+        measures them; the nested pytest process itself may never use CUDA, and so never say so
+        here. Decided once per pid (on an H100, NVML named such a child "not measured" before)."""
+        known = self._elsewhere.get(pid)
         if known is None:
-            known = self._nested_members[pid] = any(descends_from(pid, ancestor) for ancestor in nested)
+            spool = environment_value(pid, SPOOL_ENV)
+            known = self._elsewhere[pid] = bool(spool) and os.path.realpath(spool) != os.path.realpath(self.spool.directory)
         return known
 
     def _running(self, child: _Child) -> bool:

@@ -35,6 +35,21 @@ def state_and_parent(pid: int) -> tuple[str, int]:
         return "", 0
 
 
+def environment_value(pid: int, name: str) -> Optional[str]:
+    """``name``'s value in the environment the process started with (``/proc/<pid>/environ``, readable
+    for this user's processes); None where it is not set or cannot be read."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return None
+    key = name.encode() + b"="
+    for entry in raw.split(b"\0"):
+        if entry.startswith(key):
+            return entry[len(key):].decode("utf-8", errors="replace")
+    return None
+
+
 def is_running(pid: int, started: int) -> bool:
     """Whether the process that wrote a header still runs (the same start time, not a zombie)."""
     if started and proc_start(pid) != started:

@@ -241,32 +241,32 @@ def test_a_child_that_does_not_answer_is_waited_for_once(spool) -> None:
     assert time.monotonic() - began < 0.15  # poked again, not waited for again
 
 
-def test_a_nested_runs_own_children_are_not_called_unmeasured(spool) -> None:
+def test_a_nested_runs_own_children_are_not_called_unmeasured(spool, tmp_path) -> None:
     """A nested pytest --gpu-util run measures its children in its own spool: the outer run's NVML
     sampler sees them on the GPU without a file of theirs here, and must not call them unmeasured
-    (on an H100 it did: "pid 1004 (python3) used the GPU but was not measured")."""
+    (on an H100 it did: "pid 862 (python3) used the GPU but was not measured"). A process started
+    with this run's spool (or none) that handed nothing over still is."""
     import subprocess
     import sys
 
-    nested = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time\n"
-                               "child = subprocess.Popen(['sleep', '30'])\n"
-                               "print(child.pid, flush=True)\n"
-                               "time.sleep(30)"], stdout=subprocess.PIPE, text=True)
-    grandchild = 0
+    def sleeper(spool_dir):
+        env = {k: v for k, v in os.environ.items() if k != "PYTEST_GPUUTIL_SPOOL"}
+        if spool_dir is not None:
+            env["PYTEST_GPUUTIL_SPOOL"] = str(spool_dir)
+        return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], env=env)
+
+    other = tmp_path / "pytest-gpuutil-children-1-inner"
+    other.mkdir()
+    nested_child, own_child, bare_child = sleeper(other), sleeper(spool.directory), sleeper(None)
     try:
-        grandchild = int(nested.stdout.readline())
-        write(spool, nested.pid, encode_end(End(BASE + 11 * MS, NESTED)), program="pytest")
-        sampler = _Sampler([_Sample(grandchild, 0, 800 << 20, BASE + 13 * MS, "python3"),
-                            _Sample(555, 0, 200 << 20, BASE + 15 * MS, "cuda_prog")])
+        sampler = _Sampler([_Sample(p.pid, 0, 800 << 20, BASE + 13 * MS, "python3")
+                            for p in (nested_child, own_child, bare_child)])
         _, (extras,) = tree(spool, sampler=sampler).attribute(GpuColumns(), [win(10, 20)], ["a"])
         pids = {p.pid for p in extras.processes}
-        assert grandchild not in pids and f"pid {grandchild}" not in extras.note
-        assert 555 in pids and "pid 555 (cuda_prog) used the GPU but was not measured" in extras.note
+        assert nested_child.pid not in pids and f"pid {nested_child.pid} " not in extras.note
+        for p in (own_child, bare_child):
+            assert p.pid in pids and f"pid {p.pid} (python3) used the GPU but was not measured" in extras.note
     finally:
-        if grandchild:
-            try:
-                os.kill(grandchild, 9)
-            except OSError:
-                pass
-        nested.kill()
-        nested.wait()
+        for p in (nested_child, own_child, bare_child):
+            p.kill()
+            p.wait()
