@@ -3,7 +3,8 @@
 The source is the same :class:`~pytest_gpuutil.capture.cupti.CuptiSource` the parent uses (or
 any object with its methods). A daemon thread hands over what was collected every period, and at
 once when the parent pokes the spool; the exit handlers hand over the rest, the allocator's peaks
-and an END chunk. A child killed with SIGKILL therefore loses at most its last period.
+and an END chunk. A child killed with SIGKILL therefore loses its last period, and what CUPTI
+still held (see below).
 
 While the child runs, hand-overs take only what CUPTI holds complete (its default flush): a forced
 flush returns the records of kernels still running without their times, and those are lost (on an

@@ -204,7 +204,8 @@ class ProcessTree:
         known = self._elsewhere.get(pid)
         if known is None:
             spool = environment_value(pid, SPOOL_ENV)
-            known = self._elsewhere[pid] = bool(spool) and os.path.realpath(spool) != os.path.realpath(self.spool.directory)
+            ours = os.path.realpath(self.spool.directory)
+            known = self._elsewhere[pid] = bool(spool) and os.path.realpath(spool) != ours
         return known
 
     def _running(self, child: _Child) -> bool:
