@@ -117,24 +117,37 @@ class History:
         """Each test's records in its ``last`` most recent runs on machine id ``machine``, oldest first
         (every test of the history when ``tests`` is None).
 
-        ``same_run``: (created, records) of the run being compared; a record of a run made at that
-        time that equals the run's own record of the test is that run, already in the history, and is
-        left out.
+        ``same_run``: (created, records) of the run being compared. A run of the history made at that
+        time whose records on this machine are all of those records, equal, is that run, already in
+        the history: it is left out (the latest such run, once). The whole run is matched, not one
+        record: ``created`` is to the second, and another run of the same second that shares a
+        test's record (a fast CI shard, a test whose figures did not move) is a run of its own.
         """
         created, own = same_run if same_run is not None else ("", {})
         with self._guard():
+            itself = self._run_of(created, own, machine) if own else None
             ids = self._test_ids(tests)
             out: dict[str, list[TestRecord]] = {}
             for name, test_id in ids.items():
                 rows = self._db.execute(
-                    "SELECT runs.created, records.outcome, records.record FROM records JOIN runs ON runs.id = run_id"
-                    " WHERE test_id = ? AND records.machine_id = ? ORDER BY run_id DESC LIMIT ?",
-                    (test_id, machine, last + 1)).fetchall()
-                mine = _record_json(own[name]) if name in own else None
-                kept = [(outcome, text) for made, outcome, text in rows if not (made == created and text == mine)]
-                if kept:
-                    out[name] = [_record(name, outcome, text) for outcome, text in reversed(kept[:last])]
+                    "SELECT outcome, record FROM records WHERE test_id = ? AND machine_id = ? AND run_id != ?"
+                    " ORDER BY run_id DESC LIMIT ?",
+                    (test_id, machine, -1 if itself is None else itself, last)).fetchall()
+                if rows:
+                    out[name] = [_record(name, outcome, text) for outcome, text in reversed(rows)]
         return out
+
+    def _run_of(self, created: str, own: Mapping[str, TestRecord], machine: str) -> Optional[int]:
+        """The latest run made at ``created`` whose records on ``machine`` are exactly ``own``, if any."""
+        wanted = {name: _record_json(record) for name, record in own.items()}
+        made_then = self._db.execute("SELECT id FROM runs WHERE created = ? ORDER BY id DESC", (created,)).fetchall()
+        for (run_id,) in made_then:
+            stored = dict(self._db.execute(
+                "SELECT tests.name, records.record FROM records JOIN tests ON tests.id = records.test_id"
+                " WHERE records.run_id = ? AND records.machine_id = ?", (run_id, machine)).fetchall())
+            if stored == wanted:
+                return run_id
+        return None
 
     def test_names(self) -> list[str]:
         """Every test the history has a record of, by name."""

@@ -68,6 +68,27 @@ def test_recent_is_each_tests_last_runs_on_one_machine_oldest_first(tmp_path):
         assert len(history.runs()) == 8 and len(history.runs("NVIDIA_H200-x1")) == 1
 
 
+def test_the_run_being_compared_is_left_out_only_when_it_is_that_run(tmp_path):
+    """A run already in the history is left out of its own baseline. ``created`` is to the second,
+    so it is matched by all its records: a run of the same second that shares one test's record is
+    another run (this made a CI test flaky: the next run of a shard, made in the second of a merged
+    run added three times, lost its unchanged test's three earlier runs: "not gated")."""
+    path = tmp_path / "h.sqlite"
+    fast, slow = record("t::fast", 50.0), record("t::slow", 20.0)
+    add(path, H100, record("t::fast", 40.0), record("t::slow", 10.0), created="2026-11-23T09:59:59+00:00")
+    for _ in range(3):
+        add(path, H100, fast, slow)
+    second = "2026-11-23T10:00:00+00:00"
+    with open_history(path) as history:
+        itself = history.recent("NVIDIA_H100-x1", 5, None, (second, {"t::fast": fast, "t::slow": slow}))
+        assert [r.busy_pct for r in itself["t::slow"]] == [10.0, 20.0, 20.0]  # the latest of the three is it
+        nxt = history.recent("NVIDIA_H100-x1", 5, None, (second, {"t::fast": record("t::fast", 30.0), "t::slow": slow}))
+        assert [r.busy_pct for r in nxt["t::slow"]] == [10.0, 20.0, 20.0, 20.0]
+        later = history.recent("NVIDIA_H100-x1", 5, None,
+                               ("2026-11-23T10:00:01+00:00", {"t::fast": fast, "t::slow": slow}))
+        assert len(later["t::fast"]) == 4
+
+
 def test_records_of_a_merged_run_are_kept_under_their_own_machine(tmp_path):
     path = tmp_path / "h.sqlite"
     merged_info = {"gpu_model": "NVIDIA H100 + NVIDIA H200", "gpu_count": 1}
