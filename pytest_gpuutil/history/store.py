@@ -242,8 +242,15 @@ def _problem(exc: sqlite3.Error) -> str:
 
 def _check(path: Path, db: sqlite3.Connection, create: bool) -> None:
     """Make sure ``db`` is a history this code reads (creating the schema in an empty file if ``create``)."""
-    app = db.execute("PRAGMA application_id").fetchone()[0]
-    tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+    # both read in one transaction: read apart, another process's schema could land between them
+    # (its tables seen, its application id not yet), and a new history looked like another
+    # program's database (1 writer in 6 failed so, about once in twenty runs of the parallel test)
+    db.execute("BEGIN")
+    try:
+        app = db.execute("PRAGMA application_id").fetchone()[0]
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+    finally:
+        db.execute("COMMIT")
     if app == 0 and not tables:
         if not create:
             raise HistoryError(path, "holds no history (an empty database)")
