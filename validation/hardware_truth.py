@@ -367,6 +367,11 @@ def _f(value: Any, digits: int = 1) -> str:
     return "–" if value is None else f"{value:.{digits}f}"
 
 
+def _per_suite(suites: dict[str, Any], key: str) -> str:
+    """``small 1.074; launch_bound 1.618; ...``: one figure of each suite."""
+    return "; ".join(f"{name} {_f(row.get(key), 3)}" for name, row in suites.items())
+
+
 def markdown(doc: dict[str, Any]) -> str:
     """The README's figures from this run (hardware.md), ready to paste where it says."""
     env = doc.get("env") or {}
@@ -400,14 +405,13 @@ def markdown(doc: dict[str, Any]) -> str:
                   *doc["counters_summary"], "```"]
     over = doc.get("overhead_from_bench") or {}
     if over.get("suites"):
-        lines += ["", "Overhead (bench_overhead), with the counters on / plain: " + "; ".join(
-            f"{name} {_f(r.get('on_vs_plain'), 3)}" for name, r in over["suites"].items())
-            + "; with them off / plain: " + "; ".join(f"{name} {_f(r.get('off_vs_plain'), 3)}" for name, r in over["suites"].items())
-            + "; on / off: " + "; ".join(f"{name} {_f(r.get('on_vs_off'), 3)}" for name, r in over["suites"].items())]
+        lines += ["", "Overhead (bench_overhead), with the counters on / plain: "
+                  + _per_suite(over["suites"], "on_vs_plain") + "; with them off / plain: "
+                  + _per_suite(over["suites"], "off_vs_plain") + "; on / off: " + _per_suite(over["suites"], "on_vs_off")]
     if doc.get("overhead"):
-        lines += ["", "Overhead (this script's rounds), with the counters on / plain: " + "; ".join(
-            f"{name} {_f(r['ratio_on_vs_plain'], 3)}" for name, r in doc["overhead"].items())
-            + "; on / off: " + "; ".join(f"{name} {_f(r['ratio_on_vs_off'], 3)}" for name, r in doc["overhead"].items())]
+        lines += ["", "Overhead (this script's rounds), with the counters on / plain: "
+                  + _per_suite(doc["overhead"], "ratio_on_vs_plain") + "; on / off: "
+                  + _per_suite(doc["overhead"], "ratio_on_vs_off")]
     lines += ["", "Checks:", *(f"- {'ok' if r['holds'] else 'FAIL'}: {r['check']} ({r['seen']})" for r in doc.get("checks") or ())]
     return "\n".join(lines) + "\n"
 

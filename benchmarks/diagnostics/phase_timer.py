@@ -24,11 +24,17 @@ def pytest_sessionstart(session):
     _mark("start")
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtestloop(session):
-    _mark("loop_begin")
-    yield
-    _mark("loop_end")
+def _around(begin: str, end: str):
+    """A hookwrapper that stamps ``begin`` before every plugin's implementation and ``end`` after."""
+    @pytest.hookimpl(hookwrapper=True)
+    def wrapper():
+        _mark(begin)
+        yield
+        _mark(end)
+    return wrapper
+
+
+pytest_runtestloop = _around("loop_begin", "loop_end")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -43,18 +49,8 @@ def pytest_runtest_logreport(report):
         _mark("last_teardown")
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_sessionfinish(session):
-    _mark("finish_begin")
-    yield
-    _mark("finish_end")
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_terminal_summary(terminalreporter):
-    _mark("summary_begin")
-    yield
-    _mark("summary_end")
+pytest_sessionfinish = _around("finish_begin", "finish_end")
+pytest_terminal_summary = _around("summary_begin", "summary_end")
 
 
 def pytest_unconfigure(config):

@@ -33,8 +33,8 @@ TABLE_RUNS = 20
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog=PROG, description="Show the run history that --gpu-util-history keeps: its runs and "
-                                            "each test's metrics over them.",
-                     epilog="Exit status: 0, 2 bad input.")
+                                           "each test's metrics over them.",
+                    epilog="Exit status: 0, 2 bad input.")
     parser.add_argument("tests", nargs="*", metavar="TEST", help="node ids (or parts of them) to show; default all")
     parser.add_argument("--db", default=DEFAULT_PATH, metavar="PATH", help=f"the history file (default {DEFAULT_PATH})")
     parser.add_argument("--format", choices=("table", "json"), default="table")

@@ -21,8 +21,8 @@ PROG = "gpuutil merge"
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog=PROG, description="Merge gpu_util.json runs (CI shards) into one run; each test may "
-                                            "come from one shard only.",
-                     epilog="Exit status: 0 written, 2 bad input.")
+                                           "come from one shard only.",
+                    epilog="Exit status: 0 written, 2 bad input.")
     parser.add_argument("runs", nargs="+", metavar="RUN.json", help="gpu_util.json files of the shards")
     parser.add_argument("-o", "--output", metavar="OUT.json", required=True, help="the merged run file to write")
     return parser

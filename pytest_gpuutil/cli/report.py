@@ -37,7 +37,7 @@ PROG = "gpuutil report"
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog=PROG, description="Render a gpu_util.json run as a self-contained HTML report.",
-                     epilog="Exit status: 0 written, 2 bad input.")
+                    epilog="Exit status: 0 written, 2 bad input.")
     parser.add_argument("run", metavar="RUN.json", help="a gpu_util.json run file")
     parser.add_argument("--baseline", metavar="BASELINE.json", help="a run or baseline file to compare with")
     parser.add_argument("--fail", metavar="EXPR", action="append", default=None,
