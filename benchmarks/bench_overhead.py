@@ -2,6 +2,7 @@
 
     python benchmarks/bench_overhead.py --out DIR [--repeats 3] [--suites small,launch_bound,gpu_bound]
                                         [--extra-args "..."] [--variant NAME=ARGS ...] [--before DIR]
+                                        [--warmup]
 
 Runs each suite of ``benchmarks/overhead_suites/`` plain and with ``--gpu-util``, alternating
 (plain, gpu_util, plain, gpu_util, ...) in fresh processes, ``--repeats`` times, and reads
@@ -21,6 +22,12 @@ and prints a short table last. Needs CUDA.
 one with the pytest_gpuutil package found in DIR (an older commit: ``git archive COMMIT
 pytest_gpuutil | tar -x -C DIR``); they land under each suite's ``variants``, with the ratio
 computed the same way (a version that prints no start-up line has none subtracted).
+
+``--warmup`` runs every suite in every configuration once, untimed, before the rounds: with
+bytecode writing allowed, every module (torch's, pytest's, the plugin's, pytest's assertion-rewritten
+plugin modules) is then read from its cache in the timed runs, as on a machine that ran the suite
+before. Without it (or with PYTHONDONTWRITEBYTECODE=1 and no cached bytecode), every run compiles
+what it imports, plain runs included. ``bytecode`` in the output says which.
 """
 from __future__ import annotations
 
@@ -95,11 +102,17 @@ def _ratios(times: list[float], startups: list[Optional[float]], plain: list[flo
 
 def measure(suites: list[str], repeats: int, out_dir: Path, extra: list[str],
             variants: dict[str, tuple[list[str], Optional[str]]],
-            after_round: Optional[Callable[[dict[str, Any]], None]] = None) -> dict[str, Any]:
+            after_round: Optional[Callable[[dict[str, Any]], None]] = None, warmup: bool = False) -> dict[str, Any]:
     """Every suite plain, with --gpu-util and with each variant, round after round.
 
-    ``after_round`` gets the figures so far after each round (so a run cut short keeps them).
+    ``after_round`` gets the figures so far after each round (so a run cut short keeps them);
+    ``warmup``: one untimed run of each first.
     """
+    configs = {"plain": ([], None), "gpu_util": (extra, None), **variants}
+    if warmup:
+        for suite in suites:
+            for name, (args, package) in configs.items():
+                run_suite(suite, name != "plain", out_dir, args, package)
     runs: dict[str, dict[str, dict[str, list[Any]]]] = {
         s: {name: {"s": [], "startup_s": [], "counters_startup_s": [], "measure_s": []}
             for name in ("plain", "gpu_util", *variants)} for s in suites}
@@ -107,7 +120,7 @@ def measure(suites: list[str], repeats: int, out_dir: Path, extra: list[str],
     result: dict[str, Any] = {}
     for _ in range(repeats):
         for suite in suites:
-            for name, (args, package) in {"plain": ([], None), "gpu_util": (extra, None), **variants}.items():
+            for name, (args, package) in configs.items():
                 got = run_suite(suite, name != "plain", out_dir, args, package)
                 for key, value in (("s", got["seconds"]), ("startup_s", got["startup_s"]), ("measure_s", got["measure_s"]),
                                    ("counters_startup_s", got.get("counters_startup_s"))):
@@ -155,6 +168,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS",
                         help="another --gpu-util run per round with these options (repeatable)")
     parser.add_argument("--before", metavar="DIR", help="also run the pytest_gpuutil package in DIR (variant 'before')")
+    parser.add_argument("--warmup", action="store_true", help="one untimed run of each suite and configuration first")
     args = parser.parse_args(argv)
     variants: dict[str, tuple[list[str], Optional[str]]] = {}
     for spec in args.variant:
@@ -169,7 +183,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     unknown = [s for s in suites if s not in SUITES]
     if unknown:
         parser.error(f"unknown suite(s) {unknown}; known: {', '.join(SUITES)}")
-    doc = {**machine(), "date": dt.date.today().isoformat(), "repeats": args.repeats,
+    bytecode = "not written (PYTHONDONTWRITEBYTECODE)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "written and reused"
+    doc = {**machine(), "date": dt.date.today().isoformat(), "repeats": args.repeats, "warmup": args.warmup,
+           "bytecode": bytecode,
            "extra_args": args.extra_args,
            "variants": {name: {"args": a, "package": p} for name, (a, p) in variants.items()}}
 
@@ -177,7 +193,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         (args.out / "overhead.json").write_text(json.dumps({**doc, "suites": suites_so_far}, indent=2) + "\n")
 
     doc["suites"] = measure(suites, args.repeats, Path(tempfile.mkdtemp(prefix="overhead_")), shlex.split(args.extra_args),
-                            variants, after_round=write)
+                            variants, after_round=write, warmup=args.warmup)
     startups = [s for suite in doc["suites"].values() for s in suite["startup_s"] if s is not None]
     doc["startup_s"] = statistics.median(startups) if startups else None
     (args.out / "overhead.json").write_text(json.dumps(doc, indent=2) + "\n")

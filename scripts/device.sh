@@ -28,6 +28,12 @@ defstep overhead "${OVERHEAD_LIMIT_S:-200}" 11 "plugin overhead: benchmarks/benc
 step_overhead() {
   # OVERHEAD_ARGS: more options, shell-quoted, e.g. --variant counters_on=--gpu-util-counters=auto (the
   # counters' own share) or --variant "all_off=--gpu-util-counters=off --gpu-util-findings=off"
+  # OVERHEAD_WARM=1: bytecode written and reused (PYTHONDONTWRITEBYTECODE unset) and one untimed run
+  # of each suite and configuration first, as on a machine that ran the suite before
+  if [ "${OVERHEAD_WARM:-0}" = 1 ]; then
+    unset PYTHONDONTWRITEBYTECODE
+    OVERHEAD_ARGS="--warmup ${OVERHEAD_ARGS:-}"
+  fi
   eval "python3 benchmarks/bench_overhead.py --out \"\$W\" --repeats \"${OVERHEAD_REPEATS:-4}\" ${OVERHEAD_ARGS:-}"
 }
 
@@ -193,6 +199,31 @@ step_children_2gpu() {
 }
 
 # --- set-up, the runner, packing ----------------------------------------------------------------
+
+defstep counter_costs 300 40 "where the hardware counters' cost goes: benchmarks/diagnostics/counter_interference.py (sampler parts against the main thread), then py-spy (a carried .whl/py_spy-*.whl) over the overhead suites plain, --gpu-util and with the counters on (counter_costs/)"
+step_counter_costs() {
+  mkdir -p "$W/counter_costs/spy"
+  python3 benchmarks/diagnostics/counter_interference.py --out "$W/counter_costs" --rounds "${INTERFERENCE_ROUNDS:-3}"
+  python3 -m pip install -q --no-index --no-deps --target /tmp/pyspy .whl/py_spy-*.whl >/dev/null 2>&1
+  local spy=/tmp/pyspy/bin/py-spy suite cfg r args
+  [ -x "$spy" ] || { echo "no py-spy"; return 0; }
+  for r in 1 2; do
+    for suite in small launch_bound gpu_bound; do
+      for cfg in plain default counters_on; do
+        case $cfg in
+          plain) args="" ;;
+          default) args="--gpu-util --gpu-util-dir=/tmp/spy_out" ;;
+          counters_on) args="--gpu-util --gpu-util-dir=/tmp/spy_out --gpu-util-counters=auto" ;;
+        esac
+        local file=$PWD/benchmarks/overhead_suites/test_${suite/small/small_ops}.py
+        (cd /tmp && PYTHONPATH=$OLDPWD/benchmarks/diagnostics${PYTHONPATH:+:$PYTHONPATH} "$spy" record -r 400 --threads \
+          --idle -f raw -o "$W/counter_costs/spy/$suite.$cfg.$r.txt" -- python3 -m pytest "$file" -q -p no:cacheprovider \
+          -p phase_timer --rootdir "$(dirname "$file")" $args) >"$W/counter_costs/spy/$suite.$cfg.$r.log" 2>&1
+        echo "$suite $cfg $r rc=$? $(grep -E 'passed in' "$W/counter_costs/spy/$suite.$cfg.$r.log" | tail -n 1)"
+      done
+    done
+  done
+}
 
 SETUP_LIMIT=120
 # seconds from the start by which every step has ended (a device call has at most 600 s), and the

@@ -382,7 +382,7 @@ class ProcessTree:
         else:
             for w, span in enumerate(spans):
                 hit = (starts <= span.end_ns) & (ends >= span.start_ns)
-                present[w].update(np.unique(owner[hit]).tolist())
+                present[w].update(owner[hit].tolist())
         with_children = [w for w in range(n) if present[w] - {0}]
         busy: dict[int, dict[int, tuple[float, tuple[str, ...]]]] = {}
         if with_children:

@@ -283,3 +283,30 @@ def test_the_readme_states_every_limit_and_its_reason() -> None:
         part = section[section.index(f"### `{rule.id}`"):]
         for name, limit in rule.limits.items():
             assert f"| `{name}` | {limit.text} | {limit.reason} |" in part, (rule.id, name)
+
+
+def test_array_windows_are_looked_at_without_importing_numpy_ma() -> None:
+    """np.unique without return_* imports numpy.ma (~10 ms, ~100 ms where no bytecode is cached):
+    the per-window path must not pay it."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import sys
+        import numpy as np
+        from pytest_gpuutil.analysis.classify import KernelClassifier
+        from pytest_gpuutil.analysis.findings import find
+        from pytest_gpuutil.analysis.window_facts import WindowFacts
+        from pytest_gpuutil.traces.model import GpuColumns, Window
+        n = 400
+        events = GpuColumns(["k"] * n, ["kernel"] * n, [0, 1] * (n // 2), [7] * n,
+                            np.arange(n, dtype=np.int64) * 3000, np.full(n, 1000, dtype=np.int64))
+        win = Window(0, 3000 * n, "test_call")
+        facts = WindowFacts(events, win, KernelClassifier())
+        assert facts.arrays
+        find(events, win, KernelClassifier())
+        print(facts.timeline.devices, facts.busy_pct > 0, facts.union_ns([True])[0], "numpy.ma" in sys.modules)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["2", "True", "400000", "False"]

@@ -72,6 +72,27 @@ def test_a_flush_waits_for_the_samples_that_cover_the_last_window(source: Synthe
     assert waited < 0.4  # asked for a poll instead of waiting for the 0.5 s tick
 
 
+def test_a_flush_of_windows_the_samples_already_cover_forces_no_poll(source: SyntheticCounters) -> None:
+    """A poll decodes the hardware buffer (milliseconds for PM sampling): a flush that has what it
+    needs must not make the thread do one and wait for it."""
+    source.period_ns = 5_000_000
+    sampler = started(source, tick_s=0.5)
+    capture = CounterCapture(sampler)
+    try:
+        capture.begin("t")
+        busy_wait(0.03)
+        capture.end()
+        assert sampler.sync(sampler.now())  # a poll asked for: the samples reach the window's end
+        polls = sampler.cost().polls
+        began = time.perf_counter()
+        got = capture.flush()["t"]
+        took = time.perf_counter() - began
+        assert sampler.cost().polls == polls
+    finally:
+        sampler.stop()
+    assert got.values["sm_pct"] is not None and took < 0.1
+
+
 def test_energy_is_spread_over_long_windows_only(source: SyntheticCounters) -> None:
     source.watts = 250.0
     sampler = started(source, tick_s=0.02)
