@@ -200,6 +200,11 @@ step_children_2gpu() {
 
 # --- set-up, the runner, packing ----------------------------------------------------------------
 
+defstep interference 120 14 "the hardware-counter sampler's parts against the main thread's workloads, \$INTERFERENCE_ROUNDS (6) rounds: benchmarks/diagnostics/counter_interference.py (interference/)"
+step_interference() {
+  python3 benchmarks/diagnostics/counter_interference.py --out "$W/interference" --rounds "${INTERFERENCE_ROUNDS:-6}"
+}
+
 defstep counter_costs 300 40 "where the hardware counters' cost goes: benchmarks/diagnostics/counter_interference.py (sampler parts against the main thread), then py-spy (a carried .whl/py_spy-*.whl) over the overhead suites plain, --gpu-util and with the counters on (counter_costs/)"
 step_counter_costs() {
   mkdir -p "$W/counter_costs/spy"
