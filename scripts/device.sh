@@ -205,16 +205,18 @@ step_interference() {
   python3 benchmarks/diagnostics/counter_interference.py --out "$W/interference" --rounds "${INTERFERENCE_ROUNDS:-6}"
 }
 
-defstep counter_costs 300 40 "where the hardware counters' cost goes: benchmarks/diagnostics/counter_interference.py (sampler parts against the main thread), then py-spy (a carried .whl/py_spy-*.whl) over the overhead suites plain, --gpu-util and with the counters on (counter_costs/)"
+defstep counter_costs 300 40 "where the plugin's and the hardware counters' cost goes: benchmarks/diagnostics/counter_interference.py (sampler parts against the main thread; skipped with SPY_ONLY=1), then py-spy (a carried .whl/py_spy-*.whl) over the overhead suites \$SPY_SUITES (all three) in \$SPY_CONFIGS (plain default counters_on), \$SPY_RUNS (2) runs each; SPY_WARM=1: bytecode written and reused, one untimed run first (counter_costs/)"
 step_counter_costs() {
   mkdir -p "$W/counter_costs/spy"
-  python3 benchmarks/diagnostics/counter_interference.py --out "$W/counter_costs" --rounds "${INTERFERENCE_ROUNDS:-3}"
+  [ "${SPY_ONLY:-0}" = 1 ] ||
+    python3 benchmarks/diagnostics/counter_interference.py --out "$W/counter_costs" --rounds "${INTERFERENCE_ROUNDS:-3}"
   python3 -m pip install -q --no-index --no-deps --target /tmp/pyspy .whl/py_spy-*.whl >/dev/null 2>&1
-  local spy=/tmp/pyspy/bin/py-spy suite cfg r args
+  local spy=/tmp/pyspy/bin/py-spy suite cfg r args first=1
   [ -x "$spy" ] || { echo "no py-spy"; return 0; }
-  for r in 1 2; do
-    for suite in small launch_bound gpu_bound; do
-      for cfg in plain default counters_on; do
+  [ "${SPY_WARM:-0}" = 1 ] && { unset PYTHONDONTWRITEBYTECODE; first=0; }
+  for r in $(seq "$first" "${SPY_RUNS:-2}"); do
+    for suite in ${SPY_SUITES:-small launch_bound gpu_bound}; do
+      for cfg in ${SPY_CONFIGS:-plain default counters_on}; do
         case $cfg in
           plain) args="" ;;
           default) args="--gpu-util --gpu-util-dir=/tmp/spy_out" ;;
@@ -228,6 +230,7 @@ step_counter_costs() {
       done
     done
   done
+  rm -f "$W"/counter_costs/spy/*.0.*  # the untimed first run of SPY_WARM
 }
 
 SETUP_LIMIT=120
