@@ -188,7 +188,10 @@ def measurement_lines(state: RunState) -> list[str]:
     sources = sorted({p["source"] for p in processes if p.get("source")})
     if startups:
         each = f" (each of {len(startups)} processes; longest)" if len(startups) > 1 else ""
-        lines.append(f"profiler start-up {max(startups):.3f} s{each} ({', '.join(sources)}), not charged to any test")
+        collections = [p["startup_gc_s"] for p in processes if p.get("startup_gc_s") is not None]
+        collected = f"; full GC {max(collections):.3f} s" if collections else ""
+        lines.append(f"profiler start-up {max(startups):.3f} s{each} ({', '.join(sources)}{collected}), "
+                     "not charged to any test")
     if t["measure_ms"]:
         lines.append(
             f"measurement cost {t['measure_ms'] / 1000:.3f} s ({t['measure_in_tests_ms'] / 1000:.3f} s with the tests, "

@@ -149,7 +149,8 @@ class Measuring:
     def process_info(self) -> dict[str, Any]:
         m = self.measurement
         return {"worker": self._worker_id or "main", "mode": m.mode, "source": m.source_name,
-                "startup_s": m.startup_s, "fallback": m.fallback_reason,
+                "startup_s": m.startup_s, "startup_gc_s": m.startup_gc_s if m.startup_s is not None else None,
+                "fallback": m.fallback_reason,
                 "broken": m.capture.broken if m.capture is not None else "", **m.counters_info(),
                 "children": m.children_info()}
 
