@@ -9,7 +9,8 @@ phase_timer.py stamping the phases, and times the plugin's session-level pieces 
 (NVML's process sampler, CUPTI's start, flush and stop). Writes DIR/session_phases.json and a
 table on stdout: per configuration, the median seconds of the collection (start to the loop),
 the preparation (loop start to the first set-up), the tests (first set-up to the last teardown),
-the loop's end, the session finish and the terminal summary.
+the loop's end, the session finish and the terminal summary, and each run's full garbage
+collections while its tests ran (count and seconds).
 """
 from __future__ import annotations
 
@@ -47,7 +48,9 @@ def run_once(suite: str, args: list[str] | None, out: Path) -> dict:
     startup = re.search(r"profiler start-up ([0-9.]+) s", res.stdout)
     counters = re.search(r"hardware counters start-up ([0-9.]+) s", res.stdout)
     spans = {name: round(phases[b] - phases[a], 4) for name, a, b in SPANS if a in phases and b in phases}
+    collections = re.search(r"^GC (\{.*\})$", res.stdout, re.M)
     return {"rc": res.returncode, "reported_s": float(reported.group(1)) if reported else None, "spans": spans,
+            "gc_during_tests": json.loads(collections.group(1)) if collections else {},
             "measure_s": float(measure.group(1)) if measure else None,
             "startup_s": float(startup.group(1)) if startup else None,
             "counters_startup_s": float(counters.group(1)) if counters else None,
@@ -120,14 +123,17 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(doc["components"]))
     names = [n for n, _, _ in SPANS]
     for suite, by in doc["runs"].items():
-        print(f"\n{suite}: median s      reported  " + "  ".join(f"{n:>11}" for n in names) + "    measure  start-up")
+        print(f"\n{suite}: median s      reported  " + "  ".join(f"{n:>11}" for n in names)
+              + "    measure  start-up  full GCs in the tests (s)")
         for name, runs in by.items():
             med = lambda key: statistics.median([r["spans"].get(key, float("nan")) for r in runs])  # noqa: E731
             rep = statistics.median([r["reported_s"] or float("nan") for r in runs])
             meas = [r["measure_s"] for r in runs if r["measure_s"] is not None]
             st = [(r["startup_s"] or 0) + (r["counters_startup_s"] or 0) for r in runs]
+            full = [r.get("gc_during_tests", {}).get("gen2", {}) for r in runs]
             print(f"  {name:14} {rep:9.3f}  " + "  ".join(f"{med(n):11.4f}" for n in names)
-                  + f"  {statistics.median(meas) if meas else float('nan'):9.3f}  {statistics.median(st):8.3f}")
+                  + f"  {statistics.median(meas) if meas else float('nan'):9.3f}  {statistics.median(st):8.3f}"
+                  + "  " + " ".join(f"{f.get('n', '?')} ({f.get('s', 0):.3f})" for f in full))
     return 0
 
 
