@@ -198,8 +198,6 @@ step_children_2gpu() {
   python3 validation/children_truth.py --out "$W/children_2gpu" --two-gpu
 }
 
-# --- set-up, the runner, packing ----------------------------------------------------------------
-
 defstep interference 120 14 "the hardware-counter sampler's parts against the main thread's workloads, \$INTERFERENCE_ROUNDS (6) rounds: benchmarks/diagnostics/counter_interference.py (interference/)"
 step_interference() {
   python3 benchmarks/diagnostics/counter_interference.py --out "$W/interference" --rounds "${INTERFERENCE_ROUNDS:-6}"
@@ -232,6 +230,8 @@ step_counter_costs() {
   done
   rm -f "$W"/counter_costs/spy/*.0.*  # the untimed first run of SPY_WARM
 }
+
+# --- set-up, the runner, packing ----------------------------------------------------------------
 
 SETUP_LIMIT=120
 # seconds from the start by which every step has ended (a device call has at most 600 s), and the
