@@ -25,6 +25,7 @@ Rules that keep a number honest:
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional, Sequence
@@ -294,13 +295,22 @@ class ProcessChecks:
 
     def pids_during(self, start_ns: int, end_ns: int) -> list[int]:
         """Foreign pids that may have used the GPU during ``[start_ns, end_ns]``, sorted."""
-        if not self.times_ns:
+        spans = self._spans
+        if spans is None:
             return []
-        times = np.asarray(self.times_ns, dtype=np.int64)
-        before = np.concatenate([[times[0] - self.period_ns], times[:-1]])
-        after = np.concatenate([times[1:], [times[-1] + self.period_ns]])
+        before, after = spans
         hits = np.flatnonzero((before <= end_ns) & (after >= start_ns))
         return sorted(set().union(*(self.foreign[k] for k in hits.tolist()))) if hits.size else []
+
+    @functools.cached_property
+    def _spans(self) -> Optional[tuple[np.ndarray, np.ndarray]]:
+        """Per check, the span its pids mark (from the check before to the one after); None when no
+        check saw another process (the common case: every window's lookup is then free)."""
+        if not any(self.foreign):
+            return None
+        times = np.asarray(self.times_ns, dtype=np.int64)
+        return (np.concatenate([[times[0] - self.period_ns], times[:-1]]),
+                np.concatenate([times[1:], [times[-1] + self.period_ns]]))
 
     def after(self, t_ns: int) -> "ProcessChecks":
         """The checks a window ending after ``t_ns`` can still need (one before it kept)."""

@@ -119,15 +119,13 @@ class CounterCapture:
         if sampler.source is not None and period is None:
             period = 1 << 62  # no sample yet: every window is "too short"
         results = []
-        seen_others = any(checks.foreign)  # the common case: no check saw another process, nothing to look up
         for (start, end), figure in zip(spans, window_figures(samples, energy, spans, period if sampler.source else None,
                                                                energy_min_ns=self.energy_min_ns)):
             note = figure.note
             if note == NOT_COVERED and sampler.error:
                 note = f"the hardware counters stopped: {sampler.error}"
             results.append(TestCounters(sampler.source_name or "nvml_utilization", figure.values, figure.energy_j,
-                                        figure.avg_power_w,
-                                        _join(note, other_process_note(checks.pids_during(start, end) if seen_others else [])),
+                                        figure.avg_power_w, _join(note, other_process_note(checks.pids_during(start, end))),
                                         figure.sums))
         self.flush_s += time.perf_counter() - began
         return results
