@@ -203,6 +203,21 @@ step_interference() {
   python3 benchmarks/diagnostics/counter_interference.py --out "$W/interference" --rounds "${INTERFERENCE_ROUNDS:-6}"
 }
 
+defstep per_test_path 300 90 "where the per-test path's time goes on the GPU: benchmarks/diagnostics/gpu_path_costs.py (a launch with and without CUPTI, each per-test call), then session_phases.py --hooks --warmup over the three overhead suites, plain / default / counters_on, \$PHASE_ROUNDS (2) rounds, bytecode written and reused (per_test_path/)"
+step_per_test_path() {
+  unset PYTHONDONTWRITEBYTECODE
+  mkdir -p "$W/per_test_path"
+  python3 benchmarks/diagnostics/gpu_path_costs.py --out "$W/per_test_path" | tail -n 40
+  python3 benchmarks/diagnostics/session_phases.py --out /tmp/per_test_path --hooks --warmup --no-components \
+    --rounds "${PHASE_ROUNDS:-2}" --only default --only counters_on
+  cp /tmp/per_test_path/session_phases.json "$W/per_test_path/"
+}
+
+defstep launch_cost 90 8 "what CUPTI's activity tracing adds to each kernel launch and to a small test's body, each configuration in a fresh process: benchmarks/diagnostics/cupti_launch_cost.py (launch_cost/)"
+step_launch_cost() {
+  python3 benchmarks/diagnostics/cupti_launch_cost.py --out "$W/launch_cost" --rounds "${LAUNCH_ROUNDS:-3}"
+}
+
 defstep counter_costs 300 40 "where the plugin's and the hardware counters' cost goes: benchmarks/diagnostics/counter_interference.py (sampler parts against the main thread; skipped with SPY_ONLY=1), then py-spy (a carried .whl/py_spy-*.whl) over the overhead suites \$SPY_SUITES (all three) in \$SPY_CONFIGS (plain default counters_on), \$SPY_RUNS (2) runs each; SPY_WARM=1: bytecode written and reused, one untimed run first (counter_costs/)"
 step_counter_costs() {
   mkdir -p "$W/counter_costs/spy"

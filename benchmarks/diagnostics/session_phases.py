@@ -11,6 +11,11 @@ table on stdout: per configuration, the median seconds of the collection (start 
 the preparation (loop start to the first set-up), the tests (first set-up to the last teardown),
 the loop's end, the session finish and the terminal summary, and each run's full garbage
 collections while its tests ran (count and seconds).
+
+``--hooks`` adds hook_timer.py: per configuration, the median time inside the plugin's hooks and
+per-test methods, in microseconds per test, largest first. ``--warmup`` runs each suite in each
+configuration once, untimed, first (with bytecode writing allowed, the timed runs then read every
+module from its cache).
 """
 from __future__ import annotations
 
@@ -34,9 +39,12 @@ SPANS = (("collection", "start", "loop_begin"), ("preparation", "loop_begin", "f
          ("finish", "finish_begin", "finish_end"), ("summary", "summary_begin", "summary_end"))
 
 
-def run_once(suite: str, args: list[str] | None, out: Path) -> dict:
+TESTS = {"small": 300, "launch_bound": 20, "gpu_bound": 20}
+
+
+def run_once(suite: str, args: list[str] | None, out: Path, hooks: bool = False) -> dict:
     cmd = [sys.executable, "-m", "pytest", str(HERE.parent / "overhead_suites" / SUITES[suite]), "-q",
-           "-p", "no:cacheprovider", "-p", "phase_timer"]
+           "-p", "no:cacheprovider", "-p", "phase_timer", *(["-p", "hook_timer"] if hooks else [])]
     if args is not None:
         cmd += ["--gpu-util", f"--gpu-util-dir={tempfile.mkdtemp(prefix='phases_', dir=out)}", *args]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
@@ -49,7 +57,9 @@ def run_once(suite: str, args: list[str] | None, out: Path) -> dict:
     counters = re.search(r"hardware counters start-up ([0-9.]+) s", res.stdout)
     spans = {name: round(phases[b] - phases[a], 4) for name, a, b in SPANS if a in phases and b in phases}
     collections = re.search(r"^GC (\{.*\})$", res.stdout, re.M)
+    hook_times = re.search(r"^HOOKTIME (\{.*\})$", res.stdout, re.M)
     return {"rc": res.returncode, "reported_s": float(reported.group(1)) if reported else None, "spans": spans,
+            "hooks": json.loads(hook_times.group(1)) if hook_times else {},
             "gc_during_tests": json.loads(collections.group(1)) if collections else {},
             "measure_s": float(measure.group(1)) if measure else None,
             "startup_s": float(startup.group(1)) if startup else None,
@@ -106,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suite", action="append", choices=sorted(SUITES))
     parser.add_argument("--config", action="append", default=[], help="NAME=ARGS (added to the defaults)")
     parser.add_argument("--only", action="append", help="run only these configurations (plain always runs)")
+    parser.add_argument("--hooks", action="store_true", help="time the plugin's hooks and per-test methods")
+    parser.add_argument("--warmup", action="store_true", help="one untimed run of each suite and configuration first")
+    parser.add_argument("--no-components", action="store_true", help="skip the one-process component timings")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     configs = dict(CONFIGS)
@@ -114,11 +127,14 @@ def main(argv: list[str] | None = None) -> int:
         configs[name] = extra.split()
     if args.only:
         configs = {k: v for k, v in configs.items() if k == "plain" or k in args.only}
-    doc: dict = {"components": components(), "runs": {}}
+    doc: dict = {"components": {} if args.no_components else components(), "runs": {}}
     for suite in args.suite or sorted(SUITES):
+        if args.warmup:
+            for extra in configs.values():
+                run_once(suite, extra, args.out, args.hooks)
         for _ in range(args.rounds):
             for name, extra in configs.items():
-                doc["runs"].setdefault(suite, {}).setdefault(name, []).append(run_once(suite, extra, args.out))
+                doc["runs"].setdefault(suite, {}).setdefault(name, []).append(run_once(suite, extra, args.out, args.hooks))
         (args.out / "session_phases.json").write_text(json.dumps(doc, indent=1))
     print(json.dumps(doc["components"]))
     names = [n for n, _, _ in SPANS]
@@ -134,7 +150,23 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {name:14} {rep:9.3f}  " + "  ".join(f"{med(n):11.4f}" for n in names)
                   + f"  {statistics.median(meas) if meas else float('nan'):9.3f}  {statistics.median(st):8.3f}"
                   + "  " + " ".join(f"{f.get('n', '?')} ({f.get('s', 0):.3f})" for f in full))
+        if args.hooks:
+            print_hooks(suite, by)
     return 0
+
+
+def print_hooks(suite: str, by: dict) -> None:
+    """Per configuration, the plugin's hooks and methods by median time, in microseconds per test."""
+    for name, runs in by.items():
+        names = sorted({k for r in runs for k in r.get("hooks", {})})
+        if not names:
+            continue
+        got = lambda key, i: statistics.median(r["hooks"].get(key, [0, 0.0, 0.0])[i] for r in runs)  # noqa: E731
+        rows = sorted(((got(k, 1), k, got(k, 0), got(k, 2)) for k in names), reverse=True)
+        print(f"  {suite} / {name}: microseconds per test, calls per run, microseconds of the median call "
+              "(medians over runs)")
+        for seconds, key, calls, one in rows[:28]:
+            print(f"    {key:44} {seconds / TESTS[suite] * 1e6:9.1f}  {calls:7.0f}  {one * 1e6:9.1f}")
 
 
 if __name__ == "__main__":
