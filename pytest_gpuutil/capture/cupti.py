@@ -109,12 +109,25 @@ class ParsedRecords:
         return int(self.kinds.size)
 
 
+#: records of one kind in a row after which the walk looks ahead with numpy (a launch loop's buffer
+#: is thousands of kernel records in a row; a small test's mixes kinds every few records)
+RUN_LOOKAHEAD = 8
+
+
 def walk_records(buffer: np.ndarray, valid: int, size_of: Callable[[int, int], int]) -> tuple[np.ndarray, np.ndarray]:
-    """Offsets and kinds of the records in ``buffer[:valid]``; ``size_of(kind, offset)`` gives a record's size."""
+    """Offsets and kinds of the records in ``buffer[:valid]``; ``size_of(kind, offset)`` gives a record's size.
+
+    Records follow each other, each as long as its kind's size. Once ``RUN_LOOKAHEAD`` records of
+    one kind have come in a row, the rest of that run is found at once: the kind is read at every
+    following multiple of its size, up to the first record of another kind (every record of the
+    run starts where the one before it, of that kind and size, ends, so this is the same walk).
+    """
     kinds32 = memoryview(buffer[:valid - valid % 4]).cast("I")
+    all_kinds = np.frombuffer(kinds32, dtype=np.uint32)
+    parts: list[np.ndarray] = []
     offsets, kinds = [], []
     sizes: dict[int, int] = {}
-    offset = 0
+    offset, run_kind, run = 0, -1, 0
     while offset < valid:
         kind = kinds32[offset >> 2]
         size = sizes.get(kind)
@@ -122,12 +135,29 @@ def walk_records(buffer: np.ndarray, valid: int, size_of: Callable[[int, int], i
             size = sizes[kind] = size_of(kind, offset)
             if size <= 0 or size % 8:
                 raise CuptiError(f"activity record of kind {kind} at byte {offset} has size {size}")
+        run = run + 1 if kind == run_kind else 1
+        run_kind = kind
+        if run >= RUN_LOOKAHEAD:
+            ahead = np.arange(offset, valid - 3, size, dtype=np.int64)  # where the run's records would start
+            differ = np.flatnonzero(all_kinds[ahead >> 2] != kind)
+            ahead = ahead[:differ[0]] if differ.size else ahead
+            if offsets:
+                parts.append(np.asarray(offsets, dtype=np.int64))
+                offsets = []
+            parts.append(ahead)
+            offset = int(ahead[-1]) + size
+            run = 0
+            continue
         offsets.append(offset)
         kinds.append(kind)
         offset += size
     if offset != valid:
         raise CuptiError(f"activity buffer of {valid} bytes ends inside a record (walked to byte {offset})")
-    return np.asarray(offsets, dtype=np.int64), np.asarray(kinds, dtype=np.uint32)
+    if not parts:
+        return np.asarray(offsets, dtype=np.int64), np.asarray(kinds, dtype=np.uint32)
+    parts.append(np.asarray(offsets, dtype=np.int64))
+    found = np.concatenate(parts)
+    return found, all_kinds[found >> 2].copy()
 
 
 @dataclass(frozen=True)
@@ -404,7 +434,12 @@ class CuptiSource:
         """
         if not self.ever_started:
             return time.time_ns()
-        return int(self._to_ns(np.asarray([self._ticks()], dtype=np.uint64))[0])
+        ticks = self._ticks()
+        if self._tsc is None:
+            return ticks
+        # what _to_ns does to a column, for one value: the same float64 product and round-half-even
+        ref_ticks, ref_ns, ns_per_tick = self._tsc
+        return ref_ns + round(float(ticks - ref_ticks) * ns_per_tick)
 
     def _to_ns(self, ticks: np.ndarray) -> np.ndarray:
         """Clock values as wall-clock ns: as they are, or TSC ticks mapped onto the wall clock."""
