@@ -80,8 +80,9 @@ def pytest_configure(config: pytest.Config) -> None:
     except SetupError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[STATE_KEY] = state
-    config.pluginmanager.register(GpuUtilHooks(state), "gpuutil-session")
-    if not worker_id and config.pluginmanager.hasplugin("html") and config.getoption("htmlpath", None):
+    pytest_html = not worker_id and config.pluginmanager.hasplugin("html") and bool(config.getoption("htmlpath", None))
+    config.pluginmanager.register(GpuUtilHooks(state, reports_carry_records=pytest_html), "gpuutil-session")
+    if pytest_html:
         # pytest-html writes a report: its rows get the GPU figures
         from pytest_gpuutil.report.html_report import PytestHtmlInterop
 
@@ -126,9 +127,11 @@ def _hooked_record(item: pytest.Item, record: Any, when: str) -> Any:
 class GpuUtilHooks:
     """Hooks that need the run's state; registered in pytest_configure."""
 
-    def __init__(self, state: GpuUtilSession):
+    def __init__(self, state: GpuUtilSession, reports_carry_records: bool = False):
         self.state = state
         self._record_hooks: dict[Any, bool] = {}
+        #: records also travel on this process's own teardown reports (pytest-html's rows read them there)
+        self._reports_carry_records = reports_carry_records
 
     # -- xdist ---------------------------------------------------------------------------------
     @pytest.hookimpl(optionalhook=True)
@@ -186,9 +189,11 @@ class GpuUtilHooks:
         leftovers = state.measuring.close(self._finalize)
         if state.is_worker:
             # what no report could carry (the run stopped early): the controller reads it when this worker ends
-            session.config.workeroutput["gpu_util"] = {"payloads": leftovers, "process": state.measuring.process_info()}
+            session.config.workeroutput["gpu_util"] = {"payloads": [state.measuring.payload(t) for t in leftovers],
+                                                       "process": state.measuring.process_info()}
             return
-        state.receiver.receive_batch({"payloads": leftovers, "process": state.measuring.process_info()})
+        self._take(leftovers)
+        state.receiver.processes["main"] = state.measuring.process_info()
         try:
             state.finish()
         except Exception as exc:  # noqa: BLE001 - a disk, a missing module: one line, never a traceback
@@ -253,23 +258,32 @@ class GpuUtilHooks:
             now = self._needs_record_now(item)
             if now or state.measuring.flush_due():
                 state.measuring.flush(wait=now)
-            payloads = state.measuring.ready_payloads(self._finalize)
-            if payloads:
-                report.gpu_util = {"payloads": payloads, "process": state.measuring.process_info()}
-                own = next((p["record"] for p in payloads if p["record"]["test"] == item.nodeid), None)
+            finished = state.measuring.ready(self._finalize)
+            if finished:
+                if state.is_worker or self._reports_carry_records:
+                    report.gpu_util = {"payloads": [state.measuring.payload(t) for t in finished],
+                                       "process": state.measuring.process_info()}
+                if not state.is_worker:
+                    self._take(finished)
+                own = next((t.record for t in finished if t.record.test == item.nodeid), None)
                 if own is not None and state.settings.enabled:
-                    from pytest_gpuutil.records import TestRecord
                     from pytest_gpuutil.report.ci import junit_properties
 
-                    report.user_properties.extend(junit_properties(TestRecord.from_dict(own)))
+                    report.user_properties.extend(junit_properties(own))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.state.is_worker:
             return
         self.state.test_seconds += getattr(report, "duration", 0.0) or 0.0
         batch = getattr(report, "gpu_util", None)
-        if batch is not None and report.when == "teardown":
-            self.state.receiver.receive_batch(batch)
+        if batch is not None and report.when == "teardown" and getattr(report, "node", None) is not None:
+            self.state.receiver.receive_batch(batch)  # from an xdist worker (this process took its own already)
+
+    def _take(self, finished: list[Any]) -> None:
+        """This process's own finished tests, to the receiver as they are (no JSON round trip)."""
+        receiver = self.state.receiver
+        for test in finished:
+            receiver.take(test.record, test.results.metric_rows, test.results.tables, test.thresholds)
 
     def _finalize(self, item: pytest.Item, record: Any) -> Any:
         return _hooked_record(item, record, "teardown")

@@ -3,8 +3,9 @@
 Each test's call phase is measured by :class:`~pytest_gpuutil.measurement.Measurement` (a window
 of the continuous capture, or a per-test profiler). A finished test waits here until its profile
 is known (a continuous capture gives profiles when it is flushed); then its record is built and
-packed, with its fixtures' metric rows, into a payload: JSON-able, so xdist can carry it on the
-test's teardown report to the controller (see :mod:`pytest_gpuutil.session.receiving`).
+handed on as a :class:`FinishedTest`: in a plain run straight to the receiver, from an xdist worker
+packed with its fixtures' metric rows into a payload (JSON-able, so xdist can carry it on the
+test's teardown report to the controller; see :mod:`pytest_gpuutil.session.receiving`).
 """
 from __future__ import annotations
 
@@ -37,6 +38,17 @@ class PendingTest:
     item: Any
     nodeid: str
     outcome: str
+    results: TestResults
+    thresholds: str
+
+
+@dataclass(frozen=True)
+class FinishedTest:
+    """A test whose record is built: what the receiver keeps of it (or a worker sends as a payload)."""
+
+    __test__ = False
+
+    record: TestRecord
     results: TestResults
     thresholds: str
 
@@ -111,8 +123,8 @@ class Measuring:
             return False
         return test.nodeid not in self.windowed or profile is not None
 
-    def ready_payloads(self, finalize: Callable[[Any, TestRecord], TestRecord]) -> list[dict[str, Any]]:
-        """Payloads of the finished tests whose profiles are known, in the order they finished.
+    def ready(self, finalize: Callable[[Any, TestRecord], TestRecord]) -> list[FinishedTest]:
+        """The records of the finished tests whose profiles are known, in the order they finished.
 
         ``finalize(item, record)`` applies the pytest_gpuutil_record hook. Each test leaves the
         pending list once, so each record travels once. Between flushes only the newest test can
@@ -120,14 +132,14 @@ class Measuring:
         """
         if self._flushed:
             self._flushed = False
-            ready = [t for t in self.pending if self._ready(t)]
+            done = [t for t in self.pending if self._ready(t)]
             self.pending = [t for t in self.pending if not self._ready(t)]
         elif self.pending and self._ready(self.pending[-1]):
-            ready = [self.pending.pop()]
+            done = [self.pending.pop()]
         else:
             return []
-        payloads = []
-        for test in ready:
+        finished = []
+        for test in done:
             began = time.perf_counter()
             self.windowed.discard(test.nodeid)
             profile = self.profiles.pop(test.nodeid, None)
@@ -136,15 +148,15 @@ class Measuring:
             self._write_trace(record, profile)
             if record.measure_ms is not None:
                 record = dataclasses.replace(record, measure_ms=record.measure_ms + (time.perf_counter() - began) * 1000)
-            payloads.append(self.payload(record, test.results, test.thresholds))
-        return payloads
+            finished.append(FinishedTest(record, test.results, test.thresholds))
+        return finished
 
-    def close(self, finalize: Callable[[Any, TestRecord], TestRecord]) -> list[dict[str, Any]]:
-        """The session's end: the last profiles, and the payloads of every test still pending."""
+    def close(self, finalize: Callable[[Any, TestRecord], TestRecord]) -> list[FinishedTest]:
+        """The session's end: the last profiles, and the records of every test still pending."""
         self.profiles.update(self.measurement.close())
         self.windowed.intersection_update(self.profiles)  # a window never closed has no profile: build without
         self._flushed = True
-        return self.ready_payloads(finalize)
+        return self.ready(finalize)
 
     def process_info(self) -> dict[str, Any]:
         m = self.measurement
@@ -175,11 +187,11 @@ class Measuring:
             self._trace_errors.append(f"could not write trace {display_path(path)}: {exc}")
 
     @staticmethod
-    def payload(record: TestRecord, results: TestResults, thresholds: str) -> dict[str, Any]:
+    def payload(test: FinishedTest) -> dict[str, Any]:
         """What travels on the teardown report (JSON-able, so xdist can carry it)."""
         return {
-            "record": record.to_dict(),
-            "metric_rows": [r.to_dict() for r in results.metric_rows],
-            "tables": {name: list(cols) for name, cols in results.tables.items()},
-            "thresholds": thresholds,
+            "record": test.record.to_dict(),
+            "metric_rows": [r.to_dict() for r in test.results.metric_rows],
+            "tables": {name: list(cols) for name, cols in test.results.tables.items()},
+            "thresholds": test.thresholds,
         }

@@ -1,13 +1,14 @@
 """What the controller (or a plain run) does with a payload: keep the record, write the metric rows.
 
-Payloads come on each test's teardown report from an xdist worker, at a worker's end for the tests
-its run left pending, or straight from :mod:`pytest_gpuutil.session.measuring` in a plain run. Each
+Payloads come on each test's teardown report from an xdist worker, or at a worker's end for the
+tests its run left pending; in a plain run the records come straight from
+:mod:`pytest_gpuutil.session.measuring` (``take``), with no JSON round trip. Each
 batch also says how its process measured (shown in the summary, totalled in gpu_util.json).
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from pytest_gpuutil.records import TestRecord
 from pytest_gpuutil.report.metric_tables import MetricRow, MetricTableError, MetricTableRegistry
@@ -38,15 +39,19 @@ class Receiver:
             self.receive(payload)
 
     def receive(self, payload: dict[str, Any]) -> None:
-        """Take one test's payload: keep its record, write its metric rows now."""
-        record = TestRecord.from_dict(payload["record"])
+        """Take one test's payload (from an xdist worker): keep its record, write its metric rows now."""
+        self.take(TestRecord.from_dict(payload["record"]), [MetricRow.from_dict(r) for r in payload.get("metric_rows", ())],
+                  payload.get("tables", {}), payload.get("thresholds", ""))
+
+    def take(self, record: TestRecord, rows: Sequence[MetricRow], tables: Mapping[str, Sequence[str]],
+             thresholds: str) -> None:
+        """Keep one test's record (built in this process, or read from a payload); write its metric rows now."""
         self.records.append(record)
-        for name, columns in payload.get("tables", {}).items():
+        for name, columns in tables.items():
             try:
                 self._registry.register(name, columns)
             except MetricTableError as exc:
                 self._usage_errors.append(f"{record.test}: {exc}")
-        rows = [MetricRow.from_dict(r) for r in payload.get("metric_rows", ())]
         if rows:
             try:
                 self._registry.write_rows(rows)
@@ -55,10 +60,9 @@ class Receiver:
                 message = f"could not write metric table rows to {display_path(self._output_dir)}: {exc}"
                 if message not in self._usage_errors:
                     self._usage_errors.append(message)
-        state = payload.get("thresholds", "")
-        if state == "not_checked":
+        if thresholds == "not_checked":
             self.thresholds_not_checked.append(record.test)
-        elif state == "failed":
+        elif thresholds == "failed":
             self.threshold_failures.append(record.test)
 
     def threshold_states(self) -> dict[str, str]:

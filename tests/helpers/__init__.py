@@ -52,6 +52,31 @@ def test_slow():
 REGRESSION_HEADER = "test*metric*baseline*now*change*limit"
 
 
+#: conftest addition: which records each test's end made ready, in order (batches.jsonl: one
+#: ``[test, [tests whose records the run took then]]`` per test that made some ready). It reads the
+#: run's receiver, where a plain run's records go straight from the teardown (an xdist worker's
+#: travel on the teardown report instead).
+LOG_BATCHES = """
+
+import json as _json, pathlib as _pathlib
+import pytest as _pytest
+
+_TAKEN = [0]
+
+
+@_pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    yield
+    from pytest_gpuutil.plugin import STATE_KEY
+
+    records = item.config.stash[STATE_KEY].receiver.records
+    new, _TAKEN[0] = records[_TAKEN[0]:], len(records)
+    if new:
+        with open(_pathlib.Path(__file__).parent / "batches.jsonl", "a") as handle:
+            handle.write(_json.dumps([item.name, [r.test.split("::")[-1] for r in new]]) + "\\n")
+"""
+
+
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     """An in-process pytest run without the cache plugin (nothing written outside the sandbox)."""
     return pytester.runpytest("-p", "no:cacheprovider", *args)

@@ -13,20 +13,9 @@ import sys
 
 import pytest
 
-from tests.helpers import SYNTHETIC_CONFTEST, read_json, records_by_test, run
+from tests.helpers import LOG_BATCHES, SYNTHETIC_CONFTEST, read_json, records_by_test, run
 
 pytestmark = pytest.mark.usefixtures("warm_torch")
-
-#: conftest addition: which records travelled on which teardown report, in order
-LOG_BATCHES = '''
-
-def pytest_runtest_logreport(report):
-    batch = getattr(report, "gpu_util", None)
-    if report.when == "teardown" and batch:
-        import json, pathlib
-        with open(pathlib.Path(__file__).parent / "batches.jsonl", "a") as handle:
-            handle.write(json.dumps([report.nodeid.split("::")[-1], [p["record"]["test"].split("::")[-1] for p in batch["payloads"]]]) + "\\n")
-'''
 
 FIVE_TESTS = """
 import pytest
@@ -134,6 +123,22 @@ def test_records_wait_for_the_flush_and_travel_once(pytester: pytest.Pytester) -
         ["test_t[3]", ["test_t[2]", "test_t[3]"]],
         ["test_t[4]", ["test_t[4]"]],  # the last test flushes what is left
     ]
+    got = records(pytester)
+    assert [got[f"test_five.py::test_t[{i}]"]["gpu_busy_ms"] for i in range(5)] == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
+
+
+def test_a_plain_runs_records_go_straight_to_the_receiver_not_on_its_reports(pytester: pytest.Pytester) -> None:
+    """No JSON round trip per test in one process: its reports carry nothing (an xdist worker's do)."""
+    pytester.makeconftest(SYNTHETIC_CONFTEST + """
+import pathlib
+
+def pytest_runtest_logreport(report):
+    if getattr(report, "gpu_util", None) is not None:
+        (pathlib.Path(__file__).parent / "carried.txt").write_text(report.nodeid)
+""")
+    pytester.makepyfile(test_five=FIVE_TESTS)
+    run(pytester, "--gpu-util", "--gpu-util-flush", "tests=2").assert_outcomes(passed=5)
+    assert not (pytester.path / "carried.txt").exists()
     got = records(pytester)
     assert [got[f"test_five.py::test_t[{i}]"]["gpu_busy_ms"] for i in range(5)] == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
 

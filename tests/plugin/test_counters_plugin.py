@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import SYNTHETIC_CONFTEST, output, read_csv, read_json, records_by_test, run
+from tests.helpers import LOG_BATCHES, SYNTHETIC_CONFTEST, output, read_csv, read_json, records_by_test, run
 from tests.helpers.counters import synthetic_counters_conftest
 
 pytestmark = pytest.mark.usefixtures("warm_torch")
@@ -178,14 +178,7 @@ def test_a_policy_flush_does_not_wait_for_the_counters_and_the_records_wait_for_
     # windows uncovered, so those records wait; the last test's flush waits and sends them all
     pytester.makeconftest(SYNTHETIC_CONFTEST + synthetic_counters_conftest() + """
 COUNTERS.poll_interval_s = 60.0
-import json, pathlib
-
-def pytest_runtest_logreport(report):
-    batch = getattr(report, "gpu_util", None)
-    if report.when == "teardown" and batch:
-        with open(pathlib.Path(__file__).parent / "batches.jsonl", "a") as handle:
-            handle.write(json.dumps([p["record"]["test"].split("::")[-1] for p in batch["payloads"]]) + "\\n")
-""")
+""" + LOG_BATCHES)
     pytester.makepyfile(test_five="""
 import pytest, time
 
@@ -200,7 +193,7 @@ def test_t(gpu, counters, i):
     result.assert_outcomes(passed=5)
     import json
 
-    sent = [json.loads(line) for line in (pytester.path / "batches.jsonl").read_text().splitlines()]
+    sent = [json.loads(line)[1] for line in (pytester.path / "batches.jsonl").read_text().splitlines()]
     assert sorted(t for batch in sent for t in batch) == [f"test_t[{i}]" for i in range(5)]  # each sent once
     assert sent[-1][-1] == "test_t[4]" and len(sent[-1]) == 5  # none went before the counters came
     got = records(pytester)
