@@ -17,6 +17,7 @@ from pytest_gpuutil.capture.cupti import (
     KIND_MEMCPY2,
     KIND_MEMSET,
     KIND_SYNCHRONIZATION,
+    RUN_LOOKAHEAD,
     CuptiError,
     find_loaded_library,
     label_name,
@@ -157,6 +158,25 @@ def test_a_buffer_that_ends_inside_a_record_is_an_error() -> None:
         parse_buffer(buf, valid - 8, size_of)
     with pytest.raises(CuptiError, match="has size 12"):
         parse_buffer(buf, valid, lambda kind, offset: 12)
+
+
+def test_long_runs_of_one_kind_are_walked_like_any_other_records() -> None:
+    """A launch loop's buffer: runs of kernels (found at once past RUN_LOOKAHEAD) between other kinds."""
+    records = [memset(0, 1), other(), *(kernel(10 + i, 11 + i, 0, 7, 8) for i in range(RUN_LOOKAHEAD + 3)),
+               memcpy(900, 901, 2, 3, 1), sync(902, 903, 3),
+               *(kernel(1_000 + i, 1_001 + i, 0, 7, 8) for i in range(500)), memset(5_000, 5_001),
+               *(kernel(6_000 + i, 6_001 + i, 0, 7, 8) for i in range(RUN_LOOKAHEAD - 1))]
+    buf, valid = buffer_of(*records)
+    got, syncs = parse_all(buf, valid, size_of)
+    expected_starts = [0, *(10 + i for i in range(RUN_LOOKAHEAD + 3)), 900, *(1_000 + i for i in range(500)), 5_000,
+                       *(6_000 + i for i in range(RUN_LOOKAHEAD - 1))]
+    assert got.starts.tolist() == expected_starts
+    assert got.kinds.tolist() == [KIND_MEMSET, *[KIND_CONCURRENT_KERNEL] * (RUN_LOOKAHEAD + 3), KIND_MEMCPY,
+                                  *[KIND_CONCURRENT_KERNEL] * 500, KIND_MEMSET, *[KIND_CONCURRENT_KERNEL] * (RUN_LOOKAHEAD - 1)]
+    assert syncs.starts.tolist() == [902]
+    with pytest.raises(CuptiError, match="ends inside a record"):  # a run whose last record is cut short
+        parse_buffer(*buffer_of(*(kernel(i, i + 1, 0, 7, 8) for i in range(RUN_LOOKAHEAD + 2)))[:1],
+                     valid=216 * (RUN_LOOKAHEAD + 2) - 8, size_of=size_of)
 
 
 def test_an_empty_buffer_is_no_records() -> None:
