@@ -58,6 +58,29 @@ def is_running(pid: int, started: int) -> bool:
     return state not in ("", "Z", "X")
 
 
+def has_children(pid: int) -> bool:
+    """Whether ``pid`` has a child process now (any of its threads' ``/proc/PID/task/TID/children``).
+
+    True when that cannot be read (a kernel without those lists): the caller then acts as if it had.
+    Reading them costs microseconds and never touches the GPU driver.
+    """
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
+                if handle.read(1):
+                    return True
+        except FileNotFoundError:
+            if tid == str(pid):
+                return True  # the main thread has no list: this kernel keeps none
+        except OSError:
+            return True
+    return False
+
+
 def descends_from(pid: int, ancestor: int, limit: int = 64) -> bool:
     """Whether ``ancestor`` is ``pid``'s parent, grandparent, ... (False once the chain is lost)."""
     for _ in range(limit):
