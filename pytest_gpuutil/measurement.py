@@ -147,6 +147,13 @@ class Measurement:
         self.startup_gc_s: Optional[float] = None
 
     @property
+    def records_host_waits(self) -> bool:
+        """Whether CUPTI records the host's waits (activity kind 38): only the host-sync rule reads
+        them, so they are not recorded when findings are off or that rule is left out (they cost
+        each CUDA call something; see the README's "Overhead")."""
+        return self.findings and "host-sync" not in self.findings_ignore
+
+    @property
     def startup_s(self) -> Optional[float]:
         """Everything done once before the first test: loading the capture, starting its source."""
         return self._prepare_s if self.capture is not None else None
@@ -215,7 +222,8 @@ class Measurement:
             from pytest_gpuutil.capture.cupti import CuptiError, CuptiSource
 
             try:
-                source = inherited or CuptiSource(demangle=getattr(torch._C, "_demangle", None), host_syncs=self.findings)
+                source = inherited or CuptiSource(demangle=getattr(torch._C, "_demangle", None),
+                                                  host_syncs=self.records_host_waits)
             except CuptiError as exc:
                 self.fallback_reason = f"CUPTI not usable ({exc}): each test profiled with torch.profiler (slower)"
         if source is not inherited:
