@@ -149,8 +149,8 @@ class Measurement:
     @property
     def records_host_waits(self) -> bool:
         """Whether CUPTI records the host's waits (activity kind 38): only the host-sync rule reads
-        them, so they are not recorded when findings are off or that rule is left out (they cost
-        each CUDA call something; see the README's "Overhead")."""
+        them, so they are not recorded when findings are off or that rule is left out (recording
+        them made a small test's CUDA calls dearer on an H100: benchmarks/RESULTS.md, "2026-11-23 night")."""
         return self.findings and "host-sync" not in self.findings_ignore
 
     @property
