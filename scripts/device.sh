@@ -203,17 +203,19 @@ step_interference() {
   python3 benchmarks/diagnostics/counter_interference.py --out "$W/interference" --rounds "${INTERFERENCE_ROUNDS:-6}"
 }
 
-defstep per_test_path 300 90 "where the per-test path's time goes on the GPU: benchmarks/diagnostics/gpu_path_costs.py (a launch with and without CUPTI, each per-test call), then session_phases.py --hooks --warmup over the three overhead suites, plain / default / counters_on, \$PHASE_ROUNDS (2) rounds, bytecode written and reused (per_test_path/)"
+defstep per_test_path 300 90 "where the per-test path's time goes on the GPU: benchmarks/diagnostics/gpu_path_costs.py (a launch with and without CUPTI, each per-test call), then session_phases.py --hooks --warmup over the overhead suites \$PHASE_SUITES (all three), plain / default / counters_on, \$PHASE_ROUNDS (2) rounds, bytecode written and reused (per_test_path/)"
 step_per_test_path() {
   unset PYTHONDONTWRITEBYTECODE
   mkdir -p "$W/per_test_path"
   python3 benchmarks/diagnostics/gpu_path_costs.py --out "$W/per_test_path" | tail -n 40
+  local suite suites=()
+  for suite in ${PHASE_SUITES:-small launch_bound gpu_bound}; do suites+=(--suite "$suite"); done
   python3 benchmarks/diagnostics/session_phases.py --out /tmp/per_test_path --hooks --warmup --no-components \
-    --rounds "${PHASE_ROUNDS:-2}" --only default --only counters_on
+    --rounds "${PHASE_ROUNDS:-2}" --only default --only counters_on "${suites[@]}"
   cp /tmp/per_test_path/session_phases.json "$W/per_test_path/"
 }
 
-defstep launch_cost 90 8 "what CUPTI's activity tracing adds to each kernel launch and to a small test's body, each configuration in a fresh process: benchmarks/diagnostics/cupti_launch_cost.py (launch_cost/)"
+defstep launch_cost 200 10 "what CUPTI's activity tracing adds to each kernel launch and to a small test's body, each configuration in a fresh process: benchmarks/diagnostics/cupti_launch_cost.py (launch_cost/)"
 step_launch_cost() {
   python3 benchmarks/diagnostics/cupti_launch_cost.py --out "$W/launch_cost" --rounds "${LAUNCH_ROUNDS:-3}"
 }

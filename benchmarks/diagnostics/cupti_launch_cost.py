@@ -7,10 +7,12 @@ which no Python on the plugin's side can remove. Each configuration runs in its 
 earlier configuration cannot leave CUPTI's state behind), configurations interleaved over
 ``--rounds``; a process times ``x.add_(1)`` on 256 floats, ``--launches`` in a row then a
 synchronize, 5 loops, and the small overhead suite's test body (ones, mul, add, sum, item), 1,000
-in a row, 5 loops, and prints the medians in microseconds per launch / per body:
+in a row, 5 loops, and prints the medians (and minima) over the processes, in microseconds per
+launch / per body:
 
 - ``plain``: CUPTI never touched;
 - ``kernels``: the plugin's CUPTI source with concurrent-kernel records only;
+- ``kernels_memcpy``, ``kernels_memset``: with memcpy (host/device and peer) or memset records too;
 - ``gpu_work``: kernels, memcpy and memset (``--gpu-util-findings=off``);
 - ``gpu_work_syncs``: and the host's waits (the default: findings on).
 
@@ -27,7 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIGS = ("plain", "kernels", "gpu_work", "gpu_work_syncs")
+CONFIGS = ("plain", "kernels", "kernels_memcpy", "kernels_memset", "gpu_work", "gpu_work_syncs")
 
 
 def one_process(config: str, launches: int) -> dict[str, float]:
@@ -40,8 +42,10 @@ def one_process(config: str, launches: int) -> dict[str, float]:
         from pytest_gpuutil.capture import cupti
 
         source = cupti.CuptiSource(demangle=torch._C._demangle, host_syncs=config == "gpu_work_syncs")
-        if config == "kernels":
-            source.kinds = (cupti.KIND_CONCURRENT_KERNEL,)
+        only = {"kernels": (), "kernels_memcpy": (cupti.KIND_MEMCPY, cupti.KIND_MEMCPY2),
+                "kernels_memset": (cupti.KIND_MEMSET,)}.get(config)
+        if only is not None:
+            source.kinds = (cupti.KIND_CONCURRENT_KERNEL, *only)
         source.start()
     x = torch.zeros(256, device="cuda")
 
@@ -72,7 +76,7 @@ def one_process(config: str, launches: int) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--launches", type=int, default=20000)
     parser.add_argument("--one", choices=CONFIGS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -88,18 +92,22 @@ def main(argv: list[str] | None = None) -> int:
                 print(config, "failed:", out.stderr.strip().splitlines()[-1:])
                 continue
             runs[config].append(json.loads(out.stdout.strip().splitlines()[-1]))
-    table = {c: {k: statistics.median(r[k] for r in got) for k in ("launch_us", "small_test_us")}
+    table = {c: {**{k: statistics.median(r[k] for r in got) for k in ("launch_us", "small_test_us")},
+                 **{f"{k}_min": min(r[k] for r in got) for k in ("launch_us", "small_test_us")}}
              for c, got in runs.items() if got}
     doc = {"rounds": args.rounds, "launches": args.launches, "runs": runs, "median": table}
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "cupti_launch_cost.json").write_text(json.dumps(doc, indent=1))
     plain = table.get("plain")
-    print(f"{'config':16} {'launch us':>10} {'x plain':>8} {'small test us':>14} {'x plain':>8}")
+    print(f"medians (and minima) over {args.rounds} processes per configuration, interleaved")
+    print(f"{'config':16} {'launch us':>10} {'x plain':>8} {'min':>6} {'x plain':>8} {'small test us':>14} {'x plain':>8} "
+          f"{'min':>6} {'x plain':>8}")
     for config, got in table.items():
         ratio = (lambda k: got[k] / plain[k]) if plain else (lambda k: float("nan"))
-        print(f"{config:16} {got['launch_us']:10.2f} {ratio('launch_us'):8.3f} {got['small_test_us']:14.2f} "
-              f"{ratio('small_test_us'):8.3f}")
+        print(f"{config:16} " + " ".join(f"{got[k]:{w}.2f} {ratio(k):8.3f}" for k, w in
+                                         (("launch_us", 10), ("launch_us_min", 6), ("small_test_us", 14),
+                                          ("small_test_us_min", 6))))
     return 0
 
 
