@@ -265,6 +265,8 @@ class GpuUtilHooks:
                                        "process": state.measuring.process_info()}
                 if not state.is_worker:
                     self._take(finished)
+                    if self._reports_carry_records:
+                        report.gpu_util["taken"] = True  # for pytest-html's rows; the run has them already
                 own = next((t.record for t in finished if t.record.test == item.nodeid), None)
                 if own is not None and state.settings.enabled:
                     from pytest_gpuutil.report.ci import junit_properties
@@ -276,7 +278,7 @@ class GpuUtilHooks:
             return
         self.state.test_seconds += getattr(report, "duration", 0.0) or 0.0
         batch = getattr(report, "gpu_util", None)
-        if batch is not None and report.when == "teardown" and getattr(report, "node", None) is not None:
+        if batch is not None and report.when == "teardown" and not batch.get("taken"):
             self.state.receiver.receive_batch(batch)  # from an xdist worker (this process took its own already)
 
     def _take(self, finished: list[Any]) -> None:

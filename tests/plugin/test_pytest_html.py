@@ -63,6 +63,8 @@ def test_each_row_gets_its_own_figures(pytester: pytest.Pytester, xdist: bool) -
     assert "<svg" in extra[0]["content"] and "attention" in extra[0]["content"]
     header = (pytester.path / "report.html").read_text(encoding="utf-8")
     assert "GPU ms</th>" in header and "GPU busy %</th>" in header
+    tests = [r["test"] for r in json.loads((pytester.path / ".gpu_util" / "gpu_util.json").read_text())["tests"]]
+    assert sorted(tests) == sorted(rows)  # each record once in the run, though it also rode on its report
 
 
 def test_without_gpu_util_the_columns_stay_empty(pytester: pytest.Pytester) -> None:
