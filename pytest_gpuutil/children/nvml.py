@@ -4,11 +4,10 @@ NVML's per-process list is the fallback for what the spool cannot say: the memor
 that reports no allocator peak (the injection library's, or a killed one), and a child that used
 the GPU but handed nothing over (no injection library, or a program started with its own
 environment). A daemon thread samples every few hundred milliseconds while the session runs, and
-only while the pytest process has a child process at all (read from ``/proc``, no driver call). It
-sampled all the time before, and with child processes measured the main process's own launches were
-slower (an H100 host, 20 tests of 2,000 launches: 24.2 ms a test against 18.9 ms with child processes
-off, 14.3 ms plain; this thread was what ran during the tests). Short-lived processes can slip
-between samples.
+only while the pytest process has a child process at all (read from ``/proc``, no driver call), so
+a suite that starts no process makes no driver query. (It sampled all the time before; one device
+call showed a launch-bound test slower with child processes measured, the next call did not.)
+Short-lived processes can slip between samples.
 """
 from __future__ import annotations
 
