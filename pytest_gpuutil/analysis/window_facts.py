@@ -31,6 +31,7 @@ from itertools import accumulate, compress
 from typing import Any, NamedTuple, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
+from pytest_gpuutil.analysis.codes import kernel_keys, kernel_pairs, value_codes
 from pytest_gpuutil.analysis.intervals import blocks as array_blocks
 from pytest_gpuutil.traces.model import CodedColumn, GpuColumns, SyncColumns, Window
 
@@ -146,23 +147,8 @@ class WindowFacts:
     @functools.cached_property
     def keys(self) -> tuple[Sequence[int], list[str], list[str]]:
         """Each event's code for its (name, kind) pair, and the pairs' names and kinds."""
-        names, kinds = self.events.names, self.events.kinds
-        codes: Sequence[int]
-        if isinstance(names, CodedColumn) and isinstance(kinds, CodedColumn) and names.codes is kinds.codes:
-            pair_of_code, pairs = _codes(list(zip(names.values, kinds.values)))
-            if self.arrays:
-                import numpy as np
-
-                codes = np.asarray(pair_of_code, dtype=np.int64)[np.asarray(names.codes, dtype=np.int64)]
-            else:
-                codes = list(map(pair_of_code.__getitem__, _ints(names.codes)))
-        else:
-            codes, pairs = _codes(list(zip(names, kinds)))
-            if self.arrays:
-                import numpy as np
-
-                codes = np.asarray(codes, dtype=np.int64)
-        return codes, [n for n, _ in pairs], [k for _, k in pairs]
+        pairs_of = kernel_keys if self.arrays else kernel_pairs
+        return pairs_of(self.events.names, self.events.kinds)
 
     @functools.cached_property
     def categories(self) -> list[str]:
@@ -405,12 +391,6 @@ def _ints(values: Sequence[Any]) -> list[int]:
     return to_list() if to_list is not None else list(values)
 
 
-def _codes(values: Sequence[Any]) -> tuple[list[int], list[Any]]:
-    distinct = list(dict.fromkeys(values))
-    index = {v: i for i, v in enumerate(distinct)}
-    return list(map(index.__getitem__, values)), distinct
-
-
 def _text_codes(ids: Sequence[Any]) -> tuple[list[int], list[str]]:
     """Each event's code for the text of its device id (device 0 and "0" are one device)."""
     if isinstance(ids, CodedColumn):
@@ -421,8 +401,8 @@ def _text_codes(ids: Sequence[Any]) -> tuple[list[int], list[str]]:
         values, inverse = np.unique(ids, return_inverse=True)
         codes, distinct = inverse.ravel().tolist(), values.tolist()
     else:
-        codes, distinct = _codes(_ints(ids))
-    text_codes, texts = _codes([str(v) for v in distinct])
+        codes, distinct = value_codes(_ints(ids))
+    text_codes, texts = value_codes([str(v) for v in distinct])
     return list(map(text_codes.__getitem__, codes)), texts
 
 
