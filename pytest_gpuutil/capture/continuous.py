@@ -321,12 +321,16 @@ class ContinuousCapture:
         durs = np.asarray(syncs.durs_ns, dtype=np.int64)
         order = np.argsort(starts, kind="stable")
         sorted_starts, longest = starts[order], int(durs.max())
-        for i, (w, span) in enumerate(zip(windows, spans)):
-            limit = span.end_ns if w.sync_end_ns is None else min(span.end_ns, w.sync_end_ns)
-            lo = int(np.searchsorted(sorted_starts, span.start_ns - longest, side="left"))
-            hi = int(np.searchsorted(sorted_starts, limit, side="left"))  # began before the limit
-            near = order[lo:hi]
-            by_window[i] = sorted(near[starts[near] + durs[near] > span.start_ns].tolist())
+        span_starts = np.asarray([span.start_ns for span in spans], dtype=np.int64)
+        limits = np.asarray([span.end_ns if w.sync_end_ns is None else min(span.end_ns, w.sync_end_ns)
+                             for w, span in zip(windows, spans)], dtype=np.int64)
+        # per window, the waits that began after (its start - the longest wait) and before its limit
+        los = np.searchsorted(sorted_starts, span_starts - longest, side="left").tolist()
+        his = np.searchsorted(sorted_starts, limits, side="left").tolist()
+        for i, (lo, hi) in enumerate(zip(los, his)):
+            if lo < hi:
+                near = order[lo:hi]
+                by_window[i] = sorted(near[starts[near] + durs[near] > span_starts[i]].tolist())
         return by_window
 
     def _syncs_of(self, syncs: SyncColumns, window: _Window) -> SyncColumns:

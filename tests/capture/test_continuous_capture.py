@@ -324,3 +324,28 @@ def test_a_call_that_brings_cuda_up_is_measured_from_then() -> None:
     assert "CUDA came up during this call: its first 400.0 ms (creating the CUDA context) are not in the window" in first.note
     assert "CUDA came up" not in following.note
     cap.close()
+
+
+def test_each_windows_waits_are_those_that_overlap_it_and_began_before_its_closing_synchronize() -> None:
+    """The waits found per window (vectorised lookups) against every wait checked one by one."""
+    import random
+
+    from pytest_gpuutil.capture.continuous import _Window
+    from pytest_gpuutil.traces.model import SyncColumns, Window
+
+    rng = random.Random(3)
+    for _ in range(200):
+        waits = [(rng.randrange(0, 10_000), rng.randrange(0, 800)) for _ in range(rng.randrange(1, 40))]
+        syncs = SyncColumns(["Stream Sync"] * len(waits), [s for s, _ in waits], [d for _, d in waits])
+        windows, t = [], 0
+        for _ in range(rng.randrange(1, 8)):
+            start = t + rng.randrange(0, 1_000)
+            end = start + rng.randrange(0, 3_000)
+            windows.append(_Window("k", start, 0.0, "", end_ns=end,
+                                   sync_end_ns=rng.choice([None, end - rng.randrange(0, 500)])))
+            t = end
+        spans = [Window(w.start_ns, w.end_ns, "test_call") for w in windows]
+        got = ContinuousCapture._waits_by_window(syncs, windows, spans)
+        for w, span, found in zip(windows, spans, got):
+            limit = span.end_ns if w.sync_end_ns is None else min(span.end_ns, w.sync_end_ns)
+            assert found == [i for i, (s, d) in enumerate(waits) if s < limit and s + d > span.start_ns]
