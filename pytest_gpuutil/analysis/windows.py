@@ -210,22 +210,29 @@ def window_stats(columns: GpuColumns, windows: Sequence[Window],
     names_in_order = category_order(categories_seen)
     code_of = {name: i for i, name in enumerate(categories_seen)}
 
+    # the per-window objects are built from Python ints (indexing numpy arrays one scalar at a time
+    # cost more than the arithmetic)
+    busy_rows, present_rows = dev_busy.tolist(), present.tolist()
+    cat_ns_rows, cat_count_rows = cat_ns.tolist(), cat_count.tolist()
+    mm_list, kernel_list, event_list = mm_ns.tolist(), kernel_count.tolist(), event_count.tolist()
+    category_codes = [(name, code_of[name]) for name in names_in_order]
     stats = []
     for i, window in enumerate(windows):
-        busy = int(dev_busy[i].sum())
-        denominator = window.duration_ns * int(present[i].sum())
+        busy_row, present_row, ns_row, count_row = busy_rows[i], present_rows[i], cat_ns_rows[i], cat_count_rows[i]
+        busy = sum(busy_row)
+        denominator = window.duration_ns * sum(present_row)
         stats.append(WindowStats(
             window=window,
             busy_us=busy / 1000,
             busy_pct=pct(busy, denominator),
-            mm_conv_pct=pct(int(mm_ns[i]), denominator),
-            kernel_count=int(kernel_count[i]),
-            event_count=int(event_count[i]),
-            devices=tuple((device_names[d], int(dev_busy[i, d]) / 1000) for d in device_order if present[i, d]),
+            mm_conv_pct=pct(mm_list[i], denominator),
+            kernel_count=kernel_list[i],
+            event_count=event_list[i],
+            devices=tuple((device_names[d], busy_row[d] / 1000) for d in device_order if present_row[d]),
             categories=tuple(
-                CategoryStat(name, int(cat_ns[i, code_of[name]]) / 1000, pct(int(cat_ns[i, code_of[name]]), busy),
-                             pct(int(cat_ns[i, code_of[name]]), denominator), int(cat_count[i, code_of[name]]))
-                for name in names_in_order if cat_count[i, code_of[name]]
+                CategoryStat(name, ns_row[code] / 1000, pct(ns_row[code], busy), pct(ns_row[code], denominator),
+                             count_row[code])
+                for name, code in category_codes if count_row[code]
             ),
             top_kernels=tuple(
                 KernelStat(key_names[k], key_cats[k], count, total / 1000, total / 1000 / count,
