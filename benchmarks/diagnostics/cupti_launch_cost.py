@@ -25,7 +25,6 @@ import json
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,6 +34,8 @@ CONFIGS = ("plain", "kernels", "kernels_memcpy", "kernels_memset", "gpu_work", "
 def one_process(config: str, launches: int) -> dict[str, float]:
     sys.path.insert(0, str(ROOT))
     import torch
+
+    from gpu_path_costs import loop_us  # this folder (the script's own) is on sys.path
 
     torch.ones(1, device="cuda").sum().item()
     source = None
@@ -54,17 +55,7 @@ def one_process(config: str, launches: int) -> dict[str, float]:
         (t * 3 + 1).sum().item()
 
     def per_call_us(function, count: int) -> float:
-        times = []
-        for _ in range(5):
-            torch.cuda.synchronize()
-            began = time.perf_counter()
-            for _ in range(count):
-                function()
-            torch.cuda.synchronize()
-            times.append((time.perf_counter() - began) / count * 1e6)
-            if source is not None:
-                source.drain()
-        return statistics.median(times)
+        return loop_us(function, count, torch, after_round=source.drain if source is not None else (lambda: None))
 
     per_call_us(lambda: x.add_(1), 2000)  # warm-up
     got = {"launch_us": per_call_us(lambda: x.add_(1), launches), "small_test_us": per_call_us(body, 1000)}

@@ -35,7 +35,10 @@ def per_call_us(function: Callable[[], Any], calls: int = 5000) -> float:
     return (time.perf_counter() - began) / calls * 1e6
 
 
-def loop_us(body: Callable[[], Any], count: int, torch: Any, rounds: int = 5) -> float:
+def loop_us(body: Callable[[], Any], count: int, torch: Any, rounds: int = 5,
+            after_round: Callable[[], Any] = lambda: None) -> float:
+    """Median microseconds of one ``body()`` over ``rounds`` loops of ``count`` (GPU synchronized
+    around each loop; ``after_round`` runs outside the timing, e.g. to drain a capture)."""
     times = []
     for _ in range(rounds):
         torch.cuda.synchronize()
@@ -44,6 +47,7 @@ def loop_us(body: Callable[[], Any], count: int, torch: Any, rounds: int = 5) ->
             body()
         torch.cuda.synchronize()
         times.append((time.perf_counter() - began) / count * 1e6)
+        after_round()
     return statistics.median(times)
 
 

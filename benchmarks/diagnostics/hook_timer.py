@@ -59,17 +59,12 @@ def _timed(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
                 try:
                     sent = yield value
                 except BaseException as exc:  # noqa: BLE001 - handed on to the wrapped generator
-                    began = clock()
-                    try:
-                        value = gen.throw(exc)
-                    except StopIteration as stop:
-                        return stop.value
-                    finally:
-                        _count(name + " (after)", clock() - began)
-                    continue
+                    step = functools.partial(gen.throw, exc)
+                else:
+                    step = functools.partial(gen.send, sent)
                 began = clock()
                 try:
-                    value = gen.send(sent)
+                    value = step()
                 except StopIteration as stop:
                     return stop.value
                 finally:
