@@ -1,4 +1,4 @@
-"""benchmarks/diagnostics/hook_timer.py: every part it times exists, and a real run prints them."""
+"""benchmarks/diagnostics/hook_timer.py (every part it times exists, a real run prints them) and flush_cost.py."""
 from __future__ import annotations
 
 import importlib
@@ -46,3 +46,13 @@ def test_t(gpu, i):
                  "Measurement.end", "Measuring.ready"):
         calls, seconds, median = times[name]
         assert calls >= 3 and seconds >= median >= 0, name
+
+
+def test_flush_cost_times_both_shapes(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """benchmarks/diagnostics/flush_cost.py runs the flush's two analysis steps on both shapes."""
+    monkeypatch.syspath_prepend(str(DIAGNOSTICS))
+    flush_cost = importlib.import_module("flush_cost")
+    assert flush_cost.main(["--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"small +attribution +[0-9.]+ ms +findings +[0-9.]+ ms", out)
+    assert re.search(r"launch_bound +attribution", out)
