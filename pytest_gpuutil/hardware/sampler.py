@@ -270,8 +270,9 @@ class CounterSampler:
 
         Returns False when they do not within ``timeout_s`` (the source stopped, samples lost).
         """
-        if self._thread is None or self._covers(until_ns, energy):
-            return self._covers(until_ns, energy)  # nothing to wait for: no poll forced on the thread
+        covered = self._covers(until_ns, energy)
+        if covered or self._thread is None:
+            return covered  # nothing to wait for: no poll forced on the thread
         deadline = time.monotonic() + timeout_s
         pause = min(0.005, (self.period_ns or 1_000_000) / 2e9)
         while True:
