@@ -125,7 +125,7 @@ def walk_records(buffer: np.ndarray, valid: int, size_of: Callable[[int, int], i
     kinds32 = memoryview(buffer[:valid - valid % 4]).cast("I")
     all_kinds = np.frombuffer(kinds32, dtype=np.uint32)
     parts: list[np.ndarray] = []
-    offsets, kinds = [], []
+    offsets: list[int] = []
     sizes: dict[int, int] = {}
     offset, run_kind, run = 0, -1, 0
     while offset < valid:
@@ -149,15 +149,12 @@ def walk_records(buffer: np.ndarray, valid: int, size_of: Callable[[int, int], i
             run = 0
             continue
         offsets.append(offset)
-        kinds.append(kind)
         offset += size
     if offset != valid:
         raise CuptiError(f"activity buffer of {valid} bytes ends inside a record (walked to byte {offset})")
-    if not parts:
-        return np.asarray(offsets, dtype=np.int64), np.asarray(kinds, dtype=np.uint32)
     parts.append(np.asarray(offsets, dtype=np.int64))
-    found = np.concatenate(parts)
-    return found, all_kinds[found >> 2].copy()
+    found = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    return found, all_kinds[found >> 2]  # a copy (fancy indexing): the buffer goes back to CUPTI
 
 
 @dataclass(frozen=True)
