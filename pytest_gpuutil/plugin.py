@@ -193,7 +193,7 @@ class GpuUtilHooks:
                                                        "process": state.measuring.process_info()}
             return
         self._take(leftovers)
-        state.receiver.processes["main"] = state.measuring.process_info()
+        state.receiver.note_process(state.measuring.process_info())
         try:
             state.finish()
         except Exception as exc:  # noqa: BLE001 - a disk, a missing module: one line, never a traceback

@@ -34,9 +34,13 @@ class Receiver:
         """Payloads that came on one report (or at a worker's end), with what measured them."""
         process = batch.get("process")
         if process:
-            self.processes[process.get("worker") or "main"] = process
+            self.note_process(process)
         for payload in batch.get("payloads", ()):
             self.receive(payload)
+
+    def note_process(self, process: dict[str, Any]) -> None:
+        """How one process (a worker, or "main") measured: the latest word from it wins."""
+        self.processes[process.get("worker") or "main"] = process
 
     def receive(self, payload: dict[str, Any]) -> None:
         """Take one test's payload (from an xdist worker): keep its record, write its metric rows now."""
