@@ -86,7 +86,8 @@ def plain_text_codes(ids: Sequence[Any]) -> tuple[list[int], list[str]]:
     """Every event's code for the text of its id, and the texts (plain lists)."""
     codes, distinct = column_codes(ids)
     codes_of_text, texts = value_codes([str(v) for v in distinct])
-    return list(map(codes_of_text.__getitem__, codes)), texts
+    as_list = getattr(codes, "tolist", None)  # numpy codes: Python ints first, not one numpy scalar at a time
+    return list(map(codes_of_text.__getitem__, as_list() if as_list is not None else codes)), texts
 
 
 def tally(codes: Iterable[int], size: int) -> list[int]:

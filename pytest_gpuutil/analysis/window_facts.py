@@ -31,9 +31,9 @@ from itertools import accumulate, compress
 from typing import Any, NamedTuple, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
-from pytest_gpuutil.analysis.codes import kernel_keys, kernel_pairs, value_codes
+from pytest_gpuutil.analysis.codes import kernel_keys, kernel_pairs, plain_text_codes
 from pytest_gpuutil.analysis.intervals import blocks as array_blocks
-from pytest_gpuutil.traces.model import CodedColumn, GpuColumns, SyncColumns, Window
+from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
 KERNEL = "kernel"
 MEMCPY = "gpu_memcpy"
@@ -364,7 +364,7 @@ class _LazyDevices:
 
     def codes(self) -> list[int]:
         if self._codes is None:
-            codes = _text_codes(self._devices)[0]
+            codes = plain_text_codes(self._devices)[0]
             self._codes = codes if self._kept is None else [codes[i] for i in self._kept]
         return self._codes
 
@@ -389,21 +389,6 @@ def _blocks(starts: list[int], ends: list[int]) -> tuple[list[int], list[int]]:
 def _ints(values: Sequence[Any]) -> list[int]:
     to_list = getattr(values, "tolist", None)
     return to_list() if to_list is not None else list(values)
-
-
-def _text_codes(ids: Sequence[Any]) -> tuple[list[int], list[str]]:
-    """Each event's code for the text of its device id (device 0 and "0" are one device)."""
-    if isinstance(ids, CodedColumn):
-        codes, distinct = _ints(ids.codes), list(ids.values)
-    elif hasattr(ids, "dtype"):  # an array of ids: numpy finds the distinct ones
-        import numpy as np
-
-        values, inverse = np.unique(ids, return_inverse=True)
-        codes, distinct = inverse.ravel().tolist(), values.tolist()
-    else:
-        codes, distinct = value_codes(_ints(ids))
-    text_codes, texts = value_codes([str(v) for v in distinct])
-    return list(map(text_codes.__getitem__, codes)), texts
 
 
 def timeline_of(window: Window, devices: Sequence[tuple[Any, ...]],
