@@ -115,7 +115,7 @@ def measure(suites: list[str], repeats: int, out_dir: Path, extra: list[str],
                 run_suite(suite, name != "plain", out_dir, args, package)
     runs: dict[str, dict[str, dict[str, list[Any]]]] = {
         s: {name: {"s": [], "startup_s": [], "counters_startup_s": [], "measure_s": []}
-            for name in ("plain", "gpu_util", *variants)} for s in suites}
+            for name in configs} for s in suites}
     tails: dict[str, list[str]] = {}
     result: dict[str, Any] = {}
     for _ in range(repeats):
