@@ -23,6 +23,11 @@ one with the pytest_gpuutil package found in DIR (an older commit: ``git archive
 pytest_gpuutil | tar -x -C DIR``); they land under each suite's ``variants``, with the ratio
 computed the same way (a version that prints no start-up line has none subtracted).
 
+``--plain-variant NAME=ARGS`` adds a run without ``--gpu-util`` but with ARGS, with this script's
+``diagnostics/`` folder on PYTHONPATH: the floor under the plugin's cost, e.g. ``--plain-variant
+"floor=-p floor_probe --floor-probe=gpu_work_syncs,window,memory"`` (CUPTI, the windows' edges and
+the memory counters with none of the plugin's Python; see ``diagnostics/floor_probe.py``).
+
 ``--warmup`` runs every suite in every configuration once, untimed, before the rounds: with
 bytecode writing allowed, every module (torch's, pytest's, the plugin's, pytest's assertion-rewritten
 plugin modules) is then read from its cache in the timed runs, as on a machine that ran the suite
@@ -71,13 +76,18 @@ def first_float(pattern: re.Pattern[str], output: str) -> Optional[float]:
 
 
 def run_suite(suite: str, gpu_util: bool, out_dir: Path, extra: list[str], package_dir: Optional[str] = None) -> dict[str, Any]:
+    """One run; ``gpu_util=False`` with ``extra``: a plain variant (diagnostics/ on PYTHONPATH)."""
     cmd = [sys.executable, "-m", "pytest", str(HERE / "overhead_suites" / SUITES[suite]), "-q", "-p", "no:cacheprovider",
            "--rootdir", str(HERE / "overhead_suites")]
     if gpu_util:
-        cmd += ["--gpu-util", f"--gpu-util-dir={out_dir / f'gpu_util_{suite}'}", *extra]
+        cmd += ["--gpu-util", f"--gpu-util-dir={out_dir / f'gpu_util_{suite}'}"]
+    cmd += extra
     env = dict(os.environ)
-    if package_dir:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, (package_dir, env.get("PYTHONPATH"))))
+    paths = [package_dir] if package_dir else []
+    if extra and not gpu_util:
+        paths.append(str(HERE / "diagnostics"))
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (*paths, env.get("PYTHONPATH"))))
     # run from the output folder: `python -m` puts the working directory first on sys.path, where it
     # would shadow the package of --before
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=out_dir)
@@ -102,17 +112,22 @@ def _ratios(times: list[float], startups: list[Optional[float]], plain: list[flo
 
 def measure(suites: list[str], repeats: int, out_dir: Path, extra: list[str],
             variants: dict[str, tuple[list[str], Optional[str]]],
-            after_round: Optional[Callable[[dict[str, Any]], None]] = None, warmup: bool = False) -> dict[str, Any]:
+            after_round: Optional[Callable[[dict[str, Any]], None]] = None, warmup: bool = False,
+            plain_variants: Optional[dict[str, list[str]]] = None) -> dict[str, Any]:
     """Every suite plain, with --gpu-util and with each variant, round after round.
 
     ``after_round`` gets the figures so far after each round (so a run cut short keeps them);
-    ``warmup``: one untimed run of each first.
+    ``warmup``: one untimed run of each first; ``plain_variants``: runs without --gpu-util, with
+    these arguments (reported among the variants).
     """
-    configs = {"plain": ([], None), "gpu_util": (extra, None), **variants}
+    plain_variants = plain_variants or {}
+    configs = {"plain": ([], None), "gpu_util": (extra, None), **variants,
+               **{name: (args, None) for name, args in plain_variants.items()}}
+    gpu_util_on = {name: name != "plain" and name not in plain_variants for name in configs}
     if warmup:
         for suite in suites:
             for name, (args, package) in configs.items():
-                run_suite(suite, name != "plain", out_dir, args, package)
+                run_suite(suite, gpu_util_on[name], out_dir, args, package)
     runs: dict[str, dict[str, dict[str, list[Any]]]] = {
         s: {name: {"s": [], "startup_s": [], "counters_startup_s": [], "measure_s": []}
             for name in configs} for s in suites}
@@ -121,20 +136,20 @@ def measure(suites: list[str], repeats: int, out_dir: Path, extra: list[str],
     for _ in range(repeats):
         for suite in suites:
             for name, (args, package) in configs.items():
-                got = run_suite(suite, name != "plain", out_dir, args, package)
+                got = run_suite(suite, gpu_util_on[name], out_dir, args, package)
                 for key, value in (("s", got["seconds"]), ("startup_s", got["startup_s"]), ("measure_s", got["measure_s"]),
                                    ("counters_startup_s", got.get("counters_startup_s"))):
                     runs[suite][name][key].append(value)
                 if name == "gpu_util":
                     tails[suite] = got["tail"]
-        result = _summarise(runs, tails, variants)
+        result = _summarise(runs, tails, [*variants, *plain_variants])
         if after_round is not None:
             after_round(result)
     return result
 
 
 def _summarise(runs: dict[str, dict[str, dict[str, list[Any]]]], tails: dict[str, list[str]],
-               variants: dict[str, Any]) -> dict[str, Any]:
+               variants: list[str]) -> dict[str, Any]:
     result: dict[str, Any] = {}
     for suite, by_name in runs.items():
         plain, main = by_name["plain"]["s"], by_name["gpu_util"]
@@ -167,6 +182,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--extra-args", default="", help="more options for the --gpu-util runs")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS",
                         help="another --gpu-util run per round with these options (repeatable)")
+    parser.add_argument("--plain-variant", action="append", default=[], metavar="NAME=ARGS",
+                        help="another run per round without --gpu-util, with these pytest options (repeatable)")
     parser.add_argument("--before", metavar="DIR", help="also run the pytest_gpuutil package in DIR (variant 'before')")
     parser.add_argument("--warmup", action="store_true", help="one untimed run of each suite and configuration first")
     args = parser.parse_args(argv)
@@ -176,6 +193,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         if not sep or not name:
             parser.error(f"--variant {spec!r}: expected NAME=ARGS")
         variants[name] = (shlex.split(options), None)
+    plain_variants: dict[str, list[str]] = {}
+    for spec in args.plain_variant:
+        name, sep, options = spec.partition("=")
+        if not sep or not name or not options.strip() or name in variants or name in ("plain", "gpu_util"):
+            parser.error(f"--plain-variant {spec!r}: expected NAME=ARGS with a new NAME and some ARGS")
+        plain_variants[name] = shlex.split(options)
     if args.before:
         variants["before"] = ([], str(Path(args.before).resolve()))
     args.out.mkdir(parents=True, exist_ok=True)
@@ -187,13 +210,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     doc = {**machine(), "date": dt.date.today().isoformat(), "repeats": args.repeats, "warmup": args.warmup,
            "bytecode": bytecode,
            "extra_args": args.extra_args,
-           "variants": {name: {"args": a, "package": p} for name, (a, p) in variants.items()}}
+           "variants": {name: {"args": a, "package": p} for name, (a, p) in variants.items()},
+           "plain_variants": plain_variants}
 
     def write(suites_so_far: dict[str, Any]) -> None:
         (args.out / "overhead.json").write_text(json.dumps({**doc, "suites": suites_so_far}, indent=2) + "\n")
 
     doc["suites"] = measure(suites, args.repeats, Path(tempfile.mkdtemp(prefix="overhead_")), shlex.split(args.extra_args),
-                            variants, after_round=write, warmup=args.warmup)
+                            variants, after_round=write, warmup=args.warmup, plain_variants=plain_variants)
     startups = [s for suite in doc["suites"].values() for s in suite["startup_s"] if s is not None]
     doc["startup_s"] = statistics.median(startups) if startups else None
     (args.out / "overhead.json").write_text(json.dumps(doc, indent=2) + "\n")

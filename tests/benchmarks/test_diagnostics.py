@@ -56,3 +56,38 @@ def test_flush_cost_times_both_shapes(monkeypatch: pytest.MonkeyPatch, capsys: p
     out = capsys.readouterr().out
     assert re.search(r"small +attribution +[0-9.]+ ms +findings +[0-9.]+ ms", out)
     assert re.search(r"launch_bound +attribution", out)
+
+
+def test_floor_probe_refuses_unknown_or_clashing_parts(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchmarks/diagnostics/floor_probe.py: one clear line for a bad --floor-probe, nothing run."""
+    pytester.makepyfile(test_one="def test_one():\n    pass\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(DIAGNOSTICS), os.environ.get("PYTHONPATH")])))
+    for value, said in (("kernels,bogus", "unknown part(s) ['bogus']"), ("kernels,gpu_work", "at most one of"),
+                        ("window", "'window' needs a CUPTI source")):
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "floor_probe", f"--floor-probe={value}")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, value
+        assert said in result.stderr.str(), value
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "floor_probe")
+    result.assert_outcomes(passed=1)  # no parts: the probe stays out of the way
+
+
+def test_bench_overhead_runs_a_plain_variant_without_gpu_util(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """--plain-variant: the run has its arguments, no --gpu-util, and diagnostics/ on PYTHONPATH."""
+    import subprocess
+
+    from benchmarks import bench_overhead
+
+    seen: list[tuple[list[str], str]] = []
+
+    def fake_run(cmd, **kwargs):
+        seen.append((cmd, kwargs["env"].get("PYTHONPATH", "")))
+        return subprocess.CompletedProcess(cmd, 0, "floor probe window: profiler start-up 0.050 s\n1 passed in 0.50s\n", "")
+
+    monkeypatch.setattr(bench_overhead.subprocess, "run", fake_run)
+    result = bench_overhead.measure(["small"], 1, tmp_path, [], {}, plain_variants={"floor": ["-p", "floor_probe"]})
+    (plain, _), (gpu_util, _), (floor, floor_path) = seen
+    assert "--gpu-util" not in plain and "--gpu-util" in gpu_util
+    assert "--gpu-util" not in floor and floor[-2:] == ["-p", "floor_probe"]
+    assert str(DIAGNOSTICS) in floor_path.split(os.pathsep)
+    variant = result["small"]["variants"]["floor"]
+    assert variant["s"] == [0.5] and variant["startup_s"] == [0.05] and variant["ratio"] == pytest.approx(0.9)
