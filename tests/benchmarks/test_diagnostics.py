@@ -91,3 +91,25 @@ def test_bench_overhead_runs_a_plain_variant_without_gpu_util(monkeypatch: pytes
     assert str(DIAGNOSTICS) in floor_path.split(os.pathsep)
     variant = result["small"]["variants"]["floor"]
     assert variant["s"] == [0.5] and variant["startup_s"] == [0.05] and variant["ratio"] == pytest.approx(0.9)
+
+
+def test_pool_overhead_pairs_each_round_with_its_own_plain_run(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchmarks/diagnostics/pool_overhead.py: rounds of two runs pooled, start-ups subtracted."""
+    monkeypatch.syspath_prepend(str(DIAGNOSTICS))
+    pool_overhead = importlib.import_module("pool_overhead")
+    first = {"suites": {"small": {"plain_s": [1.0, 2.0], "gpu_util_s": [1.2, 2.2], "startup_s": [0.1, 0.2],
+                                  "variants": {"floor": {"s": [1.05, 2.1], "startup_s": [None, None]}}}}}
+    second = {"suites": {"small": {"plain_s": [1.0], "gpu_util_s": [1.5], "startup_s": [0.0], "variants": {}}}}
+    (tmp_path / "a.json").write_text(json.dumps(first))
+    (tmp_path / "b.json").write_text(json.dumps(second))
+    assert pool_overhead.main([str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--json", str(tmp_path / "t.json")]) == 0
+    table = json.loads((tmp_path / "t.json").read_text())["small"]
+    assert table["plain"]["rounds"] == 3 and table["plain"]["median_s"] == 1.0
+    assert table["gpu_util"]["rounds"] == 3
+    assert table["gpu_util"]["median_ratio"] == pytest.approx(1.1)  # 1.1, 1.0, 1.5
+    assert table["floor"]["rounds"] == 2 and table["floor"]["median_ratio"] == pytest.approx(1.05)
+    assert "gpu_util" in capsys.readouterr().out
+    (tmp_path / "bad.json").write_text("{not json")
+    assert pool_overhead.main([str(tmp_path / "bad.json")]) == 2
+    assert "bad.json: cannot be read" in capsys.readouterr().err
