@@ -92,7 +92,7 @@ class Measurement:
     """Per-test measurement of one process (a plain run or one xdist worker)."""
 
     def __init__(self, classifier: KernelClassifier, keep_events: bool, cpu_activity: bool, policy: FlushPolicy,
-                 use_cupti: bool = True, memory_history: bool = False, findings: bool = False,
+                 use_cupti: bool = True, memory: bool = True, memory_history: bool = False, findings: bool = False,
                  findings_ignore: frozenset[str] = frozenset(), counters: str = "off",
                  counters_interval_ms: float = 1.0, children: bool = True):
         self.classifier = classifier
@@ -122,8 +122,10 @@ class Measurement:
         self.children_problem = ""
         #: what the children's side had to say when the session ended (kept for the summary)
         self.children_summary: Optional[dict[str, Any]] = None
+        #: read the allocator's counters around each call (--gpu-util-memory), with its history
+        self.memory_on = memory
         self.memory_history = memory_history
-        #: GPU memory counters, when CUDA is there (with any way of measuring, or none)
+        #: GPU memory counters, when CUDA is there and they are on (with any way of measuring, or none)
         self.meter: Optional[MemoryMeter] = None
         #: each finished call's memory, by node id, until its record takes it
         self.memory: dict[str, TestMemory] = {}
@@ -210,7 +212,7 @@ class Measurement:
         from pytest_gpuutil.children import bootstrap
 
         inherited = bootstrap.take_over()
-        if cuda:
+        if cuda and self.memory_on:
             from pytest_gpuutil.capture.memory import MemoryMeter
 
             self.meter = MemoryMeter(torch, history=self.memory_history)

@@ -187,6 +187,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("--gpu-util-flush", "turn the capture into per-test records after N tests, S seconds or M MB of events, "
                "whichever comes first (default 'tests=100 seconds=10 megabytes=64'); a crashed xdist worker loses "
                "at most the tests since its last flush", parse=flush_policy, default=FlushPolicy(), metavar="'tests=N seconds=S'"),
+    OptionSpec("--gpu-util-memory", "GPU memory per test from PyTorch's allocator counters (peaks, what was left "
+               "allocated, retries, out-of-memory errors): on (the default) or off (saves the two reads of the counters "
+               "each test pays; memory limits are then not checked)", parse=on_off, default=True, metavar="on|off"),
     OptionSpec("--gpu-util-memory-history", "record every GPU allocation with its Python stack (slower): a test over "
                "a memory limit or out of memory then reports the allocations at its peak and saves a snapshot",
                kind="flag", default=False),
@@ -356,6 +359,8 @@ class Settings:
     flush: FlushPolicy = FlushPolicy()
     source: str = "cupti"
     memory_history: bool = False
+    #: GPU memory per test from the allocator's counters (--gpu-util-memory)
+    memory: bool = True
     #: where to write the HTML report: None = no report, "" = <output_dir>/report.html
     html: Optional[str] = None
     #: what turned measuring on: "--gpu-util", another option (TURNS_ON), the ini key, or "" (off)
@@ -395,6 +400,9 @@ def read_settings(getoption: Callable[[str], Any], getini: Callable[[str], Any])
     cli = {spec.dest: getoption(spec.dest) for spec in OPTIONS}
     values = {spec.dest: resolve(spec, cli[spec.dest], getini(spec.dest)) for spec in OPTIONS}
     enabled_by = turned_on_by(cli, bool(values["gpu_util"]))
+    if values["gpu_util_memory_history"] and not values["gpu_util_memory"]:
+        raise OptionError("--gpu-util-memory-history reads the allocator's history at a test's memory figures: "
+                          "it cannot go with --gpu-util-memory=off")
     return Settings(
         enabled=bool(enabled_by),
         enabled_by=enabled_by,
@@ -415,6 +423,7 @@ def read_settings(getoption: Callable[[str], Any], getini: Callable[[str], Any])
         flush=values["gpu_util_flush"],
         source=values["gpu_util_source"],
         memory_history=values["gpu_util_memory_history"],
+        memory=values["gpu_util_memory"],
         counters=values["gpu_util_counters"],
         counters_interval_ms=values["gpu_util_counters_interval"],
         html=None if values["gpu_util_html"] is None else "" if values["gpu_util_html"] == COMPARE_LATEST else values["gpu_util_html"],

@@ -254,7 +254,9 @@ def write_summary(state: RunState, tr: Any) -> None:
             )
     if state.thresholds_not_checked:
         not_checked = state.thresholds_not_checked
-        head = f"gpu_util thresholds NOT CHECKED for {_count(len(not_checked), 'test')} (no GPU measurement):"
+        why = ("no GPU measurement, or only memory limits under --gpu-util-memory=off" if not state.settings.memory
+               else "no GPU measurement")
+        head = f"gpu_util thresholds NOT CHECKED for {_count(len(not_checked), 'test')} ({why}):"
         more = [f"and {len(not_checked) - 5} more"] if len(not_checked) > 5 else []
         one_line = f"{head} {', '.join(not_checked[:5] + more)}"
         if len(one_line) <= terminal.width:

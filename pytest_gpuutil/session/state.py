@@ -60,7 +60,8 @@ class GpuUtilSession:
         self.trace_errors: list[str] = []
         measurement = Measurement(self.classifier, keep_events=settings.traces != "none",
                                   cpu_activity=settings.cpu_activity, policy=settings.flush,
-                                  use_cupti=settings.source == "cupti", memory_history=settings.memory_history,
+                                  use_cupti=settings.source == "cupti", memory=settings.memory,
+                                  memory_history=settings.memory_history,
                                   findings=settings.findings, findings_ignore=settings.findings_ignore,
                                   counters=settings.counters, counters_interval_ms=settings.counters_interval_ms,
                                   children=settings.children)

@@ -47,3 +47,13 @@ def test_memory_history_names_the_allocating_line(pytester):
     assert "memory snapshot:" in text
     snapshots = list((pytester.path / ".gpu_util" / "memory").glob("*.pickle"))
     assert len(snapshots) == 2  # the leaky test and the one out of memory
+
+
+def test_memory_off_reads_no_counters_and_checks_no_memory_limit(pytester):
+    result, records = run_memory_tests(pytester, "--gpu-util-memory=off")
+    result.assert_outcomes(passed=3, failed=1)  # the leak is no longer caught; the OOM still fails its test
+    for record in records.values():
+        assert record["peak_alloc_mb"] is None and record["leaked_mb"] is None and record["memory_by_device"] == {}
+    assert records["test_1_one_gib"]["busy_pct"] is not None  # the GPU figures are still there
+    said = " ".join(result.stdout.str().split())  # the summary wraps the line at the terminal's width
+    assert "NOT CHECKED for 1 test (no GPU measurement, or only memory limits under --gpu-util-memory=off)" in said

@@ -128,3 +128,31 @@ def test_memory_gates_and_baselines(pytester: pytest.Pytester) -> None:
     result = run(pytester, "--gpu-util", "--gpu-util-compare=base", "--gpu-util-fail", "peak_alloc_mb:10%",
                  "--gpu-util-fail", "leaked_mb:1")
     assert result.ret == 0
+
+
+def test_memory_off_with_memory_history_is_one_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_m="def test_one():\n    pass\n")
+    result = run(pytester, "--gpu-util", "--gpu-util-memory=off", "--gpu-util-memory-history")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--gpu-util-memory-history reads the allocator's history" in output(result)
+    assert "cannot go with --gpu-util-memory=off" in output(result)
+    result = run(pytester, "--gpu-util", "--gpu-util-memory=sometimes")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "expected on or off, got 'sometimes'" in output(result)
+
+
+@requires_no_cuda
+def test_memory_off_says_why_memory_limits_were_not_checked(pytester: pytest.Pytester) -> None:
+    """(On a GPU, tests/capture/test_memory_gpu.py checks that no figures are read.)"""
+    pytester.makepyfile(test_m="""
+import pytest
+
+@pytest.mark.gpu_util(max_memory="1 GiB")
+def test_big():
+    pass
+""")
+    result = run(pytester, "--gpu-util", "--gpu-util-memory=off")
+    result.assert_outcomes(passed=1)
+    said = " ".join(result.stdout.str().split())  # the summary wraps the line at the terminal's width
+    assert ("gpu_util thresholds NOT CHECKED for 1 test (no GPU measurement, or only memory limits under "
+            "--gpu-util-memory=off): test_m.py::test_big") in said

@@ -74,6 +74,7 @@ SAMPLE_VALUES = {
     "--gpu-util-counters": "off",
     "--gpu-util-counters-interval": "2",
     "--gpu-util-children": "off",
+    "--gpu-util-memory": "off",
 }
 
 VALUE_OPTIONS = [spec.flag for spec in OPTIONS if spec.kind != "flag"]
