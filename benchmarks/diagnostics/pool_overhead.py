@@ -7,7 +7,8 @@ rounds cannot tell a 5 % cost; runs of the same suites on the same machine and p
 separate device calls, can be pooled. A round pairs each configuration with the plain run of its
 own round (configurations were interleaved), so the per-round ratio is (seconds - start-up) /
 plain, as bench_overhead.py computes it; per suite and configuration this prints the rounds, the
-median of those ratios with the lowest and highest, and the ratio of the medians. Start-ups
+median of those ratios with the lowest and highest, and the ratio of the medians (over the
+rounds the configuration ran in). Start-ups
 (the profiler's, the counters', a floor probe's) are subtracted as the bench does.
 """
 from __future__ import annotations
@@ -32,6 +33,8 @@ def pool(documents: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]
     """Per suite, per configuration: rounds, per-round ratios, and their summary."""
     ratios: dict[str, dict[str, list[float]]] = {}
     net: dict[str, dict[str, list[float]]] = {}
+    #: per suite and configuration, the plain runs of the rounds it ran in (its ratio of medians)
+    paired_plain: dict[str, dict[str, list[float]]] = {}
     plains: dict[str, list[float]] = {}
     for doc in documents:
         for suite_name, suite in doc["suites"].items():
@@ -43,6 +46,7 @@ def pool(documents: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]
                     spent = seconds[i] - (startups[i] or 0.0)
                     ratios.setdefault(suite_name, {}).setdefault(config, []).append(spent / plain[i])
                     net.setdefault(suite_name, {}).setdefault(config, []).append(spent)
+                    paired_plain.setdefault(suite_name, {}).setdefault(config, []).append(plain[i])
     table: dict[str, dict[str, dict[str, Any]]] = {}
     for suite_name, by_config in ratios.items():
         plain_median = statistics.median(plains[suite_name])
@@ -51,7 +55,8 @@ def pool(documents: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]
         for config, values in by_config.items():
             table[suite_name][config] = {
                 "rounds": len(values), "median_ratio": statistics.median(values), "lowest": min(values),
-                "highest": max(values), "ratio_of_medians": statistics.median(net[suite_name][config]) / plain_median,
+                "highest": max(values),
+                "ratio_of_medians": statistics.median(net[suite_name][config]) / statistics.median(paired_plain[suite_name][config]),
             }
     return table
 
