@@ -369,8 +369,17 @@ class Measurement:
         return self.capture.pending_tests if self.capture is not None else 0
 
     def flush_due(self) -> Optional[str]:
+        """Why a flush is due now (the policy's reason), or None.
+
+        Tests whose profiles wait only for their hardware counters count once the samples cover
+        the first of them: before that a flush could give none of them, and counting them made
+        every test's teardown flush while the sampler had not polled (tests=100 and 100 tests
+        waiting).
+        """
         capture = self.capture
-        pending = (capture.pending_tests if capture is not None else 0) + len(self._awaiting)
+        pending = capture.pending_tests if capture is not None else 0
+        if self._awaiting and self.counters is not None and self.counters.first_waiting_covered():
+            pending += len(self._awaiting)
         if not pending:
             return None
         return self.policy.reason(pending, capture.pending_bytes() if capture is not None else 0,

@@ -100,6 +100,13 @@ class CounterCapture:
         self.sampler.forget_before(max(end for _, _, end in windows))
         return {key: figure for (key, _, _), figure in zip(windows, figures)}
 
+    def first_waiting_covered(self) -> bool:
+        """Whether the samples now cover the first closed window not yet given (a flush would give it)."""
+        if not self._closed:
+            return False
+        _, start, end = self._closed[0]
+        return self.sampler.covers(end, energy=end - start >= self.energy_min_ns)
+
     def waiting(self) -> set[Any]:
         """Keys of the closed windows whose figures a later flush gives."""
         return {key for key, _, _ in self._closed}

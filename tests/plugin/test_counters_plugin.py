@@ -221,3 +221,41 @@ def test_the_counters_are_off_unless_asked_for(pytester: pytest.Pytester) -> Non
     assert all(r["sm_pct"] is None and r["counters_source"] == "" for r in got.values())
     run(pytester, "--gpu-util", "--gpu-util-counters", "auto").assert_outcomes(passed=3)
     assert records(pytester)["test_hw.py::test_matmul_like"]["counters_source"] == "synthetic_counters"
+
+
+def test_tests_waiting_for_their_counters_do_not_make_every_teardown_flush(pytester: pytest.Pytester) -> None:
+    """A sampler that has not polled yet: a flush gives none of the waiting tests, so they do not
+    count towards the policy's test bound (they did, and each test after the first bound flushed)."""
+    pytester.makeconftest(SYNTHETIC_CONFTEST + synthetic_counters_conftest() + """
+COUNTERS.poll_interval_s = 60.0
+from pytest_gpuutil.measurement import Measurement
+
+FLUSHES = []
+_flush = Measurement.flush
+
+
+def _counted(self, wait=True):
+    FLUSHES.append(wait)
+    return _flush(self, wait)
+
+
+Measurement.flush = _counted
+
+
+def pytest_unconfigure(config):
+    print("FLUSHES", len(FLUSHES))
+""")
+    pytester.makepyfile(test_many="""
+import pytest
+
+@pytest.mark.parametrize("i", range(40))
+def test_t(gpu, i):
+    gpu.run("k", 1_000_000)
+""")
+    pytester.makeini(COUNTERS_ON)
+    result = run(pytester, "--gpu-util", "--gpu-util-flush", "tests=5", "-s")
+    result.assert_outcomes(passed=40)
+    flushes = int(result.stdout.str().split("FLUSHES ")[1].split()[0])
+    assert flushes <= 40 // 5 + 2, flushes  # a flush per 5 tests, the last test's and the session end's
+    got = records(pytester)
+    assert len(got) == 40 and all(r["counters_source"] == "synthetic_counters" for r in got.values())
