@@ -1,4 +1,5 @@
-"""benchmarks/diagnostics/hook_timer.py (every part it times exists, a real run prints them) and flush_cost.py."""
+"""The diagnostics (benchmarks/diagnostics/: hook_timer.py, flush_cost.py, floor_probe.py) and the
+benchmarks' helpers for them (bench_overhead.py's plain variants, pool_overhead.py)."""
 from __future__ import annotations
 
 import importlib
@@ -93,11 +94,9 @@ def test_bench_overhead_runs_a_plain_variant_without_gpu_util(monkeypatch: pytes
     assert variant["s"] == [0.5] and variant["startup_s"] == [0.05] and variant["ratio"] == pytest.approx(0.9)
 
 
-def test_pool_overhead_pairs_each_round_with_its_own_plain_run(tmp_path: Path, capsys: pytest.CaptureFixture,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """benchmarks/diagnostics/pool_overhead.py: rounds of two runs pooled, start-ups subtracted."""
-    monkeypatch.syspath_prepend(str(DIAGNOSTICS))
-    pool_overhead = importlib.import_module("pool_overhead")
+def test_pool_overhead_pairs_each_round_with_its_own_plain_run(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """benchmarks/pool_overhead.py: rounds of two runs pooled, start-ups subtracted."""
+    from benchmarks import pool_overhead
     first = {"suites": {"small": {"plain_s": [1.0, 2.0], "gpu_util_s": [1.2, 2.2], "startup_s": [0.1, 0.2],
                                   "variants": {"floor": {"s": [1.05, 2.1], "startup_s": [None, None]}}}}}
     second = {"suites": {"small": {"plain_s": [1.0], "gpu_util_s": [1.5], "startup_s": [0.0], "variants": {}}}}

@@ -1,6 +1,6 @@
 """(CPU) Pool the rounds of several bench_overhead.py runs: each configuration against plain.
 
-    python benchmarks/diagnostics/pool_overhead.py overhead.json [overhead.json ...] [--json OUT]
+    python benchmarks/pool_overhead.py overhead.json [overhead.json ...] [--json OUT]
 
 A device host's plain runs of one suite scatter by a quarter from run to run, so a handful of
 rounds cannot tell a 5 % cost; runs of the same suites on the same machine and package, taken in
