@@ -86,10 +86,9 @@ class CounterCapture:
         """
         windows = self._closed
         if not wait:
-            sampler = self.sampler
             ready = 0
             for _, start, end in windows:  # in order: the first uncovered one ends the batch
-                if not sampler.covers(end, energy=end - start >= self.energy_min_ns):
+                if not self._covered(start, end):
                     break
                 ready += 1
             windows = windows[:ready]
@@ -102,9 +101,10 @@ class CounterCapture:
 
     def first_waiting_covered(self) -> bool:
         """Whether the samples now cover the first closed window not yet given (a flush would give it)."""
-        if not self._closed:
-            return False
-        _, start, end = self._closed[0]
+        return bool(self._closed) and self._covered(*self._closed[0][1:])
+
+    def _covered(self, start: int, end: int) -> bool:
+        """Whether the samples (and energy readings, for a window long enough to get energy) reach its end."""
         return self.sampler.covers(end, energy=end - start >= self.energy_min_ns)
 
     def waiting(self) -> set[Any]:
