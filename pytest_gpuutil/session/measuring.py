@@ -132,8 +132,10 @@ class Measuring:
         """
         if self._flushed:
             self._flushed = False
-            done = [t for t in self.pending if self._ready(t)]
-            self.pending = [t for t in self.pending if not self._ready(t)]
+            done, waiting = [], []
+            for test in self.pending:
+                (done if self._ready(test) else waiting).append(test)
+            self.pending = waiting
         elif self.pending and self._ready(self.pending[-1]):
             done = [self.pending.pop()]
         else:
