@@ -150,9 +150,11 @@ class Measurement:
 
     @property
     def records_host_waits(self) -> bool:
-        """Whether CUPTI records the host's waits (activity kind 38): only the host-sync rule reads
-        them, so they are not recorded when findings are off or that rule is left out (recording
-        them made a small test's CUDA calls dearer on an H100: benchmarks/RESULTS.md, "2026-11-23 night")."""
+        """Whether CUPTI records the host's waits: only the host-sync rule reads them, so they are
+        not recorded when findings are off or that rule is left out. They come from CUPTI's
+        callbacks at the synchronizing calls (capture/host_waits.py), or from activity kind 38 where
+        those cannot be had (kind 38 made every launch dearer on an H100: benchmarks/RESULTS.md,
+        "2026-11-23 late evening")."""
         return self.findings and "host-sync" not in self.findings_ignore
 
     @property
@@ -225,7 +227,7 @@ class Measurement:
 
             try:
                 source = inherited or CuptiSource(demangle=getattr(torch._C, "_demangle", None),
-                                                  host_syncs=self.records_host_waits)
+                                                  host_syncs=self.records_host_waits, waits_from_callbacks=True)
             except CuptiError as exc:
                 self.fallback_reason = f"CUPTI not usable ({exc}): each test profiled with torch.profiler (slower)"
         if source is not inherited:
