@@ -18,6 +18,7 @@ A rule without an example, an example for no rule, an unknown marker or a comman
 from __future__ import annotations
 
 import dataclasses
+import html
 import os
 import re
 import subprocess
@@ -34,9 +35,20 @@ class DocsError(Exception):
 
 # -- helpers ------------------------------------------------------------------------------------
 
+def _prose(text: Any) -> str:
+    """The code's text as Markdown prose: ``<machine id>`` stays text, not an HTML tag."""
+    return html.escape(str(text), quote=False)
+
+
 def _cell(text: Any) -> str:
     """Text for one cell of a Markdown table (pipes escaped, one line)."""
-    return " ".join(str(text).split()).replace("|", "\\|")
+    return " ".join(_prose(text).split()).replace("|", "\\|")
+
+
+def _sentence(text: str) -> str:
+    """``text`` as a sentence: capitalised, with a full stop."""
+    text = _prose(text).strip()
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
 
 
 def _code(text: Any) -> str:
@@ -96,7 +108,7 @@ def _value_text(spec: Any, module: Any) -> str:
         text += "; one of " + ", ".join(_code(c) for c in choices)
     doc = (getattr(spec.parse, "__doc__", None) or "").strip().splitlines()
     if doc and not choices:
-        text += f"; {doc[0].rstrip('.')}"
+        text += f"; {_prose(doc[0].rstrip('.'))}"
     return text
 
 
@@ -113,7 +125,7 @@ def options_markdown() -> str:
         lines.append(f"| (ini only) | [{_code(name)}](#{_slug(name)}) | not set |")
     lines.append("")
     for spec in module.OPTIONS:
-        lines += [f"### {_code(spec.flag)} {{ #{_slug(spec.flag)} }}", "", spec.help[:1].upper() + spec.help[1:] + ".", "",
+        lines += [f"### {_code(spec.flag)} {{ #{_slug(spec.flag)} }}", "", _sentence(spec.help), "",
                   f"- **ini key:** {_code(spec.dest)} (ini type `{spec.ini_type}`)",
                   f"- **takes:** {_value_text(spec, module)}",
                   f"- **default:** {_default_text(spec, module)}"]
@@ -121,7 +133,7 @@ def options_markdown() -> str:
             lines.append("- **turns `--gpu-util` on** when given on the command line (its ini key does not)")
         lines.append("")
     for name, ini_type, help_text in module.INI_ONLY:
-        lines += [f"### {_code(name)} (ini only) {{ #{_slug(name)} }}", "", help_text[:1].upper() + help_text[1:] + ".",
+        lines += [f"### {_code(name)} (ini only) {{ #{_slug(name)} }}", "", _sentence(help_text),
                   "", f"- **ini type:** `{ini_type}`", "- **command line:** none (ini file only)", ""]
     return "\n".join(lines)
 
@@ -160,7 +172,7 @@ def _generic_field(name: str, value: Any) -> list[str]:
     if callable(value) or value is None or value == "" or value == () or value == {}:
         return []
     if isinstance(value, str):
-        return [f"**{_label(name)}:** {value}", ""]
+        return [f"**{_label(name)}:** {_prose(value)}", ""]
     if isinstance(value, Mapping):
         return [f"**{_label(name)}**", "", *_named_values_table(value, "name"), ""]
     if isinstance(value, (tuple, list, frozenset, set)):
@@ -170,8 +182,8 @@ def _generic_field(name: str, value: Any) -> list[str]:
 
 def rule_markdown(rule: Any, example: str) -> str:
     """One rule's section: id, what it detects, the fix, its limits, what supersedes it, other fields, example."""
-    lines = [f"## {_code(rule.id)} {{ #{rule.id} }}", "", f"**What it detects:** {rule.title}.", "",
-             f"**Fix:** {rule.fix}.", ""]
+    lines = [f"## {_code(rule.id)} {{ #{rule.id} }}", "", f"**What it detects:** {_sentence(rule.title)}", "",
+             f"**Fix:** {_sentence(rule.fix)}", ""]
     limits = getattr(rule, "limits", None) or {}
     if limits:
         lines += ["**Limits:**", "", *_named_values_table(limits, "limit"), ""]
