@@ -274,17 +274,6 @@ def test_counter_findings_come_from_a_records_figures() -> None:
     assert counter_findings(busy_pct=10.0, sm_pct=0.1) == ()  # too little GPU work to judge
 
 
-def test_the_readme_states_every_limit_and_its_reason() -> None:
-    from pathlib import Path
-
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Findings"):readme.index("## GPU memory")]
-    for rule in RULES:
-        part = section[section.index(f"### `{rule.id}`"):]
-        for name, limit in rule.limits.items():
-            assert f"| `{name}` | {limit.text} | {limit.reason} |" in part, (rule.id, name)
-
-
 def test_array_windows_are_looked_at_without_importing_numpy_ma() -> None:
     """np.unique without return_* imports numpy.ma (~10 ms, ~100 ms where no bytecode is cached):
     the per-window path must not pay it."""
