@@ -20,7 +20,7 @@ import re
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
-from pytest_gpuutil.analysis.rules import RULE_IDS, RULES, RULES_BY_ID, Finding, Glance
+from pytest_gpuutil.analysis.rules import RULE_IDS, RULES, RULES_BY_ID, Finding, Glance, without_between
 from pytest_gpuutil.analysis.window_facts import Timeline, WindowFacts
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Trace, Window
 
@@ -28,14 +28,14 @@ if TYPE_CHECKING:
     from pytest_gpuutil.analysis.summary import TraceSummary
     from pytest_gpuutil.analysis.windows import WindowStats
 
-__all__ = ["Finding", "Glance", "RULE_IDS", "counter_findings", "find", "find_in_trace", "glance", "may_fire",
-           "parse_rule_ids"]
+__all__ = ["Finding", "Glance", "RULE_IDS", "counter_findings", "device_figures", "find", "find_in_trace", "glance",
+           "may_fire", "parse_rule_ids"]
 
 
 def find(events: GpuColumns, window: Window, classifier: Optional[KernelClassifier] = None,
          syncs: Optional[SyncColumns] = None, *, hardware: Optional[Mapping[str, Any]] = None,
          ignore: Iterable[str] = (), sync_end_ns: Optional[int] = None, timeline: Optional[Timeline] = None,
-         seen: Optional[Glance] = None) -> tuple[Finding, ...]:
+         seen: Optional[Glance] = None, context: Optional[Mapping[str, Any]] = None) -> tuple[Finding, ...]:
     """The findings of one window.
 
     ``syncs``: the host's waits (None or empty: ``host-sync`` is not checked); ``hardware``: counter
@@ -43,13 +43,17 @@ def find(events: GpuColumns, window: Window, classifier: Optional[KernelClassifi
     ``ignore``: rule ids left out; ``sync_end_ns``: waits from then on are not the test's (the
     capture's own closing synchronize); ``timeline`` and ``seen``: what an analysis of the same
     window already found (its timeline, its figures for the rules' gates), so that it is not
-    computed again. They change nothing but the time it takes.
+    computed again. They change nothing but the time it takes. ``context``: what the capture knew of
+    the window and the device, for the savings and gpu-idle's naming of its time before the first
+    kernel (``first_gpu_work``, ``cuda_came_up``, ``first_library_use``, ``child_startup_ms``; the
+    estimates' constants measured on this device, e.g. ``gemm_speedup`` from :func:`device_figures`).
     """
     if window.duration_ns <= 0:
         return ()
     facts = WindowFacts(events, window, classifier or KernelClassifier(), syncs or None, sync_end_ns, timeline,
                         seen.event_count if seen is not None else None)
-    figures = {key: float(value) for key, value in (hardware or {}).items() if _finite(value)}
+    given = {**(context or {}), **(hardware or {})}
+    figures = {key: float(value) for key, value in given.items() if _finite(value)}
     skipped = set(ignore)
     found = {}
     for rule in RULES:
@@ -57,7 +61,23 @@ def find(events: GpuColumns, window: Window, classifier: Optional[KernelClassifi
             finding = rule.check(facts, rule.limits, figures)
             if finding is not None:
                 found[rule.id] = finding
-    return tuple(finding for rule_id, finding in found.items() if not _superseded(rule_id, finding, found))
+    kept = {rule_id: finding for rule_id, finding in found.items() if not _superseded(rule_id, finding, found)}
+    if "gpu-idle" in kept and ("launch-bound" in kept or "host-sync" in kept):
+        kept["gpu-idle"] = without_between(kept["gpu-idle"], window.duration_ns)
+    return tuple(kept.values())
+
+
+def device_figures(device_name: Optional[str]) -> dict[str, float]:
+    """The estimates' constants for the GPU named ``device_name`` where the peaks table knows it
+    (``gemm_speedup``: its TF32 over its fp32 peak); empty for an unknown GPU (the registry's hold)."""
+    if not device_name:
+        return {}
+    from pytest_gpuutil.hardware.peaks import device_peaks
+
+    peaks = device_peaks(device_name)
+    if peaks is None or not peaks.tflops.get("tf32") or not peaks.tflops.get("fp32"):
+        return {}
+    return {"gemm_speedup": peaks.tflops["tf32"] / peaks.tflops["fp32"]}
 
 
 def glance(stats: "WindowStats | TraceSummary", waits: Optional[int] = None) -> Glance:
@@ -73,13 +93,16 @@ def may_fire(figures: Glance, ignore: Iterable[str] = ()) -> bool:
         rule.gate(figures, rule.limits) for rule in RULES if rule.gate is not None and rule.id not in skipped)
 
 
-def counter_findings(busy_pct: Optional[float], sm_pct: Optional[float], ignore: Iterable[str] = ()) -> tuple[Finding, ...]:
+def counter_findings(busy_pct: Optional[float], sm_pct: Optional[float], ignore: Iterable[str] = (),
+                     window_ms: Optional[float] = None) -> tuple[Finding, ...]:
     """The findings of the rules that read hardware counters (``low-sm-activity``), from a test's
-    record figures; none when a figure is missing."""
+    record figures (``window_ms``: its wall time, what the saving is a share of); none when a
+    figure is missing."""
     if not (_finite(busy_pct) and _finite(sm_pct)):
         return ()
     empty = WindowFacts(GpuColumns(), Window(0, 1, "counters"), KernelClassifier())
-    figures = {"busy_pct": float(busy_pct), "sm_pct": float(sm_pct), "events": 1.0}  # type: ignore[arg-type]
+    figures = {"busy_pct": float(busy_pct), "sm_pct": float(sm_pct), "events": 1.0,  # type: ignore[arg-type]
+               "window_ms": float(window_ms) if _finite(window_ms) else 0.0}
     skipped = set(ignore)
     found = (rule.check(empty, rule.limits, figures) for rule in RULES if rule.gate is None and rule.id not in skipped)
     return tuple(f for f in found if f is not None)
