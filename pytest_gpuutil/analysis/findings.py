@@ -15,12 +15,23 @@ from a record's figures with :func:`counter_findings`.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
-from pytest_gpuutil.analysis.rules import RULE_IDS, RULES, RULES_BY_ID, Finding, Glance, without_between
+from pytest_gpuutil.analysis.rules import (
+    DEFAULT_FLOOR,
+    RULE_IDS,
+    RULES,
+    RULES_BY_ID,
+    Finding,
+    Floor,
+    Glance,
+    severity_of,
+)
 from pytest_gpuutil.analysis.window_facts import Timeline, WindowFacts
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Trace, Window
 
@@ -28,8 +39,8 @@ if TYPE_CHECKING:
     from pytest_gpuutil.analysis.summary import TraceSummary
     from pytest_gpuutil.analysis.windows import WindowStats
 
-__all__ = ["Finding", "Glance", "RULE_IDS", "counter_findings", "device_figures", "find", "find_in_trace", "glance",
-           "may_fire", "parse_rule_ids"]
+__all__ = ["Finding", "Fix", "Glance", "RULE_IDS", "counter_findings", "find", "find_in_trace", "findings_summary",
+           "glance", "may_fire", "parse_rule_ids", "rank_fixes", "worst_tests"]
 
 
 def find(events: GpuColumns, window: Window, classifier: Optional[KernelClassifier] = None,
@@ -46,7 +57,8 @@ def find(events: GpuColumns, window: Window, classifier: Optional[KernelClassifi
     computed again. They change nothing but the time it takes. ``context``: what the capture knew of
     the window and the device, for the savings and gpu-idle's naming of its time before the first
     kernel (``first_gpu_work``, ``cuda_came_up``, ``first_library_use``, ``child_startup_ms``; the
-    estimates' constants measured on this device, e.g. ``gemm_speedup`` from :func:`device_figures`).
+    estimates' constants measured on this device, e.g. ``gemm_speedup`` from
+    :func:`pytest_gpuutil.hardware.peaks.findings_figures`).
     """
     if window.duration_ns <= 0:
         return ()
@@ -65,19 +77,6 @@ def find(events: GpuColumns, window: Window, classifier: Optional[KernelClassifi
     if "gpu-idle" in kept and ("launch-bound" in kept or "host-sync" in kept):
         kept["gpu-idle"] = without_between(kept["gpu-idle"], window.duration_ns)
     return tuple(kept.values())
-
-
-def device_figures(device_name: Optional[str]) -> dict[str, float]:
-    """The estimates' constants for the GPU named ``device_name`` where the peaks table knows it
-    (``gemm_speedup``: its TF32 over its fp32 peak); empty for an unknown GPU (the registry's hold)."""
-    if not device_name:
-        return {}
-    from pytest_gpuutil.hardware.peaks import device_peaks
-
-    peaks = device_peaks(device_name)
-    if peaks is None or not peaks.tflops.get("tf32") or not peaks.tflops.get("fp32"):
-        return {}
-    return {"gemm_speedup": peaks.tflops["tf32"] / peaks.tflops["fp32"]}
 
 
 def glance(stats: "WindowStats | TraceSummary", waits: Optional[int] = None) -> Glance:
@@ -146,3 +145,100 @@ def _superseded(rule_id: str, finding: Finding, found: Mapping[str, Finding]) ->
 
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def without_between(finding: Finding, window_ns: int) -> Finding:
+    """gpu-idle's finding with the idle time between kernels left out of its saving (another rule of
+    the same window, launch-bound or host-sync, names that time and counts it)."""
+    between_ms = float(finding.evidence.get("idle_between_us", 0.0)) / 1000
+    if not between_ms:
+        return finding
+    saving_ms = max(0.0, finding.saving_ms - between_ms)
+    saving_pct = 100.0 * saving_ms * 1e6 / window_ns if window_ns > 0 else 0.0
+    return dataclasses.replace(finding, saving_ms=round(saving_ms, 3), saving_pct=round(saving_pct, 2),
+                   severity=severity_of(saving_ms, saving_pct),
+                   saving_basis=f"{finding.saving_basis}; less the {between_ms:.1f} ms between kernels that "
+                                f"launch-bound or host-sync counts: {saving_ms:.1f} ms")
+
+
+# -- the run's ranking ---------------------------------------------------------------------------
+
+#: the worst tests gpu_util.json's findings_summary lists
+WORST_TESTS_KEPT = 10
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One entry of the session's ranking: a rule's fix in one file, over its tests."""
+
+    rule: str
+    #: the test file (the node id's path), where the fix is made
+    scope: str
+    tests: int
+    saving_ms: float
+
+    @property
+    def action(self) -> str:
+        rule = RULES_BY_ID.get(self.rule)
+        return rule.action if rule is not None and rule.action else f"fix {self.rule}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "scope": self.scope, "tests": self.tests, "saving_ms": round(self.saving_ms, 3),
+                "action": self.action}
+
+
+def scope_of(test: str) -> str:
+    """The file a test id is in (``tests/test_models.py::test_x[a]`` -> ``tests/test_models.py``)."""
+    return test.split("::", 1)[0]
+
+
+def rank_fixes(pairs: Iterable[tuple[str, Optional[Sequence[Any]]]]) -> list[Fix]:
+    """The reported findings of (test, findings) pairs grouped by rule and file, largest summed
+    ``saving_ms`` first (then rule order, then file)."""
+    sums: dict[tuple[str, str], list[float]] = {}
+    for test, found in pairs:
+        for item in found if isinstance(found, (list, tuple)) else ():
+            if isinstance(item, Mapping):
+                finding = Finding.from_dict(item)
+                entry = sums.setdefault((finding.rule, scope_of(test)), [0, 0.0])
+                entry[0] += 1
+                entry[1] += finding.saving_ms
+    order = {rule: i for i, rule in enumerate(RULES_BY_ID)}
+    fixes = [Fix(rule, scope, int(n), total) for (rule, scope), (n, total) in sums.items()]
+    return sorted(fixes, key=lambda f: (-f.saving_ms, order.get(f.rule, len(order)), f.scope))
+
+
+def worst_tests(pairs: Iterable[tuple[str, Optional[Sequence[Any]]]]) -> list[tuple[str, float, str]]:
+    """(test, its findings' summed saving in ms, the rule with the largest), largest first."""
+    found = []
+    for test, items in pairs:
+        findings = [Finding.from_dict(i) for i in items or () if isinstance(i, Mapping)]
+        if findings:
+            top = max(findings, key=lambda f: f.saving_ms)
+            found.append((test, sum(f.saving_ms for f in findings), top.rule))
+    return sorted(found, key=lambda t: (-t[1], t[0]))
+
+
+def findings_summary(tests: Iterable[Mapping[str, Any]], floor: Optional[Floor] = None) -> Optional[dict[str, Any]]:
+    """gpu_util.json's ``findings_summary`` from its tests (records' dicts): the counts, the floor,
+    the ranking (``top``: every rule-and-file group, largest saving first) and the worst tests;
+    None when findings were looked for in no test."""
+    checked = [t for t in tests if isinstance(t.get("findings"), (list, tuple))]
+    if not checked:
+        return None
+    floor = floor or DEFAULT_FLOOR
+    pairs = [(str(t.get("test", "")), t.get("findings")) for t in checked]
+    fixes = rank_fixes(pairs)
+    below = [Finding.from_dict(f) for t in checked for f in t.get("below_floor") or () if isinstance(f, Mapping)]
+    return {
+        "floor": {"ms": floor.ms, "pct": floor.pct},
+        "tests": len(checked),
+        "tests_with_findings": sum(1 for _, found in pairs if found),
+        "findings": sum(len(found or ()) for _, found in pairs),
+        "below_floor": len(below),
+        "below_floor_saving_ms": round(sum(f.saving_ms for f in below), 3),
+        "saving_ms": round(sum(f.saving_ms for f in fixes), 3),
+        "top": [f.to_dict() for f in fixes],
+        "worst_tests": [{"test": test, "saving_ms": round(ms, 3), "rule": rule}
+                        for test, ms, rule in worst_tests(pairs)[:WORST_TESTS_KEPT]],
+    }

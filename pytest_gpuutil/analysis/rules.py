@@ -17,7 +17,7 @@ evidence of each finding.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
@@ -424,20 +424,6 @@ def _gpu_idle(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[str, 
         idle_pct, saving, basis, idle_pct=round(idle_pct, 1), window_us=_us(facts.window_ns),
         idle_before_us=_us(parts["before"]), idle_between_us=_us(parts["between"]),
         idle_after_us=_us(parts["after"]), mostly=worst, before=cause)
-
-
-def without_between(finding: Finding, window_ns: int) -> Finding:
-    """gpu-idle's finding with the idle time between kernels left out of its saving (another rule of
-    the same window, launch-bound or host-sync, names that time and counts it)."""
-    between_ms = float(finding.evidence.get("idle_between_us", 0.0)) / 1000
-    if not between_ms:
-        return finding
-    saving_ms = max(0.0, finding.saving_ms - between_ms)
-    saving_pct = _pct(saving_ms * 1e6, window_ns)
-    return replace(finding, saving_ms=round(saving_ms, 3), saving_pct=round(saving_pct, 2),
-                   severity=severity_of(saving_ms, saving_pct),
-                   saving_basis=f"{finding.saving_basis}; less the {between_ms:.1f} ms between kernels that "
-                                f"launch-bound or host-sync counts: {saving_ms:.1f} ms")
 
 
 # -- memcpy-dominant ----------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Optional, Protocol
 import numpy as np
 
 from pytest_gpuutil.analysis.classify import ATTENTION, COMMUNICATION, CONV, GEMM, KernelClassifier
-from pytest_gpuutil.analysis.findings import Finding, device_figures, find, glance, may_fire
+from pytest_gpuutil.analysis.findings import Finding, find, glance, may_fire
 from pytest_gpuutil.analysis.windows import WindowStats, assign_windows, window_stats
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
@@ -104,7 +104,7 @@ class ContinuousCapture:
     #: look for findings in each window, leaving out these rules
     findings: bool = False
     findings_ignore: frozenset[str] = frozenset()
-    #: the GPU's name once CUDA is up (None before): the findings' estimates for it (device_figures)
+    #: the GPU's name once CUDA is up (None before): the findings' estimates for it (hardware.peaks.findings_figures)
     device_name: Callable[[], Optional[str]] = lambda: None
     _device_figures: Optional[Mapping[str, float]] = None
     started: bool = False
@@ -307,7 +307,9 @@ class ContinuousCapture:
         if self._device_figures is None:
             name = self.device_name()
             if name:
-                self._device_figures = device_figures(name)
+                from pytest_gpuutil.hardware.peaks import findings_figures
+
+                self._device_figures = findings_figures(name)
         for w in windows:
             figures = dict(self._device_figures or {})
             window_stats = stats[id(w)]

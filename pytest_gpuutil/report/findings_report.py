@@ -11,6 +11,13 @@ from dataclasses import dataclass
 from html import escape
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
+from pytest_gpuutil.analysis.findings import (
+    WORST_TESTS_KEPT,
+    findings_summary,
+    rank_fixes,
+    scope_of,
+    worst_tests,
+)
 from pytest_gpuutil.analysis.rules import DEFAULT_FLOOR, RULES_BY_ID, SEVERITIES, Finding, Floor, split_by_floor
 from pytest_gpuutil.report.tables import shorten_test_id, wrap
 
@@ -82,89 +89,12 @@ def looked_for(records: Sequence[TestRecord]) -> int:
 
 # -- the session's ranking ----------------------------------------------------------------------
 
-#: ranking lines in the terminal (all with -v), worst tests shown (10 with -v), and the most lines
-#: the terminal's findings part takes without -v
+#: ranking lines in the terminal (all with -v), worst tests shown (WORST_TESTS_KEPT with -v), and
+#: the most lines the terminal's findings part takes without -v
 TOP_SHOWN = 5
 WORST_TESTS_SHOWN = 3
-WORST_TESTS_VERBOSE = 10
+WORST_TESTS_VERBOSE = WORST_TESTS_KEPT
 MOST_LINES = 12
-
-
-@dataclass(frozen=True)
-class Fix:
-    """One entry of the session's ranking: a rule's fix in one file, over its tests."""
-
-    rule: str
-    #: the test file (the node id's path), where the fix is made
-    scope: str
-    tests: int
-    saving_ms: float
-
-    @property
-    def action(self) -> str:
-        rule = RULES_BY_ID.get(self.rule)
-        return rule.action if rule is not None and rule.action else f"fix {self.rule}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"rule": self.rule, "scope": self.scope, "tests": self.tests, "saving_ms": round(self.saving_ms, 3),
-                "action": self.action}
-
-
-def scope_of(test: str) -> str:
-    """The file a test id is in (``tests/test_models.py::test_x[a]`` -> ``tests/test_models.py``)."""
-    return test.split("::", 1)[0]
-
-
-def rank_fixes(pairs: Iterable[tuple[str, Optional[Sequence[Any]]]]) -> list[Fix]:
-    """The reported findings of (test, findings) pairs grouped by rule and file, largest summed
-    ``saving_ms`` first (then rule order, then file)."""
-    sums: dict[tuple[str, str], list[float]] = {}
-    for test, found in pairs:
-        for item in found if isinstance(found, (list, tuple)) else ():
-            if isinstance(item, Mapping):
-                finding = Finding.from_dict(item)
-                entry = sums.setdefault((finding.rule, scope_of(test)), [0, 0.0])
-                entry[0] += 1
-                entry[1] += finding.saving_ms
-    order = {rule: i for i, rule in enumerate(RULES_BY_ID)}
-    fixes = [Fix(rule, scope, int(n), total) for (rule, scope), (n, total) in sums.items()]
-    return sorted(fixes, key=lambda f: (-f.saving_ms, order.get(f.rule, len(order)), f.scope))
-
-
-def worst_tests(pairs: Iterable[tuple[str, Optional[Sequence[Any]]]]) -> list[tuple[str, float, str]]:
-    """(test, its findings' summed saving in ms, the rule with the largest), largest first."""
-    found = []
-    for test, items in pairs:
-        findings = [Finding.from_dict(i) for i in items or () if isinstance(i, Mapping)]
-        if findings:
-            top = max(findings, key=lambda f: f.saving_ms)
-            found.append((test, sum(f.saving_ms for f in findings), top.rule))
-    return sorted(found, key=lambda t: (-t[1], t[0]))
-
-
-def findings_summary(tests: Iterable[Mapping[str, Any]], floor: Optional[Floor] = None) -> Optional[dict[str, Any]]:
-    """gpu_util.json's ``findings_summary`` from its tests (records' dicts): the counts, the floor,
-    the ranking (``top``: every rule-and-file group, largest saving first) and the worst tests;
-    None when findings were looked for in no test."""
-    checked = [t for t in tests if isinstance(t.get("findings"), (list, tuple))]
-    if not checked:
-        return None
-    floor = floor or DEFAULT_FLOOR
-    pairs = [(str(t.get("test", "")), t.get("findings")) for t in checked]
-    fixes = rank_fixes(pairs)
-    below = [Finding.from_dict(f) for t in checked for f in t.get("below_floor") or () if isinstance(f, Mapping)]
-    return {
-        "floor": {"ms": floor.ms, "pct": floor.pct},
-        "tests": len(checked),
-        "tests_with_findings": sum(1 for _, found in pairs if found),
-        "findings": sum(len(found or ()) for _, found in pairs),
-        "below_floor": len(below),
-        "below_floor_saving_ms": round(sum(f.saving_ms for f in below), 3),
-        "saving_ms": round(sum(f.saving_ms for f in fixes), 3),
-        "top": [f.to_dict() for f in fixes],
-        "worst_tests": [{"test": test, "saving_ms": round(ms, 3), "rule": rule}
-                        for test, ms, rule in worst_tests(pairs)[:WORST_TESTS_VERBOSE]],
-    }
 
 
 def saving_text(ms: float) -> str:
