@@ -249,6 +249,8 @@ class Measurement:
             keep_events=self.keep_events,
             findings=self.findings,
             findings_ignore=self.findings_ignore,
+            device_name=(lambda: torch.cuda.get_device_name(0) if torch.cuda.is_initialized() else None) if cuda
+            else (lambda: None),
         )
         self.mode = CONTINUOUS
         self.source_name = source.name

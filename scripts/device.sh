@@ -61,6 +61,17 @@ step_findings() {
   python3 validation/findings_truth.py "$W/findings"
 }
 
+defstep findings_savings 90 12 "each findings saving estimate against the time its fix saves (pinned copies, TF32, one sync instead of N, a CUDA graph): validation/findings_truth.py --parts savings (findings_savings/savings.json, summary.txt)"
+step_findings_savings() {
+  python3 validation/findings_truth.py "$W/findings_savings" --parts savings
+}
+
+defstep timm_findings 240 20 "findings ranked on timm's model tests (every 40th forward/backward test, ~65, COLUMNS=80; needs .timm/ at the repo root): benchmarks/timm_findings.py, with findings_savings' estimates merged (timm_findings/findings_rank.json, gpu_util/, report.html, pytest.log)"
+step_timm_findings() {
+  python3 benchmarks/timm_findings.py --out "$W/timm_findings" --timm .timm --timeout 220 \
+    --estimates "$W/findings_savings/savings.json"
+}
+
 defstep memory 40 12 "GPU memory truth: validation/memory_truth.py"
 step_memory() {
   python3 validation/memory_truth.py --out "$W"

@@ -9,6 +9,7 @@ from typing import Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier, parse_rules
 from pytest_gpuutil.analysis.findings import Finding, find_in_trace, parse_rule_ids
+from pytest_gpuutil.analysis.rules import DEFAULT_FLOOR, Floor, split_by_floor
 from pytest_gpuutil.analysis.summary import TraceSummary, analyze
 from pytest_gpuutil.traces.reader import TraceError, read_trace
 
@@ -45,6 +46,9 @@ def _analyze_parser() -> argparse.ArgumentParser:
     parser.add_argument("--findings", choices=("on", "off"), default="on",
                         help="say what to fix in each trace (default on)")
     parser.add_argument("--findings-ignore", default="", metavar="RULE,RULE", help="findings rules to leave out")
+    parser.add_argument("--findings-floor", default="", metavar="MSms,PCT%",
+                        help="report a finding only when its fix would save at least MS and PCT%% of the trace's "
+                             "window (default 1ms,2%%; 0: all), as --gpu-util-findings-floor")
     return parser
 
 
@@ -53,6 +57,7 @@ def analyze_main(argv: Sequence[str]) -> int:
     try:
         classifier = KernelClassifier(parse_rules("\n".join(args.rule), source="--rule"))
         ignore = parse_rule_ids(args.findings_ignore, "--findings-ignore")
+        floor = _floor(args.findings_floor)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -68,20 +73,38 @@ def analyze_main(argv: Sequence[str]) -> int:
         except TraceError as exc:
             print(f"error: {exc}", file=sys.stderr)
             failed = True
-    sys.stdout.write(render(summaries, args.format, several=len(args.traces) > 1, findings=findings))
+    sys.stdout.write(render(summaries, args.format, several=len(args.traces) > 1, findings=findings, floor=floor))
     sys.stdout.flush()
     return EXIT_BAD_INPUT if failed else 0
 
 
+def _floor(text: str) -> Optional[Floor]:
+    """--findings-floor's value (None: the default), or ValueError naming the option."""
+    if not text.strip():
+        return None
+    from argparse import ArgumentTypeError
+
+    from pytest_gpuutil.options import findings_floor
+
+    try:
+        return findings_floor(text)
+    except ArgumentTypeError as exc:
+        raise ValueError(f"--findings-floor: {exc}") from None
+
+
 def render(summaries: Sequence[TraceSummary], fmt: str, several: bool,
-           findings: Optional[Sequence[Optional[tuple[Finding, ...]]]] = None) -> str:
-    """The CLI's output for the analysed traces in one format (``findings``: per trace, None when not looked for)."""
+           findings: Optional[Sequence[Optional[tuple[Finding, ...]]]] = None, floor: Optional[Floor] = None) -> str:
+    """The CLI's output for the analysed traces in one format (``findings``: per trace, None when not
+    looked for; those with a saving under ``floor`` are left out of the table and CSV, and the JSON
+    keeps them under ``below_floor``)."""
     found = list(findings) if findings is not None else [None] * len(summaries)
     if fmt == "json":
         docs = [s.to_dict() for s in summaries]
         for doc, of_trace in zip(docs, found):
             if of_trace is not None:
-                doc["findings"] = [f.to_dict() for f in of_trace]
+                reported, below = split_by_floor(of_trace, floor or DEFAULT_FLOOR)
+                doc["findings"] = [f.to_dict() for f in reported]
+                doc["below_floor"] = [f.to_dict() for f in below]
         if not docs and not several:
             return ""
         return json.dumps(docs if several else docs[0], indent=2) + "\n"
@@ -96,12 +119,14 @@ def render(summaries: Sequence[TraceSummary], fmt: str, several: bool,
             top = s.top_kernels[0].name if s.top_kernels else ""
             writer.writerow(
                 [s.path, f"{s.window_us:.3f}", s.window_source, f"{s.busy_us:.3f}", f"{s.busy_pct:.6f}",
-                 f"{s.mm_conv_pct:.6f}", s.kernel_count, top, " ".join(f.rule for f in of_trace or ())]
+                 f"{s.mm_conv_pct:.6f}", s.kernel_count, top,
+                 " ".join(f.rule for f in split_by_floor(of_trace or (), floor or DEFAULT_FLOOR)[0])]
             )
         return out.getvalue()
-    from pytest_gpuutil.report.tables import findings_text, trace_report
+    from pytest_gpuutil.report.findings_report import trace_findings_text
+    from pytest_gpuutil.report.tables import trace_report
 
-    return "".join(trace_report(s, _label(s.path)) + findings_text(of_trace) + "\n\n"
+    return "".join(trace_report(s, _label(s.path)) + trace_findings_text(of_trace, floor) + "\n\n"
                    for s, of_trace in zip(summaries, found))
 
 

@@ -278,7 +278,7 @@ def write_findings(state: RunState, tr: Any, terminal: Terminal = Terminal()) ->
     """What to fix, by rule, with the worst tests (nothing when findings were off), fitted to the terminal."""
     from pytest_gpuutil.report.findings_report import SECTION as FINDINGS, finding_lines
 
-    lines = finding_lines(state.records, terminal.width)
+    lines = finding_lines(state.records, terminal.width, terminal.verbose, state.settings.findings_floor)
     if not lines:
         return
     tr.write_sep("-", FINDINGS)

@@ -46,6 +46,10 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
         from pytest_gpuutil.analysis.counters import summarise
 
         extra["counters"] = summarise((r.test, r.counter_sums) for r in records)  # per file and session
+    if any(r.findings is not None for r in records):
+        from pytest_gpuutil.analysis.findings import findings_summary
+
+        extra["findings_summary"] = findings_summary([r.to_dict() for r in records], settings.findings_floor)
     doc = run_document(records, machine, created, gpus=gpus, totals=totals, thresholds=thresholds, **extra)
     written.extend(write_run_files(output_dir, records, doc))
     for name in filter(None, (settings.save, free_autosave_name(output_dir, machine) if settings.autosave else None)):

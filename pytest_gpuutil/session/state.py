@@ -192,6 +192,7 @@ class GpuUtilSession:
         unmeasured = NO_CUDA_NOTE if self.settings.enabled and self._cuda is False else ""
         return build_record(nodeid, outcome, profile, results, memory, worker=self.worker_id,
                             findings_ignore=self.settings.findings_ignore,
+                            findings_floor=self.settings.findings_floor,
                             physical_id=self.physical_id, unmeasured_note=unmeasured)
 
     def memory_report(self, nodeid: str) -> str:

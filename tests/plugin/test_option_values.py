@@ -71,6 +71,7 @@ SAMPLE_VALUES = {
     "--gpu-util-history-runs": "3",
     "--gpu-util-findings": "off",
     "--gpu-util-findings-ignore": "gpu-idle,host-sync",
+    "--gpu-util-findings-floor": "2ms,5%",
     "--gpu-util-counters": "off",
     "--gpu-util-counters-interval": "2",
     "--gpu-util-children": "off",

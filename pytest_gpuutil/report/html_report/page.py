@@ -84,7 +84,7 @@ def render_report(doc: Mapping[str, Any], baseline: Optional[BaselineView] = Non
         f"<style>\n{style}\n{palette_css(palette)}</style></head><body><main>"
         f"{header(doc, tests, totals, baseline)}"
         f"{baseline_section(baseline) if baseline else ''}"
-        f"{session_charts(tests, totals, palette)}{findings_section(tests)}{counters_section(doc, tests)}{gpu_section(doc, tests)}{table}"
+        f"{session_charts(tests, totals, palette)}{findings_section(tests, as_map(doc.get('findings_summary')))}{counters_section(doc, tests)}{gpu_section(doc, tests)}{table}"
         f'<footer>pytest-gpuutil HTML report · one self-contained file: no network, nothing loaded from elsewhere. '
         f"Trace files open in Perfetto (ui.perfetto.dev, Open trace file) or with <code>gpuutil analyze</code>.</footer>"
         f'</main><script type="application/json" id="gu-data">{data}</script><script>\n{script}</script></body></html>\n'
