@@ -213,9 +213,9 @@ def findings_markdown(examples: Mapping[str, str]) -> str:
     parts = []
     severity = getattr(module, "SEVERITY_FROM", None)
     if severity:
-        levels = ", ".join(f"`{name}` from {_number(least)} %" for name, least in severity)
-        parts.append(f"Severity goes by the share of the window the problem takes (`impact_pct`): {levels}, "
-                     f"else `{getattr(module, 'LOW', 'low')}`.\n")
+        levels = ", ".join(f"`{name}` from {_number(ms)} ms and {_number(pct)} %" for name, ms, pct in severity)
+        parts.append(f"Severity goes by the estimated saving (`saving_ms`) and its share of the test's wall "
+                     f"time: {levels}, else `{getattr(module, 'LOW', 'low')}`.\n")
     parts += [rule_markdown(rule, examples[rule.id]) for rule in module.RULES]
     return "\n".join(parts)
 

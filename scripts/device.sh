@@ -66,9 +66,9 @@ step_findings_savings() {
   python3 validation/findings_truth.py "$W/findings_savings" --parts savings
 }
 
-defstep timm_findings 240 20 "findings ranked on timm's model tests (every 40th forward/backward test, ~65, COLUMNS=80; needs .timm/ at the repo root): benchmarks/timm_findings.py, with findings_savings' estimates merged (timm_findings/findings_rank.json, gpu_util/, report.html, pytest.log)"
+defstep timm_findings 240 20 "findings ranked on timm's model tests (every 40th forward/backward test, ~65, COLUMNS=80; needs .timm/ at the repo root): benchmarks/thirdparty/timm_findings.py, with findings_savings' estimates merged (timm_findings/findings_rank.json, gpu_util/, report.html, pytest.log)"
 step_timm_findings() {
-  python3 benchmarks/timm_findings.py --out "$W/timm_findings" --timm .timm --timeout 220 \
+  python3 benchmarks/thirdparty/timm_findings.py --out "$W/timm_findings" --timm .timm --timeout 220 \
     --estimates "$W/findings_savings/savings.json"
 }
 

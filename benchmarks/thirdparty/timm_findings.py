@@ -1,12 +1,12 @@
 """(GPU) The findings' ranking on a real third-party suite: timm's model tests under ``pytest --gpu-util``.
 
-    python benchmarks/timm_findings.py --out DIR [--timm .timm] [--every 40] [--limit N]
+    python benchmarks/thirdparty/timm_findings.py --out DIR [--timm .timm] [--every 40] [--limit N]
                                        [--device cuda] [--estimates SAVINGS.json]
 
 Runs ``.timm/tests/test_models.py`` (timm's own tests, ``PYTHONPATH=.timm``, ``TORCH_DEVICE=cuda``)
 under ``pytest --gpu-util`` with ``COLUMNS=80``, restricted to a deterministic subset: every 40th
 test of ``test_model_forward`` and ``test_model_backward`` in collection order (about 65 tests).
-This module is also the pytest plugin that makes the selection (``-p benchmarks.timm_findings``;
+This module is also the pytest plugin that makes the selection (``-p benchmarks.thirdparty.timm_findings``;
 ``GPUUTIL_TIMM_EVERY`` and ``GPUUTIL_TIMM_LIMIT`` set it). Then it checks the run:
 
 - the terminal's findings part (the lines after its ``findings: what to fix`` rule) is at most 12
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FUNCTIONS = ("test_model_forward", "test_model_backward")
 SECTION = "findings: what to fix (pytest-gpuutil)"
 MOST_LINES = 12
@@ -136,9 +136,9 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     timm = Path(args.timm).resolve()
     tests = timm / "tests" / "test_models.py"
-    env = dict(os.environ, COLUMNS=str(WIDTH), PYTHONPATH=os.pathsep.join([str(timm), str(REPO)]),
+    env = dict(os.environ, COLUMNS=str(WIDTH), PYTHONPATH=os.pathsep.join([str(timm), str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]),
                TORCH_DEVICE=args.device, GPUUTIL_TIMM_EVERY=str(args.every), GPUUTIL_TIMM_LIMIT=str(args.limit))
-    cmd = [sys.executable, "-m", "pytest", str(tests), "-p", "benchmarks.timm_findings", "-p", "no:cacheprovider",
+    cmd = [sys.executable, "-m", "pytest", str(tests), "-p", "benchmarks.thirdparty.timm_findings", "-p", "no:cacheprovider",
            "-q", "--rootdir", str(timm), "--gpu-util", f"--gpu-util-dir={out / 'gpu_util'}",
            f"--gpu-util-html={out / 'report.html'}"]
     result: dict[str, Any] = {"suite": f"timm {tests.relative_to(timm.parent)}: every {args.every}th test of "
