@@ -10,7 +10,7 @@ from html import escape
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from pytest_gpuutil.analysis.rules import RULES_BY_ID, SEVERITIES, Finding
-from pytest_gpuutil.report.tables import shorten_test_id, wrap
+from pytest_gpuutil.report.tables import caption, common_prefix, shorten_test_ids, wrap
 
 if TYPE_CHECKING:
     from pytest_gpuutil.records import TestRecord
@@ -76,7 +76,8 @@ def looked_for(records: Sequence[TestRecord]) -> int:
 
 def finding_lines(records: Sequence[TestRecord], width: int = 120) -> list[str]:
     """The terminal's findings section, no line wider than ``width`` (no lines when findings were not
-    looked for in any test): prose wrapped after its clauses, test ids shortened in the middle."""
+    looked for in any test): prose wrapped after its clauses; the start the listed test ids share
+    printed once (a caption) and cut from them, the rest shortened where the parts differ."""
     checked = looked_for(records)
     if not checked:
         return []
@@ -86,13 +87,17 @@ def finding_lines(records: Sequence[TestRecord], width: int = 120) -> list[str]:
     tests_with = len({test for g in groups for test, _ in g.tests})
     lines = wrap(f"{tests_with} of {checked} tests have findings ({sum(g.count for g in groups)} in all; "
                  "each finding's evidence is in gpu_util.json and the HTML report)", width)
+    shown = sorted({test for g in groups for test, _ in g.tests[:WORST_SHOWN]})
+    prefix = common_prefix(shown)
+    if prefix:
+        lines.append(caption(prefix, width))
+    short = dict(zip(shown, shorten_test_ids([t[len(prefix):] for t in shown], max(20, min(60, width - 8)))))
     for group in groups:
         severities = ", ".join(f"{n} {s}" for s, n in group.by_severity().items())
         lines += wrap(f"{group.rule}: {group.count} test{'s' if group.count != 1 else ''} ({severities}): "
                       f"fix: {group.fix}", width)
         for test, finding in group.tests[:WORST_SHOWN]:
-            test_id = shorten_test_id(test, max(20, min(60, width - 8)))
-            lines += wrap(f"    {test_id}  [{finding.severity}] {finding.message}", width, indent="      ")
+            lines += wrap(f"    {short[test]}  [{finding.severity}] {finding.message}", width, indent="      ")
         if group.count > WORST_SHOWN:
             lines.append(f"    ... and {group.count - WORST_SHOWN} more")
     return lines

@@ -77,11 +77,12 @@ def test_the_terminal_groups_findings_by_rule_with_the_worst_tests(suite: pytest
     result.stdout.fnmatch_lines([
         "*findings: what to fix (pytest-gpuutil)*",
         "* of 5 tests have findings*",
+        "tests in test_work.py::",  # the file the listed tests share, once
         "pageable-memcpy: 1 test (*): fix: pin the host memory*",
-        "    test_work.py::test_pageable  [[]*[]] 3 copies from or to pageable host memory took 2.7 ms*",
+        "    test_pageable  [[]*[]] 3 copies from or to pageable host memory took 2.7 ms*",
         "host-sync: 1 test (*): fix: keep results on the GPU inside loops*",
         "launch-bound: 1 test (*): fix: launch fewer, larger kernels*",
-        "    test_work.py::test_launch_bound  [[]*[]] 1,000 kernels, median 2.0 µs, median gap 6.0 µs*",
+        "    test_launch_bound  [[]*[]] 1,000 kernels, median 2.0 µs, median gap 6.0 µs*",
     ])
 
 
@@ -144,7 +145,7 @@ def test_loop(gpu):
     monkeypatch.setenv("COLUMNS", "200")  # the regression table keeps its limit column
     worse = run(pytester, "--gpu-util", "--gpu-util-compare", "base", "--gpu-util-fail", "findings.launch-bound:0")
     assert worse.ret != 0
-    worse.stdout.fnmatch_lines(["*test_work.py::test_loop*findings: new launch-bound*0*1*+1*+0*",
+    worse.stdout.fnmatch_lines(["test_loop*findings: new launch-bound*0*1*+1*+0*",
                                 "FAILED: 1 regression(s) in 1 test(s) (limits: findings.launch-bound:0)"])
     other_rule = run(pytester, "--gpu-util", "--gpu-util-compare", "base", "--gpu-util-fail", "findings.host-sync:0")
     assert other_rule.ret == 0, output(other_rule)

@@ -37,9 +37,9 @@ def test_terminal_lines_count_tests_and_list_the_worst_three() -> None:
     lines = finding_lines(RECORDS)
     assert lines[0] == ("7 of 8 tests have findings (8 in all; each finding's evidence is in gpu_util.json and "
                         "the HTML report)")
+    assert lines[1] == "tests in t.py::"  # the file the listed tests share, once
     at = lines.index("launch-bound: 5 tests (5 low): fix: fix launch-bound <now>")
-    assert lines[at + 1:at + 5] == ["    t.py::e4  [low] m", "    t.py::e3  [low] m", "    t.py::e2  [low] m",
-                                    "    ... and 2 more"]
+    assert lines[at + 1:at + 5] == ["    e4  [low] m", "    e3  [low] m", "    e2  [low] m", "    ... and 2 more"]
     assert finding_lines([TestRecord("t", "passed", findings=())]) == ["no findings in 1 tests"]
     assert finding_lines([TestRecord("t", "passed")]) == []  # none looked for: no section
 
