@@ -95,6 +95,11 @@ after_examples() {
   return 0
 }
 
+defstep examples_truth 120 45 "the main job's story: validation/examples_truth.py runs pytest --gpu-util --gpu-util-html examples/ at COLUMNS=80 in a temporary folder; each problem example exactly its finding, each fix none, the fix's figure moved (examples_truth/: examples.json, examples_80.log, examples_report.html, gpu_util.json)"
+step_examples_truth() {
+  python3 validation/examples_truth.py "$W/examples_truth" --columns 80
+}
+
 defstep gates 120 4 "gates: save a baseline of examples/, then a deliberately slower matmul test, then unchanged code (gate_*.log)"
 step_gates() {
   python3 -m pytest examples -q -p no:cacheprovider --gpu-util --gpu-util-save main >"$W/gate_save.log" 2>&1

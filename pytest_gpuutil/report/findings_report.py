@@ -15,16 +15,16 @@ from pytest_gpuutil.analysis.findings import (
     WORST_TESTS_KEPT,
     findings_summary,
     rank_fixes,
-    scope_of,
     worst_tests,
 )
 from pytest_gpuutil.analysis.rules import DEFAULT_FLOOR, RULES_BY_ID, SEVERITIES, Finding, Floor, split_by_floor
-from pytest_gpuutil.report.tables import shorten_test_id, wrap
+from pytest_gpuutil.report.tables import caption, common_prefix, shorten_test_ids, wrap
 
 if TYPE_CHECKING:
+    from pytest_gpuutil.analysis.findings import Fix
     from pytest_gpuutil.records import TestRecord
 
-#: tests listed under each rule in the terminal
+#: tests listed under each rule in the HTML page's findings section
 WORST_SHOWN = 3
 SECTION = "findings: what to fix (pytest-gpuutil)"
 
@@ -142,9 +142,17 @@ def finding_lines(records: Sequence[TestRecord], width: int = 120, verbose: bool
     room = WORST_TESTS_VERBOSE if verbose else min(WORST_TESTS_SHOWN, MOST_LINES - len(lines) - 2)
     if room > 0 and worst:
         lines.append("worst tests (each finding's evidence: gpu_util.json, the HTML report):")
-        for test, ms, rule in worst[:room]:
-            head, tail = f"  {saving_text(ms):>7}  ", f"  {rule}"
-            lines.append(head + shorten_test_id(test, max(20, width - len(head) - len(tail))) + tail)
+        kept = worst[:room]
+        prefix = common_prefix([test for test, _, _ in kept]) if len(kept) > 1 else ""
+        if prefix and (verbose or len(lines) + len(kept) + 1 <= MOST_LINES):
+            lines.append(caption(prefix, width))
+        else:
+            prefix = ""
+        rule_width = max(len(rule) for _, _, rule in kept)
+        room_for_ids = max(20, width - 11 - rule_width)
+        short = shorten_test_ids([test[len(prefix):] for test, _, _ in kept], room_for_ids)
+        for (test, ms, rule), name in zip(kept, short):
+            lines.append(f"  {saving_text(ms):>7}  {name}  {rule}")
     return [_fit(line, width) for line in lines]
 
 
