@@ -2,7 +2,7 @@
 
 By default the worst tests get one: the slowest, the least busy (of those with GPU work) and those
 whose findings cost the most, a third of ``--gpu-util-timelines N`` each (a test may be in
-several). :class:`TimelineChoice` keeps that ranking as tests come, with at most N tests in it,
+several, so fewer than N may be kept). :class:`TimelineChoice` keeps that ranking as tests come, with at most N tests in it,
 so a run holds at most N timelines whatever its length (:class:`TimelineStore`); ``all`` keeps
 every test's, each past :data:`HELD_BYTES` of held timelines reduced to
 :data:`COARSE_ROWS` spans. The page then fits them into its byte budget (:func:`fit`): the
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import math
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
@@ -34,12 +33,13 @@ COARSE_ROWS = 2_000
 
 
 class TimelineChoice:
-    """The worst tests so far, by three rankings of at most ``ceil(count / 3)`` tests each
+    """The worst tests so far, by three rankings of about ``count / 3`` tests each, ``count`` in all
     (``count`` None: every test; 0: none)."""
 
     def __init__(self, count: Optional[int]):
         self.count = count
-        self._per = None if count is None else math.ceil(count / 3)
+        #: each ranking's size: N split in three (N=2: 1, 1, 0), so at most N tests are kept
+        self._sizes = None if count is None else tuple(count // 3 + (1 if i < count % 3 else 0) for i in range(3))
         #: per ranking, test -> score (larger is worse)
         self._ranks: tuple[dict[str, float], ...] = ({}, {}, {})
 
@@ -53,15 +53,13 @@ class TimelineChoice:
 
     def offer(self, test: str, scores: Sequence[Optional[float]]) -> tuple[bool, list[str]]:
         """Rank one test: whether it is among the worst now, and the tests that no longer are."""
-        if self._per is None:
+        if self._sizes is None:
             return True, []
-        if self._per == 0:
-            return False, []
         kept, dropped = False, []
-        for rank, score in zip(self._ranks, scores):
-            if score is None:
+        for rank, size, score in zip(self._ranks, self._sizes, scores):
+            if score is None or size == 0:
                 continue
-            if len(rank) < self._per:
+            if len(rank) < size:
                 rank[test] = score
                 kept = True
                 continue
@@ -75,11 +73,10 @@ class TimelineChoice:
 
     def would_keep(self, scores: Sequence[Optional[float]]) -> bool:
         """Whether a test with these scores would be kept now (nothing changes)."""
-        if self._per is None:
+        if self._sizes is None:
             return True
-        return self._per > 0 and any(
-            score is not None and (len(rank) < self._per or score > min(rank.values()))
-            for rank, score in zip(self._ranks, scores))
+        return any(score is not None and size > 0 and (len(rank) < size or score > min(rank.values()))
+                   for rank, size, score in zip(self._ranks, self._sizes, scores))
 
 
 def record_scores(record: Any) -> tuple[Optional[float], ...]:
