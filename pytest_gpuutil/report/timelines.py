@@ -30,6 +30,8 @@ PAGE_BUDGET_BYTES = 420_000
 #: with all tests' timelines kept: past this many bytes held, each new one is reduced to COARSE_ROWS spans
 HELD_BYTES = 64 << 20
 COARSE_ROWS = 2_000
+#: the fewest rows the page's budget reduces a timeline to (below that it is left out)
+MIN_ROWS = 50
 
 
 class TimelineChoice:
@@ -131,9 +133,11 @@ def fit(timelines: Mapping[str, Mapping[str, Any]], budget: Optional[int]) -> di
     for index, (size, test) in enumerate(sized):
         share = left // (len(sized) - index)
         data = dict(timelines[test])
-        while size > share and int(data.get("n", 0)) > 50:
-            rows = max(50, int(int(data["n"]) * share / size * 0.9))
-            data = shrink(data, rows)
+        for _ in range(4):  # each pass aims under the share; a few always get there (or as small as it goes)
+            rows = int(data.get("n", 0))
+            if size <= share or rows <= MIN_ROWS:
+                break
+            data = shrink(data, max(MIN_ROWS, int(rows * share / size * 0.9)))
             size = size_of(data)
         if size <= share:
             out[test] = data

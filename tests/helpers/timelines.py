@@ -106,3 +106,23 @@ def synthetic_timelines(doc: dict[str, Any], seed: int = 11, max_kernels: int = 
             out[record["test"]] = synthetic_timeline(rng, record["wall_ms"], record.get("busy_pct") or 1.0,
                                                      min(int(record["kernel_count"]), max_kernels))
     return out
+
+
+def main(argv: "list[str] | None" = None) -> int:
+    """``python -m tests.helpers.timelines OUT.html``: the planted window's page (docs/img/timeline.png is its screenshot)."""
+    import sys
+    from pathlib import Path
+
+    from pytest_gpuutil.report.html_report import write_html_report
+
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m tests.helpers.timelines OUT.html", file=sys.stderr)
+        return 2
+    doc, timelines = planted_document()
+    print(f"wrote {write_html_report(Path(args[0]), doc, timelines=timelines)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
