@@ -3,7 +3,8 @@
 By default the worst tests get one: the slowest, the least busy (of those with GPU work) and those
 whose findings cost the most, a third of ``--gpu-util-timelines N`` each (a test may be in
 several, so fewer than N may be kept). :class:`TimelineChoice` keeps that ranking as tests come, with at most N tests in it,
-so a run holds at most N timelines whatever its length (:class:`TimelineStore`); ``all`` keeps
+so a run holds at most N timelines whatever its length (:class:`TimelineStore`; besides them, for
+a moment, those drawn in one flush of the capture until their records are made); ``all`` keeps
 every test's, each past :data:`HELD_BYTES` of held timelines reduced to
 :data:`COARSE_ROWS` spans. The page then fits them into its byte budget (:func:`fit`): the
 smallest first, each given its share of what is left, a larger one reduced to fit.
