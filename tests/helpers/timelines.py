@@ -56,7 +56,8 @@ def planted_window() -> dict[str, Any]:
 
 
 def planted_document() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """A one-test run document for the planted window, with a host-sync and a gpu-idle finding, and its timelines."""
+    """A one-test run document for the planted window, with host-sync, gpu-idle and pageable-memcpy findings,
+    and its timelines."""
     record = TestRecord(
         test=TEST, outcome="passed", wall_ms=10.0, gpu_busy_ms=5.0, busy_pct=25.0, kernel_count=3,
         devices=("0", "1"), gpu_busy_us_by_device={"0": 3000.0, "1": 2000.0},
@@ -67,6 +68,9 @@ def planted_document() -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
              "impact_pct": 15.0, "evidence": {"waits": 1}},
             {"rule": "gpu-idle", "severity": "medium", "message": "the GPU was idle 75% of the window", "fix": "overlap",
              "impact_pct": 50.0, "evidence": {"idle_pct": 75.0}},
+            {"rule": "pageable-memcpy", "severity": "low", "message": "1 copies from or to pageable host memory",
+             "fix": "pin the host memory", "impact_pct": 4.0,
+             "evidence": {"copies": 1, "by_name": {"Memcpy HtoD (Pageable -> Device)": 1}}},
         ),
     ).to_dict()
     doc = {"format": "pytest-gpuutil", "version": 1, "created": "2026-11-26T12:00:00+00:00",

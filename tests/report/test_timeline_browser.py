@@ -68,6 +68,11 @@ window.addEventListener("load", function () {
       findings[1].click();
       out.highlight2 = box.getAttribute("data-highlight");
       out.gap_labels_lit = box.querySelectorAll(".tl-gap.tl-lit").length;
+      findings[2].click();
+      out.highlight3 = box.getAttribute("data-highlight");
+      out.lit_events = guPlanted.map(function (p) { return pixel(v.x((p.start + p.end) / 2), v.laneY(p.lane) + 9); });
+      findings[2].click();
+      out.cleared = [box.getAttribute("data-highlight"), pixel(v.x((guPlanted[0].start + guPlanted[0].end) / 2), v.laneY(0) + 9)];
       out.row_marked = row.classList.contains("tl-has");
       out.test_cell = row.cells[0].textContent;
     } catch (err) { guHarness.errors.push("harness: " + err + " " + err.stack); }
@@ -144,6 +149,11 @@ def test_a_finding_highlights_its_evidence(seen: dict) -> None:
     assert seen["highlight"] == "host-sync" and seen["finding_on"]
     assert seen["wait_before"] != seen["wait_after"] and seen["wait_after"] == "#cf222e"
     assert seen["highlight2"] == "gpu-idle" and seen["gap_labels_lit"] == len(GAPS)
+    # pageable-memcpy names its copy: that copy keeps its colour, the other events fade
+    assert seen["highlight3"] == "pageable-memcpy"
+    for planted, pixel in zip(PLANTED, seen["lit_events"]):
+        assert (pixel == CATEGORY_COLORS[planted[7]]) == (planted[1] == "gpu_memcpy"), planted[0]
+    assert seen["cleared"] == ["", CATEGORY_COLORS[PLANTED[0][7]]]  # a second click clears it
 
 
 #: 100,000 kernels in one lane: drawn at once (merged per pixel), and each one hovered when zoomed in.

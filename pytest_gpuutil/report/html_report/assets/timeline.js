@@ -17,6 +17,11 @@
   window.guTimeline = api;
 
   function all() { if (!ALL) ALL = JSON.parse(node.textContent); return ALL; }
+  var DETAILS = null;
+  function findingsOf(index) {  // the row's findings, from the page's own detail data (read once)
+    if (!DETAILS) DETAILS = JSON.parse(document.getElementById("gu-data").textContent).tests;
+    return (DETAILS[index] && DETAILS[index].fd) || [];
+  }
   function el(tag, attrs, kids) {
     var e = document.createElement(tag);
     Object.keys(attrs || {}).forEach(function (k) { e.setAttribute(k, attrs[k]); });
@@ -102,7 +107,8 @@
     var h = this.hl;
     if (!h || !h.events) return true;
     var key = this.t.k[k];
-    return (h.names && h.names[key[0]]) || (h.kinds && h.kinds[key[1]]) || (h.cats && h.cats[key[2]]) ||
+    return (h.kinds && h.kinds[key[1]]) || (h.cats && h.cats[key[2]]) ||
+      (h.prefixes && h.prefixes.some(function (p) { return key[0].indexOf(p) === 0; })) ||
       (h.shorter !== undefined && key[1] === 0 && d <= h.shorter) || false;
   };
   View.prototype.fitWidth = function () {
@@ -287,18 +293,19 @@
   };
 
   // a finding's evidence, as what to light up on the timeline
-  function evidence(f, t) {
-    var rule = f[0], ev = f[4] || {}, names = {};
-    Object.keys(ev.by_name || {}).forEach(function (n) { names[n] = true; });
-    (ev.kernels_by_name ? Object.keys(ev.kernels_by_name) : []).forEach(function (n) { names[n] = true; });
+  function evidence(f) {
+    var rule = f[0], ev = f[4] || {};
+    // the kernels or copies it names (a long name cut with "..." matches by its start)
+    var named = Object.keys(ev.by_name || {}).concat((ev.top_kernels || []).map(function (k) { return String(k.name || ""); }))
+      .map(function (n) { return n.replace(/(\.\.\.|…)$/, ""); }).filter(function (n) { return n; });
     if (rule === "host-sync") return { waits: true };
     if (rule === "gpu-idle") return { gaps: true };
     if (rule === "low-sm-activity") return { strip: true, gaps: true };
     if (rule === "launch-bound") return { events: true, shorter: 2 * 1000 * (ev.median_kernel_us || 5) };
-    if (rule === "fp32-matmul") return { events: true, names: names, cats: Object.keys(names).length ? null : { gemm: true, conv: true } };
-    if (Object.keys(names).length) return { events: true, names: names };
+    if (named.length) return { events: true, prefixes: named };
+    if (rule === "fp32-matmul") return { events: true, cats: { gemm: true, conv: true } };
     if (rule.indexOf("memcpy") >= 0) return { events: true, kinds: { 1: true } };
-    return { events: true, names: names };
+    return { events: true };
   }
 
   function addTo(row) {
@@ -323,11 +330,11 @@
         fEl.classList.add("tl-link"); fEl.title = "show its evidence on the timeline";
         fEl.addEventListener("click", function (e) {
           if (e.target.closest("summary, details")) return;
-          var fd = JSON.parse(document.getElementById("gu-data").textContent).tests[row.guIndex].fd || [];
+          var fd = findingsOf(row.guIndex);
           var on = !fEl.classList.contains("tl-on");
           Array.prototype.forEach.call(dv.querySelectorAll(".finding.tl-on"), function (o) { o.classList.remove("tl-on"); });
           if (on) fEl.classList.add("tl-on");
-          view.hl = on && fd[i] ? evidence(fd[i], t) : null;
+          view.hl = on && fd[i] ? evidence(fd[i]) : null;
           box.setAttribute("data-highlight", on && fd[i] ? fd[i][0] : "");
           view.draw();
         });
