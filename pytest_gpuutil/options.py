@@ -125,6 +125,37 @@ def sampling_interval_ms(text: str) -> float:
     return value
 
 
+#: --gpu-util-timelines all, as parsed (Settings.timelines holds None for it)
+ALL_TIMELINES = -1
+
+
+def timeline_count(text: str) -> int:
+    """--gpu-util-timelines: a number of worst tests (0 or off: none) or all (ALL_TIMELINES)."""
+    value = str(text).strip().lower()
+    if value == "all":
+        return ALL_TIMELINES
+    if value == "off":
+        return 0
+    try:
+        count = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of tests, all or off, got {text!r}") from None
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of tests >= 0, all or off, got {count}")
+    return count
+
+
+def gap_ms(text: str) -> float:
+    """The shortest idle gap a timeline labels, in ms (0.001 to 60000)."""
+    try:
+        value = float(str(text).strip().removesuffix("ms").strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of milliseconds, got {text!r}") from None
+    if not 0.001 <= value <= 60_000:
+        raise argparse.ArgumentTypeError(f"expected 0.001 to 60000 milliseconds, got {text!r}")
+    return value
+
+
 def plain_string(text: str) -> str:
     return str(text).strip()
 
@@ -236,6 +267,11 @@ OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("--gpu-util-children", "measure the GPU work of the processes tests start (subprocess, multiprocessing, "
                "torchrun; on, the default) or not (off: no spool, no child bootstrap, no injection library)",
                parse=on_off, default=True, metavar="on|off"),
+    OptionSpec("--gpu-util-timelines", "which tests get a GPU timeline in the HTML report: N (the N worst: a third "
+               "slowest, a third least busy, a third with the costliest findings; default 30), all, or off",
+               parse=timeline_count, default=30, metavar="N|all|off"),
+    OptionSpec("--gpu-util-timeline-gap", "the shortest idle gap a timeline shades and labels, in ms (default 0.1)",
+               parse=gap_ms, default=0.1, metavar="MS"),
 )
 
 #: ini-only keys: (name, type, help)
@@ -404,6 +440,10 @@ class Settings:
     counters_interval_ms: float = 5.0
     #: measure the GPU work of the processes tests start (--gpu-util-children)
     children: bool = True
+    #: tests with a timeline in the HTML report: the N worst (0: none), or None: all
+    timelines: Optional[int] = 30
+    #: the shortest idle gap a timeline labels (ms)
+    timeline_gap_ms: float = 0.1
 
 
 #: Options that turn measuring on when given on the command line, as --gpu-util does (their ini
@@ -461,4 +501,6 @@ def read_settings(getoption: Callable[[str], Any], getini: Callable[[str], Any])
         findings_ignore=values["gpu_util_findings_ignore"],
         findings_floor=values["gpu_util_findings_floor"],
         children=values["gpu_util_children"],
+        timelines=None if values["gpu_util_timelines"] == ALL_TIMELINES else values["gpu_util_timelines"],
+        timeline_gap_ms=values["gpu_util_timeline_gap"],
     )

@@ -91,6 +91,7 @@ after_examples() {
   cp .gpu_util/gpu_util.json "$W/examples_gpu_util.json" 2>/dev/null
   cp .gpu_util/gpu_util.csv "$W/examples_gpu_util.csv" 2>/dev/null
   cp .gpu_util/report.html "$W/examples_report.html" 2>/dev/null
+  cp .gpu_util/timelines.json.gz "$W/examples_timelines.json.gz" 2>/dev/null
   cp .gpu_util/metric_table_*.csv "$W/" 2>/dev/null
   return 0
 }

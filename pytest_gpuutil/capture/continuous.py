@@ -30,6 +30,7 @@ import numpy as np
 from pytest_gpuutil.analysis.classify import ATTENTION, COMMUNICATION, CONV, GEMM, KernelClassifier
 from pytest_gpuutil.analysis.findings import Finding, find, glance, may_fire
 from pytest_gpuutil.analysis.windows import WindowStats, assign_windows, window_stats
+from pytest_gpuutil.capture import timeline as timelines
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
 ALREADY_ACTIVE = "a torch.profiler session was already active"
@@ -71,6 +72,8 @@ class WindowResult:
     syncs: Optional[SyncColumns] = None
     #: the processes that took part, when child processes did (see pytest_gpuutil.children)
     processes: tuple[Any, ...] = ()
+    #: the window's timeline in its compact form (capture/timeline.py), when one was asked for
+    timeline: Optional[dict[str, Any]] = None
 
 
 @dataclass
@@ -123,6 +126,10 @@ class ContinuousCapture:
     #: ``attribute(own columns, windows, keys) -> (merged columns, per-window extras with
     #: .processes and .note)`` (a :class:`~pytest_gpuutil.children.collect.ProcessTree`), or None
     children: Any = None
+    #: which windows get a timeline for the HTML page: ``wanted(key, wall_ms, stats, findings)``
+    #: (None: no timelines), and the shortest idle gap a timeline shows (ns)
+    timeline_wanted: Optional[Callable[[Any, float, WindowStats, Optional[tuple[Finding, ...]]], bool]] = None
+    timeline_gap_ns: int = timelines.GAP_NS
     _open: Optional[_Window] = None
     _closed: list[_Window] = field(default_factory=list)
     _last_flush: float = field(default_factory=time.perf_counter)
@@ -276,6 +283,12 @@ class ContinuousCapture:
                 findings = self._findings(columns, syncs, [w for w in measured if id(w) in stats], stats, contexts)
             except Exception as exc:  # noqa: BLE001 - the figures stand without findings; this batch says why
                 error = f"findings could not be looked for: {exc}"
+        drawn: dict[int, dict[str, Any]] = {}
+        if self.timeline_wanted is not None and stats:
+            try:
+                drawn = self._timelines(columns, syncs, [w for w in measured if id(w) in stats], stats, findings)
+            except Exception as exc:  # noqa: BLE001 - the figures stand without timelines; this batch says why
+                error = error or f"timelines could not be drawn: {exc}"
         note = error or (f"{self.source.name} dropped {dropped} records in this batch: figures may be low" if dropped else "")
         share = (time.perf_counter() - began) / len(windows)
         return [
@@ -290,9 +303,31 @@ class ContinuousCapture:
                 findings=findings.get(id(w)),
                 syncs=self._syncs_of(syncs, w) if self.keep_events and syncs is not None and id(w) in events else None,
                 processes=getattr(extras.get(id(w)), "processes", ()),
+                timeline=drawn.get(id(w)),
             )
             for w in windows
         ]
+
+    def _timelines(self, columns: GpuColumns, syncs: Optional[SyncColumns], windows: list[_Window],
+                   stats: dict[int, WindowStats], findings: dict[int, tuple[Finding, ...]]) -> dict[int, dict[str, Any]]:
+        """The compact timelines of the windows ``timeline_wanted`` picks (their events, the host's
+        waits, and which process ran each event when children took part)."""
+        wanted = [w for w in windows if self.timeline_wanted(w.key, w.wall_ms, stats[id(w)], findings.get(id(w)))]
+        if not wanted:
+            return {}
+        owners, labels = getattr(self.children, "last_owners", None) or (None, ("",))
+        if owners is not None and len(owners) != len(columns):
+            owners, labels = None, ("",)
+        spans = [Window(w.start_ns, w.end_ns, "test_call") for w in wanted]
+        rows = self._rows_by_window(columns, wanted, spans)
+        out = {}
+        for w, span in zip(wanted, spans):
+            events = columns.take(rows[id(w)])
+            out[id(w)] = timelines.encode(timelines.build(
+                events, span, self.classifier, syncs=None if syncs is None else self._syncs_of(syncs, w),
+                owners=None if owners is None else owners[rows[id(w)]], owner_labels=labels,
+                sync_end_ns=w.sync_end_ns, gap_ns=self.timeline_gap_ns))
+        return out
 
     @property
     def _records_waits(self) -> bool:
@@ -402,16 +437,26 @@ class ContinuousCapture:
                 events.update(self._events_by_window(columns, group, group_spans))
         return stats, events
 
+    @classmethod
+    def _events_by_window(cls, columns: GpuColumns, windows: list[_Window], spans: list[Window]) -> dict[int, GpuColumns]:
+        return {key: columns.take(rows) for key, rows in cls._rows_by_window(columns, windows, spans).items()}
+
     @staticmethod
-    def _events_by_window(columns: GpuColumns, windows: list[_Window], spans: list[Window]) -> dict[int, GpuColumns]:
+    def _rows_by_window(columns: GpuColumns, windows: list[_Window], spans: list[Window]) -> dict[int, np.ndarray]:
+        """The indices of each window's events (windows in order; else one window at a time)."""
         starts = np.asarray(columns.starts_ns, dtype=np.int64)
         ends = starts + np.asarray(columns.durs_ns, dtype=np.int64)
+        if not all(a.end_ns <= b.start_ns for a, b in zip(spans, spans[1:])):
+            found: dict[int, np.ndarray] = {}
+            for w, s in zip(windows, spans):
+                found.update(ContinuousCapture._rows_by_window(columns, [w], [s]))
+            return found
         event, win = assign_windows(starts, ends, np.asarray([s.start_ns for s in spans], dtype=np.int64),
                                     np.asarray([s.end_ns for s in spans], dtype=np.int64))
         order = np.argsort(win, kind="stable")
         event, win = event[order], win[order]
         bounds = np.searchsorted(win, np.arange(len(windows) + 1))
-        return {id(w): columns.take(event[bounds[i]:bounds[i + 1]]) for i, w in enumerate(windows)}
+        return {id(w): event[bounds[i]:bounds[i + 1]] for i, w in enumerate(windows)}
 
     def close(self) -> list[WindowResult]:
         """Flush what is left and stop the source (the end of the session)."""

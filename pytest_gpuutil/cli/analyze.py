@@ -49,6 +49,10 @@ def _analyze_parser() -> argparse.ArgumentParser:
     parser.add_argument("--findings-floor", default="", metavar="MSms,PCT%",
                         help="report a finding only when its fix would save at least MS and PCT%% of the trace's "
                              "window (default 1ms,2%%; 0: all), as --gpu-util-findings-floor")
+    parser.add_argument("--html", default=None, metavar="OUT.html",
+                        help="also write the HTML report: a row per trace, its GPU timeline in its detail view")
+    parser.add_argument("--timeline-gap", type=float, default=0.1, metavar="MS",
+                        help="with --html: the shortest idle gap a timeline shades and labels (default 0.1 ms)")
     return parser
 
 
@@ -63,6 +67,7 @@ def analyze_main(argv: Sequence[str]) -> int:
         return EXIT_BAD_INPUT
     summaries: list[TraceSummary] = []
     findings: list[Optional[tuple[Finding, ...]]] = []
+    timelines: dict[str, dict] = {}
     failed = False
     for path in args.traces:
         try:
@@ -70,11 +75,22 @@ def analyze_main(argv: Sequence[str]) -> int:
             summaries.append(analyze(trace, classifier=classifier, top=args.top))
             findings.append(find_in_trace(trace, classifier=classifier, ignore=ignore, summary=summaries[-1])
                             if args.findings == "on" else None)
+            if args.html:
+                from pytest_gpuutil.capture.timeline import build, encode
+
+                timelines[path] = encode(build(trace.columns, summaries[-1].window, classifier, syncs=trace.syncs,
+                                               gap_ns=int(args.timeline_gap * 1e6)))
         except TraceError as exc:
             print(f"error: {exc}", file=sys.stderr)
             failed = True
     sys.stdout.write(render(summaries, args.format, several=len(args.traces) > 1, findings=findings, floor=floor))
     sys.stdout.flush()
+    if args.html and summaries:
+        try:
+            write_trace_page(args.html, summaries, findings, timelines)
+        except OSError as exc:
+            print(f"error: --html: cannot write {args.html}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
     return EXIT_BAD_INPUT if failed else 0
 
 
@@ -90,6 +106,41 @@ def _floor(text: str) -> Optional[Floor]:
         return findings_floor(text)
     except ArgumentTypeError as exc:
         raise ValueError(f"--findings-floor: {exc}") from None
+
+
+def trace_record(summary: TraceSummary, found: Optional[tuple[Finding, ...]]) -> dict:
+    """A trace as a row of the HTML report (the shape of a run document's test record)."""
+    window_ms = summary.window_us / 1000
+    return {
+        "test": summary.path, "outcome": "trace", "wall_ms": window_ms, "gpu_busy_ms": summary.busy_us / 1000,
+        "busy_pct": summary.busy_pct, "mm_conv_pct": summary.mm_conv_pct,
+        "attention_pct": summary.category_pct_of_window("attention"),
+        "communication_pct": summary.category_pct_of_window("communication"),
+        "memcpy_pct": summary.category_pct_of_window("memcpy"), "kernel_count": summary.kernel_count,
+        "top_kernel": summary.top_kernels[0].name if summary.top_kernels else None,
+        "top_kernels": [{"name": k.name, "category": k.category, "count": k.count, "total_us": k.total_us,
+                         "pct_of_window": k.pct_of_window} for k in summary.top_kernels[:5]],
+        "idle_gaps": [{"device": g.device, "start_us": g.start_us, "dur_us": g.dur_us} for g in summary.idle_gaps[:3]],
+        "devices": [d.device for d in summary.devices],
+        "gpu_busy_us_by_device": {d.device: d.busy_us for d in summary.devices},
+        "categories": {c.name: {"time_us": c.time_us, "share_of_busy": c.share_of_busy,
+                                "pct_of_window": c.pct_of_window, "count": c.count} for c in summary.categories},
+        "findings": None if found is None else [f.to_dict() for f in found],
+        "note": f"window: {summary.window_source}",
+    }
+
+
+def write_trace_page(target: str, summaries: Sequence[TraceSummary], findings: Sequence[Optional[tuple[Finding, ...]]],
+                     timelines: dict[str, dict]) -> None:
+    """The HTML report of the analysed traces, each trace a row with its timeline (all of them, not fitted)."""
+    import datetime
+
+    from pytest_gpuutil.report.html_report import write_html_report
+
+    doc = {"format": "pytest-gpuutil", "version": 1,
+           "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "machine_info": {}, "tests": [trace_record(s, f) for s, f in zip(summaries, findings)]}
+    write_html_report(target, doc, timelines=timelines, timeline_budget=None)
 
 
 def render(summaries: Sequence[TraceSummary], fmt: str, several: bool,

@@ -76,6 +76,8 @@ SAMPLE_VALUES = {
     "--gpu-util-counters-interval": "2",
     "--gpu-util-children": "off",
     "--gpu-util-memory": "off",
+    "--gpu-util-timelines": "5",
+    "--gpu-util-timeline-gap": "0.5",
 }
 
 VALUE_OPTIONS = [spec.flag for spec in OPTIONS if spec.kind != "flag"]
