@@ -63,14 +63,15 @@ def pytest_collection_modifyitems(config: Any, items: list) -> None:
 # -- the run and its checks ---------------------------------------------------------------------
 
 def findings_part(stdout: str) -> list[str]:
-    """The lines of the terminal's findings part: after its rule, up to the next rule or the end."""
+    """The lines of the terminal's findings part: after its rule, up to the next rule, the plugin's
+    "wrote FILES" line (printed after the part, whatever it holds) or the end."""
     lines = stdout.splitlines()
     at = next((i for i, line in enumerate(lines) if SECTION in line), None)
     if at is None:
         return []
     part = []
     for line in lines[at + 1:]:
-        if line.startswith(("---", "===")) or (line.startswith("-") and line.strip("- ") and line.endswith("-")):
+        if line.startswith(("---", "===", "wrote ")) or (line.startswith("-") and line.strip("- ") and line.endswith("-")):
             break
         part.append(line)
     return part

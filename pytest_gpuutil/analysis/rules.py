@@ -559,7 +559,7 @@ RULES: tuple[Rule, ...] = (
          _limits(
              min_idle_pct=Limit(50, "%", "idle most of the window: the test measures the host more than the GPU"),
              min_window_ms=Limit(1, "ms", "a shorter test's idle time is too small to act on")),
-         _gpu_idle, superseded_by=("launch-bound", "host-sync"), superseded_when=lambda f: f.evidence.get("mostly") == "between",
+         _gpu_idle, superseded_by=("launch-bound", "host-sync", "pageable-memcpy"), superseded_when=lambda f: f.evidence.get("mostly") == "between",
          gate=lambda g, limits: (bool(g.event_count) and g.window_ns >= limits["min_window_ms"].value * 1e6
                                  and 100 - g.busy_pct >= limits["min_idle_pct"].value * (1 - 1e-9)),
          saving="the idle time by part: before the first kernel (unless it is CUDA's or a library's start-up, "
