@@ -34,6 +34,7 @@ from pytest_gpuutil.children.spool_format import (
     INJECTION,
     MONOTONIC,
     NESTED,
+    TERMINATED,
     ChunkReader,
     End,
     Events,
@@ -417,6 +418,8 @@ class ProcessTree:
             note = "ended without handing over its records"
         elif child.end is not None and child.end.reason == NESTED:
             note = "measured by its own pytest --gpu-util run"
+        elif child.end is not None and child.end.reason == TERMINATED:
+            note = "ended by SIGTERM (records handed over first)"
         elif header is None:
             note = "not measured"
         elif any(n.text.startswith("not measured") for n in child.notes):
@@ -558,6 +561,7 @@ def start_process_tree(classifier: KernelClassifier, parent_now: Callable[[], in
         values[INJECTION_ENV] = library
     spool.export(env, values)
     bootstrap.ensure_fork_hook()
+    bootstrap.ensure_pool_hook()  # forked Pool workers inherit the per-task hand-over
     sampler = None
     if use_nvml:
         from pytest_gpuutil.children.nvml import NvmlError, NvmlSampler
