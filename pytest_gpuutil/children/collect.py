@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
@@ -25,7 +25,7 @@ import numpy as np
 from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.windows import assign_windows, window_stats
 from pytest_gpuutil.capture.memory import MIB
-from pytest_gpuutil.children.columns import concat_columns, take_columns
+from pytest_gpuutil.children.columns import Overlap, concat_columns, overlap_text, overlaps, take_columns
 from pytest_gpuutil.children.process_info import environment_value, is_running
 from pytest_gpuutil.children.spool import SPOOL_ENV, Spool
 from pytest_gpuutil.children.spool_format import (
@@ -68,12 +68,15 @@ class ProcessShare:
     #: "python", "injection", "" (the parent, or a process seen only by NVML)
     measured_by: str = ""
     startup_ms: Optional[float] = None
+    #: "overlapped on GPU 0 with pid 12": this row's GPU ms include time slices the GPU gave
+    #: the others, so the rows are not to be added (the test's figure is their union)
+    overlap: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"pid": self.pid, "program": self.program, "rank": self.rank, "devices": list(self.devices),
                 "gpu_ms": self.gpu_ms, "peak_mb": self.peak_mb, "memory_source": self.memory_source,
                 "note": self.note, "parent": self.parent, "measured_by": self.measured_by,
-                "startup_ms": self.startup_ms}
+                "startup_ms": self.startup_ms, "overlap": self.overlap}
 
 
 @dataclass(frozen=True)
@@ -385,7 +388,8 @@ class ProcessTree:
                 hit = (starts <= span.end_ns) & (ends >= span.start_ns)
                 present[w].update(owner[hit].tolist())
         with_children = [w for w in range(n) if present[w] - {0}]
-        busy: dict[int, dict[int, tuple[float, tuple[str, ...]]]] = {}
+        busy: dict[int, dict[int, tuple[float, dict[str, float]]]] = {}
+        union: dict[int, dict[str, float]] = {}
         if with_children:
             sub_spans = [spans[w] for w in with_children]
             groups = [sub_spans] if in_order else [[s] for s in sub_spans]
@@ -393,16 +397,32 @@ class ProcessTree:
                 rows = np.flatnonzero(owner == o)
                 columns = take_columns(merged, rows)
                 stats = [s for group in groups for s in window_stats(columns, group, self.classifier)]
-                busy[o] = {w: (s.busy_us / 1000, tuple(d for d, _ in s.devices)) for w, s in zip(with_children, stats)}
+                busy[o] = {w: (s.busy_us / 1000, {d: b / 1000 for d, b in s.devices}) for w, s in zip(with_children, stats)}
+            stats = [s for group in groups for s in window_stats(merged, group, self.classifier)]
+            union = {w: {d: b / 1000 for d, b in s.devices} for w, s in zip(with_children, stats)}
         extras = []
         for w in range(n):
             shares = []
             if w in with_children:
+                found = overlaps({o: busy.get(o, {}).get(w, (0.0, {}))[1] for o in present[w]}, union.get(w, {}))
                 for o in sorted(present[w]):
-                    gpu_ms, devices = busy.get(o, {}).get(w, (0.0, ()))
-                    shares.append(self._share(None if o == 0 else children[o - 1], gpu_ms, devices))
+                    gpu_ms, devices = busy.get(o, {}).get(w, (0.0, {}))
+                    share = self._share(None if o == 0 else children[o - 1], gpu_ms, tuple(devices))
+                    shares.append(replace(share, overlap=overlap_text(o, found, self._pid_of(children))))
+                notes[w].extend(self._overlap_note(found, children))
             extras.append(WindowExtras(tuple(shares), "; ".join(notes[w])))
         return extras
+
+    def _pid_of(self, children: list[_Child]) -> Callable[[int], str]:
+        return lambda o: f"pid {self.own_pid} (pytest)" if o == 0 else children[o - 1].label()
+
+    def _overlap_note(self, found: list[Overlap], children: list[_Child]) -> list[str]:
+        """The record's note for each GPU shared at the same time (never the rows' sum)."""
+        label = self._pid_of(children)
+        return [f"processes {', '.join(label(o) for o in o.owners)} overlapped on GPU {o.device} (for {o.overlap_ms:.1f} ms "
+                f"of the {o.union_ms:.1f} ms the GPU was busy): the GPU time-sliced them, so each one's GPU ms and kernel "
+                f"times include slices it gave the others and their rows are not to be added; the test's figure is their union"
+                for o in found]
 
     def _share(self, child: Optional[_Child], gpu_ms: float, devices: tuple[str, ...]) -> ProcessShare:
         if child is None:

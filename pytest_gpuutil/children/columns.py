@@ -1,7 +1,9 @@
-"""Columns of GPU events from several processes put together (coded, numpy all the way)."""
+"""Columns of GPU events from several processes put together (coded, numpy all the way), and the
+GPUs those processes kept busy at the same time."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -70,3 +72,40 @@ def take_columns(columns: GpuColumns, rows: np.ndarray) -> GpuColumns:
         names, kinds = pick(columns.names), pick(columns.kinds)
     return GpuColumns(names, kinds, pick(columns.devices), pick(columns.streams), pick(columns.starts_ns),
                       pick(columns.durs_ns))
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Processes that kept one GPU busy at the same time in one window."""
+
+    device: str
+    #: owners (0: the pytest process, i: the i-th child) busy on the device
+    owners: tuple[int, ...]
+    #: their busy times added, less the union: the time counted more than once
+    overlap_ms: float
+    union_ms: float
+
+
+#: overlaps shorter than this (ms), or than this share of the device's busy time, are noise (one
+#: process's last kernel ending as the next one's first starts)
+OVERLAP_MIN_MS, OVERLAP_MIN_SHARE = 0.1, 0.01
+
+
+def overlaps(per_owner: dict[int, dict[str, float]], union: dict[str, float]) -> list[Overlap]:
+    """The devices on which several owners' busy times (ms, per device) overlapped, given the union per device."""
+    found = []
+    for device, union_ms in sorted(union.items()):
+        owners = tuple(o for o in sorted(per_owner) if per_owner[o].get(device, 0.0) > 0)
+        if len(owners) < 2:
+            continue
+        extra = sum(per_owner[o][device] for o in owners) - union_ms
+        if extra > max(OVERLAP_MIN_MS, OVERLAP_MIN_SHARE * union_ms):
+            found.append(Overlap(device, owners, extra, union_ms))
+    return found
+
+
+def overlap_text(owner: int, found: list[Overlap], label: Callable[[int], str]) -> str:
+    """A row's overlap: "overlapped on GPU 0 with pid 12 (python -c)" ("" when it did not)."""
+    parts = [f"overlapped on GPU {o.device} with {', '.join(label(x) for x in o.owners if x != owner)}"
+             for o in found if owner in o.owners]
+    return "; ".join(parts)

@@ -246,3 +246,34 @@ def test_the_option_is_checked(pytester: pytest.Pytester) -> None:
 
 if sys.platform != "linux":  # pragma: no cover - /proc, fork and the injection are Linux's
     pytestmark = [pytestmark, pytest.mark.skip("child-process measurement is Linux-only")]
+
+
+def test_processes_sharing_a_gpu_at_once_are_said_to_overlap_and_never_added(pytester: pytest.Pytester) -> None:
+    """Two children busy on GPU 0 at the same time (as time-sliced ranks are): the test's figure is the
+    union, the record, its process rows and the HTML page say they overlapped, and no output shows the rows' sum."""
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_ranks=f"""
+import subprocess, sys
+
+def test_ranks():
+    procs = [subprocess.Popen([sys.executable, {CHILD!r}, "ready", "kernel:rank_kernel:600"], stdout=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    for proc in procs:
+        assert proc.stdout.readline().strip() == "ready"
+        assert proc.wait(60) == 0
+""")
+    result = run(pytester, "--gpu-util", "--gpu-util-html")
+    result.assert_outcomes(passed=1)
+    record = records(pytester)["test_ranks.py::test_ranks"]
+    rows = record["processes"]
+    assert len(rows) == 2 and all(r["overlap"].startswith("overlapped on GPU 0 with pid ") for r in rows)
+    row_sum = sum(r["gpu_ms"] for r in rows)
+    assert record["gpu_busy_ms"] < row_sum - 100  # the union: the rows overlapped by more than 100 ms
+    assert "overlapped on GPU 0" in record["note"] and "their rows are not to be added" in record["note"]
+    html = (pytester.path / ".gpu_util" / "report.html").read_text()
+    assert html.count("overlapped on GPU 0 with pid") >= 2 and "not to be added" in html
+    texts = {"terminal": output(result), "html": html, "json": (pytester.path / ".gpu_util" / "gpu_util.json").read_text(),
+             "csv": (pytester.path / ".gpu_util" / "gpu_util.csv").read_text()}
+    # (a kernel's total µs adds its durations in both processes, by definition: the note says kernel times include the slices)
+    shown = [f"{row_sum:.{d}f}" for d in (1, 2, 3)] + [f"{row_sum:,.1f}", f"{row_sum:,.0f} ms"]
+    assert {name: [s for s in shown if s in text] for name, text in texts.items()} == {n: [] for n in texts}

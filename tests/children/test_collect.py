@@ -270,3 +270,35 @@ def test_a_nested_runs_own_children_are_not_called_unmeasured(spool, tmp_path) -
         for p in (nested_child, own_child, bare_child):
             p.kill()
             p.wait()
+
+
+def test_processes_sharing_a_gpu_at_once_are_said_to_overlap_and_never_summed(spool) -> None:
+    # two ranks on GPU 0 at the same time (time-sliced: each one's times include the other's slices)
+    write(spool, 101, events(("k", 10, 20, "0")), ended())
+    write(spool, 102, events(("k", 12, 20, "0"), ("k", 40, 5, "1")), ended())
+    merged, extras = tree(spool).attribute(GpuColumns(), [win(0, 50)], ["t"])
+    rows = {p.pid: p for p in extras[0].processes}
+    assert rows[101].overlap == "overlapped on GPU 0 with pid 102 (child102)"
+    assert rows[102].overlap == "overlapped on GPU 0 with pid 101 (child101)"  # GPU 1 was its alone
+    note = extras[0].note
+    assert "processes pid 101 (child101), pid 102 (child102) overlapped on GPU 0 (for 18.0 ms of the 22.0 ms" in note
+    assert "their union" in note and "GPU 1" not in note
+    assert "40.0" not in note and "45.0" not in note  # the rows' sums (GPU 0; all devices) are said nowhere
+
+
+def test_processes_one_after_the_other_on_a_gpu_do_not_overlap(spool) -> None:
+    write(spool, 101, events(("k", 10, 10, "0")), ended())
+    write(spool, 102, events(("k", 20, 10, "0"), ("k", 10, 10, "1")), ended())  # 1 ms of touching is no overlap
+    merged, extras = tree(spool).attribute(own(("p", 10, 5, "1")), [win(0, 50)], ["t"])
+    rows = {p.pid: p.overlap for p in extras[0].processes}
+    assert rows == {os.getpid(): "overlapped on GPU 1 with pid 102 (child102)", 101: "",
+                    102: f"overlapped on GPU 1 with pid {os.getpid()} (pytest)"}  # the pytest process and 102 shared GPU 1
+    assert "GPU 0" not in extras[0].note and "overlapped on GPU 1 (for 5.0 ms" in extras[0].note
+
+
+def test_overlaps_counts_only_what_is_counted_more_than_once() -> None:
+    from pytest_gpuutil.children.columns import overlaps
+
+    (found,) = overlaps({0: {"0": 5.0}, 1: {"0": 10.0, "1": 3.0}, 2: {"1": 2.0}}, {"0": 12.0, "1": 5.0})
+    assert (found.device, found.owners, found.overlap_ms, found.union_ms) == ("0", (0, 1), 3.0, 12.0)
+    assert overlaps({1: {"0": 10.0}, 2: {"0": 10.05}}, {"0": 20.0}) == []  # 0.05 ms: noise
