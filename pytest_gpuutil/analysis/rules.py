@@ -312,6 +312,33 @@ def _gpu_idle(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[str, 
         idle_after_us=_us(parts["after"]), mostly=worst)
 
 
+def _s_text(ns: float) -> str:
+    """A start-up time for a message: 3.6 s, 850 ms."""
+    return f"{ns / 1e9:.1f} s" if ns >= 1e9 else _ms_text(ns)
+
+
+CHILD_START_FIX = ("most of the wait was a child process starting (Python, imports, CUDA) before its GPU work: keep "
+                   "the process alive across tests (start the worker once in a session-scoped fixture and send it "
+                   "each test's work, or reuse a persistent pool), so each test pays for its work only")
+
+
+def with_child_start(finding: Finding, program: str, startup_ns: float) -> Finding:
+    """gpu-idle on a test whose first GPU work was a child's that the test started: the idle time
+    before the first kernel names the child's start-up, and where that is most of the idle time the
+    fix is to keep the process alive (building models in a fixture would not help). Other findings
+    come back unchanged."""
+    before_ns = float(finding.evidence.get("idle_before_us", 0.0)) * 1000
+    part = min(float(startup_ns), before_ns)
+    if finding.rule != "gpu-idle" or part <= 0:
+        return finding
+    message = (f"{finding.message} (of the {_ms_text(before_ns)} before the first kernel, the child `{program}` "
+               f"took {_s_text(part)} to start its GPU work)")
+    mostly = finding.evidence.get("mostly") == "before" and part >= before_ns / 2
+    evidence = {**finding.evidence, "child_program": program, "child_startup_us": _us(part)}
+    return Finding(finding.rule, finding.severity, message, CHILD_START_FIX if mostly else finding.fix, evidence,
+                   finding.impact_pct)
+
+
 # -- memcpy-dominant ----------------------------------------------------------------------------
 
 def _memcpy_dominant(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[str, float]) -> Optional[Finding]:

@@ -29,6 +29,7 @@ import numpy as np
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.findings import Finding, find, glance, may_fire
+from pytest_gpuutil.analysis.rules import with_child_start
 from pytest_gpuutil.analysis.windows import WindowStats, assign_windows, window_stats
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
@@ -262,6 +263,10 @@ class ContinuousCapture:
                 findings = self._findings(columns, syncs, [w for w in measured if id(w) in stats], stats)
             except Exception as exc:  # noqa: BLE001 - the figures stand without findings; this batch says why
                 error = f"findings could not be looked for: {exc}"
+        for w in measured:  # gpu-idle names a child's start-up where the window's first GPU work was a child's
+            started = getattr(extras.get(id(w)), "child_start", None)
+            if started is not None and findings.get(id(w)):
+                findings[id(w)] = tuple(with_child_start(f, started.program, started.startup_ns) for f in findings[id(w)])
         note = error or (f"{self.source.name} dropped {dropped} records in this batch: figures may be low" if dropped else "")
         share = (time.perf_counter() - began) / len(windows)
         return [

@@ -1,13 +1,62 @@
-"""Columns of GPU events from several processes put together (coded, numpy all the way), and the
-GPUs those processes kept busy at the same time."""
+"""Columns of GPU events from several processes put together (coded, numpy all the way), each
+process's part in a window (:class:`ProcessShare`), and the GPUs they kept busy at the same time."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
 from pytest_gpuutil.traces.model import CodedColumn, GpuColumns
+
+
+@dataclass(frozen=True)
+class ProcessShare:
+    """One process's part in one test's window (the record's ``processes`` entries)."""
+
+    pid: int
+    program: str
+    rank: str = ""
+    devices: tuple[str, ...] = ()
+    gpu_ms: float = 0.0
+    peak_mb: Optional[float] = None
+    #: "allocator" (torch's peak, reported by the child at exit), "nvml" (sampled per-process use), or ""
+    memory_source: str = ""
+    note: str = ""
+    #: True for the pytest process itself
+    parent: bool = False
+    #: "python", "injection", "" (the parent, or a process seen only by NVML)
+    measured_by: str = ""
+    startup_ms: Optional[float] = None
+    #: "overlapped on GPU 0 with pid 12": this row's GPU ms include time slices the GPU gave
+    #: the others, so the rows are not to be added (the test's figure is their union)
+    overlap: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pid": self.pid, "program": self.program, "rank": self.rank, "devices": list(self.devices),
+                "gpu_ms": self.gpu_ms, "peak_mb": self.peak_mb, "memory_source": self.memory_source,
+                "note": self.note, "parent": self.parent, "measured_by": self.measured_by,
+                "startup_ms": self.startup_ms, "overlap": self.overlap}
+
+
+@dataclass(frozen=True)
+class ChildStart:
+    """A child that the test started and whose kernel was the window's first: how long it took from
+    its process's start (or the window's, if later) to that kernel (Python, imports, CUDA)."""
+
+    program: str
+    startup_ns: int
+
+
+@dataclass(frozen=True)
+class WindowExtras:
+    """What the children add to one window besides its merged events."""
+
+    processes: tuple[ProcessShare, ...] = ()
+    note: str = ""
+    #: the window's first GPU work was a child's, started in the window
+    child_start: Optional[ChildStart] = None
+
 
 
 def _codes_and_values(column: Sequence[Any]) -> tuple[np.ndarray, list[Any]]:

@@ -277,3 +277,37 @@ def test_ranks():
     # (a kernel's total µs adds its durations in both processes, by definition: the note says kernel times include the slices)
     shown = [f"{row_sum:.{d}f}" for d in (1, 2, 3)] + [f"{row_sum:,.1f}", f"{row_sum:,.0f} ms"]
     assert {name: [s for s in shown if s in text] for name, text in texts.items()} == {n: [] for n in texts}
+
+
+def test_gpu_idle_names_the_start_up_of_a_child_the_test_started(pytester: pytest.Pytester) -> None:
+    """The idle time before a child's first kernel is mostly the child starting: the finding says so and
+    advises keeping the process alive; a child started before the test (a fixture's) is not named."""
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_start=f"""
+import subprocess, sys
+import pytest
+
+def test_starts_its_child(child):
+    child("sleep:600", "kernel:late_kernel:100")
+
+@pytest.fixture
+def started():
+    proc = subprocess.Popen([sys.executable, {CHILD!r}, "ready", "sleep:300", "kernel:fixture_kernel:100"],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+def test_child_from_a_fixture(started):
+    assert started.wait(60) == 0
+""")
+    result = run(pytester, "--gpu-util")
+    result.assert_outcomes(passed=2)
+    got = records(pytester)
+    (idle,) = [f for f in got["test_start.py::test_starts_its_child"]["findings"] if f["rule"] == "gpu-idle"]
+    assert "before the first kernel, the child `python synthetic_child.py` took " in idle["message"]
+    assert idle["evidence"]["child_program"] == "python synthetic_child.py"
+    assert 600_000 <= idle["evidence"]["child_startup_us"] <= idle["evidence"]["idle_before_us"]
+    assert idle["fix"].startswith("most of the wait was a child process starting") and "session-scoped" in idle["fix"]
+    (idle,) = [f for f in got["test_start.py::test_child_from_a_fixture"]["findings"] if f["rule"] == "gpu-idle"]
+    assert "child_program" not in idle["evidence"] and "took" not in idle["message"]
+    assert "keep the process alive" in " ".join(output(result).split())
