@@ -83,6 +83,8 @@ class _Window:
     remark: str = ""
     #: the clock before the closing synchronize: later waits are the capture's, not the test's
     sync_end_ns: Optional[int] = None
+    #: where the window began before CUDA came up in it (0: it did not)
+    began_ns: int = 0
 
 
 @dataclass
@@ -151,17 +153,34 @@ class ContinuousCapture:
         self._marked_ready = True
         try:
             self.ensure_started()
-            window = self._open
-            if window is not None and not window.note and self.started:
-                # the call brought CUDA up: the GPU could do nothing of this process's before, so
-                # the window starts now (creating the context is not GPU time to divide by)
-                now = self.source.now()
-                if now > window.start_ns:
-                    window.remark = (f"CUDA came up during this call: its first {(now - window.start_ns) / 1e6:.1f} ms "
-                                     "(creating the CUDA context) are not in the window")
-                    window.start_ns = now
+            # the call brought CUDA up: the GPU could do nothing of this process's before, so
+            # the window starts now (creating the context is not GPU time to divide by)
+            self._start_open_window_now("creating the CUDA context")
         except Exception as exc:  # noqa: BLE001
             self.broken = self.broken or f"{self.source.name} did not start: {exc}"
+
+    def _start_open_window_now(self, what: str) -> None:
+        window = self._open
+        if window is None or window.note or not self.started:
+            return
+        now = self.source.now()
+        if now > window.start_ns:
+            window.began_ns = window.began_ns or window.start_ns
+            window.remark = (f"CUDA came up during this call: its first {(now - window.began_ns) / 1e6:.1f} ms "
+                             f"({what}) are not in the window")
+            window.start_ns = now
+
+    def counters_started(self) -> None:
+        """The hardware counters started as CUDA came up in the open window (after :meth:`cuda_ready`):
+        their start-up is the plugin's, not the test's, so the window starts after it too."""
+        if self.closed or os.getpid() != self._pid:
+            return
+        try:
+            window = self._open
+            if window is not None and window.began_ns:
+                self._start_open_window_now("creating the CUDA context, starting the hardware counters")
+        except Exception:  # noqa: BLE001 - runs inside torch's CUDA initialisation
+            pass
 
     def _pause(self) -> None:
         if self.started:
