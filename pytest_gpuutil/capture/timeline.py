@@ -95,7 +95,7 @@ def build(columns: GpuColumns, window: Window, classifier: KernelClassifier, *, 
     dev = np.asarray(dev_codes, dtype=np.int64)[rows] if rows.size else np.zeros(0, np.int64)
     strm = np.asarray(str_codes, dtype=np.int64)[rows] if rows.size else np.zeros(0, np.int64)
     own = np.asarray(owners, dtype=np.int64)[rows] if owners is not None and rows.size else np.zeros(rows.size, np.int64)
-    n_str, n_own = max(1, len(str_values)), max(1, len(owner_labels))
+    n_str = max(1, len(str_values))
     place = (own * max(1, len(dev_values)) + dev) * n_str + strm
     place_codes, places = value_codes(place.tolist())
     lanes = [Lane(str(dev_values[(p // n_str) % max(1, len(dev_values))]), str(str_values[p % n_str]),
