@@ -525,11 +525,9 @@ class Measurement:
             return profiles
         from pytest_gpuutil.hardware.capture import TestCounters
 
-        out = dict(profiles)
-        for key in [k for k in profiles if k in self._counters_missing]:
-            out[key] = dataclasses.replace(profiles[key], counters=TestCounters("", {}, None, None,
-                                                                                self._counters_missing.pop(key)))
-        return out
+        missing = {k: self._counters_missing.pop(k) for k in list(profiles) if k in self._counters_missing}
+        return {k: dataclasses.replace(p, counters=TestCounters("", {}, None, None, missing[k])) if k in missing else p
+                for k, p in profiles.items()}
 
     def counters_info(self) -> dict[str, Any]:
         """What the summary says about the counters of this process (JSON-able)."""

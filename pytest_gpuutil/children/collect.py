@@ -27,10 +27,10 @@ from pytest_gpuutil.analysis.windows import assign_windows, window_stats
 from pytest_gpuutil.capture.memory import MIB
 from pytest_gpuutil.children.columns import (
     ChildStart,
-    Overlap,
     ProcessShare,
     WindowExtras,
     concat_columns,
+    overlap_note,
     overlap_text,
     overlaps,
     take_columns,
@@ -402,7 +402,7 @@ class ProcessTree:
                     gpu_ms, devices = busy.get(o, {}).get(w, (0.0, {}))
                     share = self._share(None if o == 0 else children[o - 1], gpu_ms, tuple(devices))
                     shares.append(replace(share, overlap=overlap_text(o, found, self._pid_of(children))))
-                notes[w].extend(self._overlap_note(found, children))
+                notes[w].extend(overlap_note(o, self._pid_of(children)) for o in found)
             started = None
             if w in with_children and w in first and owner[first[w]] > 0:
                 started = self._child_start(children[owner[first[w]] - 1], spans[w], int(starts[first[w]]))
@@ -421,14 +421,6 @@ class ProcessTree:
 
     def _pid_of(self, children: list[_Child]) -> Callable[[int], str]:
         return lambda o: f"pid {self.own_pid} (pytest)" if o == 0 else children[o - 1].label()
-
-    def _overlap_note(self, found: list[Overlap], children: list[_Child]) -> list[str]:
-        """The record's note for each GPU shared at the same time (never the rows' sum)."""
-        label = self._pid_of(children)
-        return [f"processes {', '.join(label(o) for o in o.owners)} overlapped on GPU {o.device} (for {o.overlap_ms:.1f} ms "
-                f"of the {o.union_ms:.1f} ms the GPU was busy): the GPU time-sliced them, so each one's GPU ms and kernel "
-                f"times include slices it gave the others and their rows are not to be added; the test's figure is their union"
-                for o in found]
 
     def _share(self, child: Optional[_Child], gpu_ms: float, devices: tuple[str, ...]) -> ProcessShare:
         if child is None:

@@ -158,3 +158,11 @@ def overlap_text(owner: int, found: list[Overlap], label: Callable[[int], str]) 
     parts = [f"overlapped on GPU {o.device} with {', '.join(label(x) for x in o.owners if x != owner)}"
              for o in found if owner in o.owners]
     return "; ".join(parts)
+
+
+def overlap_note(found: Overlap, label: Callable[[int], str]) -> str:
+    """The record's note for a GPU that processes shared at the same time (never the rows' sum)."""
+    return (f"processes {', '.join(label(o) for o in found.owners)} overlapped on GPU {found.device} (for "
+            f"{found.overlap_ms:.1f} ms of the {found.union_ms:.1f} ms the GPU was busy): the GPU time-sliced them, so "
+            "each one's GPU ms and kernel times include slices it gave the others and their rows are not to be added; "
+            "the test's figure is their union")
