@@ -124,6 +124,11 @@ class Measurement:
         self._last_flush = time.perf_counter()
         #: (torch, cuda, source) while the counters wait for torch to bring CUDA up (see prepare)
         self._counters_later: Optional[tuple[Any, bool, Any]] = None
+        #: the test whose call is open (node id, perf_counter at its start), for counters that start in it
+        self._in_call: Optional[tuple[str, float]] = None
+        #: tests whose call ran while the counters waited for CUDA: why they have no counter figures
+        self._counters_missing: dict[str, str] = {}
+        self._pid = os.getpid()
         #: the pids that are this run's own on the GPU (the counters' "another process" note skips
         #: them); the child-process tracking may replace it with one that adds the tests' children
         self.own_pids: Callable[[], set[int]] = lambda: {os.getpid()}
@@ -184,13 +189,40 @@ class Measurement:
             self.startup_gc_s = _collect_garbage()
         finally:
             self._prepare_s = time.perf_counter() - began
-        if cuda and counter_source is None and not torch.cuda.is_initialized():
+        if cuda and not torch.cuda.is_initialized():
             # never initialise CUDA here (a test's forked child could then not use it, see
-            # synchronize_if_used): the counters open before the first window after torch has
-            # brought CUDA up, so their start-up falls between tests, not inside one
+            # synchronize_if_used): the counters open as torch brings CUDA up (after the activity
+            # capture's start, which is queued first); a test whose call does that gets them over
+            # the rest of its call, said in its note. Failing that, before the next window.
+            if self.counters_mode == "off" or self.mode == OFF:
+                return
             self._counters_later = (torch, cuda, counter_source)
+            lazy = getattr(torch.cuda, "_lazy_call", None)
+            if lazy is not None:
+                lazy(self._counters_at_cuda_start)
             return
         self._open_counters(torch, cuda, counter_source)
+
+    def _counters_at_cuda_start(self) -> None:
+        """torch's CUDA initialisation calls this: open the counters now (see prepare). Never raises."""
+        if self._counters_later is None or os.getpid() != self._pid:
+            return  # opened already, or a forked child that inherited torch's queued calls
+        torch, cuda, source = self._counters_later
+        self._counters_later = None
+        try:
+            self._open_counters(torch, cuda, source)
+            if self.counters is None or self._in_call is None:
+                return
+            nodeid, began = self._in_call
+            after_ms = (time.perf_counter() - began) * 1000
+            self.counters.begin(nodeid, remark=f"this test brought CUDA up: the hardware counters started "
+                                               f"{after_ms:,.0f} ms into its call (CUDA's start-up, then theirs) and "
+                                               "cover the rest of it")
+            self._counters_missing.pop(nodeid, None)
+            if self.capture is not None:
+                self.capture.counters_started()
+        except Exception as exc:  # noqa: BLE001 - inside torch's CUDA initialisation: never raise there
+            self.counters_fallback = self.counters_fallback or f"hardware counters off: they did not start: {exc}"
 
     def _open_counters_once_cuda_is_up(self) -> None:
         """Open the counters put off by :meth:`prepare`, once torch has initialised CUDA here."""
@@ -329,6 +361,10 @@ class Measurement:
         """Open the test's window (or start its profiler); a profile at once if it cannot be measured."""
         if self._counters_later is not None:
             self._open_counters_once_cuda_is_up()
+        self._in_call = (nodeid, time.perf_counter())
+        if self.counters is None and self._counters_later is not None:
+            self._counters_missing[nodeid] = ("no hardware counters: CUDA was not up in this process when the call "
+                                              "began (they start once it is)")
         if self.meter is not None:
             began = time.perf_counter()
             try:
@@ -361,6 +397,7 @@ class Measurement:
     def end(self, nodeid: str, results: Any) -> Optional[TestProfile]:
         """Close the window; the profile now if it is already known (per-test profiling), else None."""
         results.measurement = None
+        self._in_call = None
         if self.mode == CONTINUOUS:
             self.capture.end()
             if self.counters is not None:
@@ -460,6 +497,7 @@ class Measurement:
     def _with_counters(self, profiles: dict[str, TestProfile], wait: bool) -> dict[str, TestProfile]:
         """The profiles with their hardware counters where known; the others marked pending and kept
         until a flush has them (they come out again then, with the profiles awaited before)."""
+        profiles = self._with_missing_counters(profiles)
         if self.counters is None:
             return profiles
         try:
@@ -480,6 +518,16 @@ class Measurement:
         for key in [k for k in self._awaiting if k in got or k not in waiting]:
             out[key] = dataclasses.replace(self._awaiting.pop(key), counters=got.get(key))
         return out
+
+    def _with_missing_counters(self, profiles: dict[str, TestProfile]) -> dict[str, TestProfile]:
+        """Tests that ran while the counters waited for CUDA: empty figures, with the reason."""
+        if not self._counters_missing:
+            return profiles
+        from pytest_gpuutil.hardware.capture import TestCounters
+
+        missing = {k: self._counters_missing.pop(k) for k in list(profiles) if k in self._counters_missing}
+        return {k: dataclasses.replace(p, counters=TestCounters("", {}, None, None, missing[k])) if k in missing else p
+                for k, p in profiles.items()}
 
     def counters_info(self) -> dict[str, Any]:
         """What the summary says about the counters of this process (JSON-able)."""

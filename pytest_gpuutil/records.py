@@ -126,7 +126,9 @@ class TestRecord:
     #: when the test's child processes took part (GPU work, or something to say): one entry per
     #: process, this one first: {"pid", "program", "rank", "devices" (physical GPU ids), "gpu_ms",
     #: "peak_mb", "memory_source" ("allocator" | "nvml" | ""), "note", "parent" (True for the pytest
-    #: process), "measured_by" ("python" | "injection" | ""), "startup_ms"}; empty otherwise
+    #: process), "measured_by" ("python" | "injection" | ""), "startup_ms", "overlap" ("overlapped on
+    #: GPU 0 with pid 12 (...)": its GPU ms include slices the GPU gave the others, so rows are never
+    #: added; the test's gpu_busy_ms is their union)}; empty otherwise
     processes: tuple[Mapping[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:

@@ -77,9 +77,9 @@ step_memory() {
   python3 validation/memory_truth.py --out "$W"
 }
 
-defstep hardware 110 30 "hardware counters truth: validation/hardware_truth.py (SM/tensor/DRAM/energy on known workloads, PM vs GPM, the sampler's cost; overhead_ratio from the overhead step's overhead.json when it ran first)"
+defstep hardware 130 30 "hardware counters truth: validation/hardware_truth.py (SM/tensor/DRAM/energy on known workloads, the first test that brings CUDA up, PM vs GPM, the sampler's cost; overhead_ratio from the overhead step's overhead.json when it ran first)"
 step_hardware() {
-  python3 validation/hardware_truth.py "$W" --budget-s "${HARDWARE_BUDGET_S:-85}"
+  python3 validation/hardware_truth.py "$W" --budget-s "${HARDWARE_BUDGET_S:-100}"
 }
 
 defstep examples 40 25 "main job with the HTML report: pytest --gpu-util --gpu-util-html examples/ (examples_*.json/csv/html)"
@@ -224,12 +224,12 @@ after_first_run() {
   return 0
 }
 
-defstep children 150 40 "child processes against CUDA-event truth, one GPU (about a minute): validation/children_truth.py (children/children.json; its table last)"
+defstep children 180 45 "child processes against CUDA-event truth, one GPU (about 1.5 minutes; SIGTERM'd Pool and Process, overlapping ranks): validation/children_truth.py (children/children.json; its table last)"
 step_children() {
   python3 validation/children_truth.py --out "$W/children"
 }
 
-defstep children_2gpu 180 40 "the same on two GPUs: torchrun with NCCL side by side, a forked child on GPU 1 (children_2gpu/children.json)"
+defstep children_2gpu 200 45 "the same on two GPUs: torchrun with NCCL, one rank per GPU (all-reduces and matmuls; each GPU's row against its rank's truth, and the union), a forked child on GPU 1 (children_2gpu/children.json, case torchrun_nccl_two_gpus)"
 step_children_2gpu() {
   export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
   python3 validation/children_truth.py --out "$W/children_2gpu" --two-gpu

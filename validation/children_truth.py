@@ -145,8 +145,30 @@ def spawn_entry(rank, folder, name, n, devices, serial):
     run(f"{name}.{rank}", n, devices[rank], (ready, go, out))
 
 
-def process_entry(folder, name, n, device):
-    run(name, n, device, files(folder, name))
+def process_entry(folder, name, n, device, linger=0.0):
+    run(name, n, device, files(folder, name), linger=linger)
+
+
+_POOL = {}
+
+
+def pool_warm_up(folder, device):
+    """A Pool worker's initializer: CUDA, cuBLAS and first launches now (in set-up), then "ready"."""
+    torch.cuda.set_device(device)
+    _POOL["block"] = matmuls(torch.float32, f"cuda:{device}")
+    _POOL["block"](3)
+    torch.cuda.synchronize()
+    open(os.path.join(folder, f"pool.{os.getpid()}.ready"), "w").close()
+
+
+def pool_task(folder, i, n):
+    """Task i times n matmuls once task i-1 wrote its truth (the tasks run one after another, on
+    whichever worker: no time-slicing between them, so the truths add up to the GPU's busy time)."""
+    if i:
+        wait_for(os.path.join(folder, f"pool_task.{i - 1}.json"), timeout=60)
+    truth = timed(_POOL["block"], n)
+    write(os.path.join(folder, f"pool_task.{i}.json"), {"pid": os.getpid(), "truth_ms": truth})
+    return os.getpid()
 
 
 if __name__ == "__main__":
@@ -308,8 +330,14 @@ def kids():
     started["nested"] = Child("nested", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--gpu-util",
                                          "--gpu-util-dir", str(HERE / "inner" / "out"), str(HERE / "inner" / "test_inner.py")],
                               ready=os.path.join(str(HERE / "inner" / "truth"), "nested_inner.ready"))
+    started["overlap_a"] = python_child("overlap_a")  # two ranks on GPU 0 at once (time-sliced)
+    started["overlap_b"] = python_child("overlap_b")
     contexts = {n: mp.spawn(work.spawn_entry, args=(FOLDER, f"spawn{n}", 40, [0] * n, True), nprocs=n, join=False)
                 for n in (1, 2)}
+    spawn = mp.get_context("spawn")
+    terminated = spawn.Process(target=work.process_entry, args=(FOLDER, "terminated", 40, 0, 120.0))
+    terminated.start()  # works when told, then waits until the test terminate()s it
+    pool = spawn.Pool(2, initializer=work.pool_warm_up, initargs=(FOLDER, 0))
     try:
         for child in started.values():
             child.wait_ready()
@@ -318,7 +346,12 @@ def kids():
             for rank in range(n):
                 work.wait_for(work.files(FOLDER, f"spawn{n}.{rank}")[0],
                               alive=lambda: all(p.is_alive() for p in context.processes))
-        yield started, contexts
+        work.wait_for(work.files(FOLDER, "terminated")[0], alive=terminated.is_alive)
+        deadline = time.monotonic() + 90
+        while len([f for f in os.listdir(FOLDER) if f.startswith("pool.") and f.endswith(".ready")]) < 2:
+            assert time.monotonic() < deadline, "the Pool's workers did not warm up"
+            time.sleep(0.01)
+        yield started, contexts, terminated, pool
     finally:  # nothing left waiting for a go that never comes (the server is to outlive the session)
         left = [c for name, c in started.items() if name != "server" and c.proc.poll() is None]
         for child in left:
@@ -332,10 +365,42 @@ def kids():
             for process in context.processes:
                 if process.is_alive():
                     process.kill()
+        if terminated.is_alive():
+            terminated.kill()
+        pool.terminate()
 
 
 def test_subprocess(kids):
     kids[0]["subprocess"]()
+
+
+def test_pool_spawn_terminated(kids):
+    """A with-Pool block: Pool.__exit__ terminate()s the workers (SIGTERM) right after the work."""
+    pool = kids[3]
+    with pool as p:
+        p.starmap(work.pool_task, [(FOLDER, i, 40) for i in range(2)], chunksize=1)
+    for w in pool._pool:  # terminate() joined them: their exit status as SIGTERM left it
+        w.join(10)
+    work.write(os.path.join(FOLDER, "pool_exit.json"), {"exitcodes": [w.exitcode for w in pool._pool]})
+
+
+def test_process_terminate(kids):
+    """Work, then terminate() from the parent once the work is done (the child waits, as a server would)."""
+    process = kids[2]
+    ready, go, out = work.files(FOLDER, "terminated")
+    open(go, "w").close()
+    work.wait_for(out, timeout=60, alive=process.is_alive)
+    process.terminate()
+    process.join(30)
+    work.write(os.path.join(FOLDER, "terminated_exit.json"), {"exitcodes": [process.exitcode]})
+
+
+def test_overlapping_ranks(kids):
+    """Two processes on GPU 0 at the same time: the GPU time-slices them."""
+    a, b = kids[0]["overlap_a"], kids[0]["overlap_b"]
+    open(a.go, "w").close()
+    open(b.go, "w").close()
+    assert a.proc.wait(60) == 0 and b.proc.wait(60) == 0
 
 
 @pytest.mark.parametrize("n", [1, 2], ids=["one", "two"])
@@ -422,6 +487,8 @@ def test_inner_child(child):
 
 CASES = [
     ("subprocess", "test_subprocess", ("subprocess",)),
+    ("pool_spawn_terminated", "test_pool_spawn_terminated", ("pool_task.0", "pool_task.1")),
+    ("process_terminate", "test_process_terminate", ("terminated",)),
     ("spawn", "test_spawn[one]", ("spawn1.0",)),
     ("spawn_two_processes", "test_spawn[two]", ("spawn2.0", "spawn2.1")),
     ("torchrun", "test_torchrun", ("torchrun.0", "torchrun.1")),
@@ -544,13 +611,21 @@ def children_cases(out: Path, result: dict[str, Any], two_gpu: bool) -> None:
     for device in ([0, 1] if two_gpu else [0]):
         result["cases"].append(case_row("fork" if device == 0 else "fork_second_gpu", run, f"test_fork[{device}]",
                                         truth_ms(truth, f"fork{device}")))
-    run = pytest_run(case_dir, "test_main.py", "out_main", ("--gpu-util-traces", "all"), timeout=200, env=env)
+    run = pytest_run(case_dir, "test_main.py", "out_main", ("--gpu-util-traces", "all"), timeout=150, env=env)
     result["runs"]["main"] = {k: run[k] for k in ("rc", "s", "tail")}
     for case, test, names in CASES:
         row = case_row(case, run, test, truth_ms(truth, *names))
         if case == "torchrun":
             row["case"] = "torchrun_nccl_two_gpus" if two_gpu else "torchrun_gloo_one_gpu_serial"
         result["cases"].append(row)
+    for case, exits in (("pool_spawn_terminated", "pool_exit"), ("process_terminate", "terminated_exit")):
+        row = next(c for c in result["cases"] if c["case"] == case)
+        codes = json.loads((truth / f"{exits}.json").read_text())["exitcodes"] if (truth / f"{exits}.json").exists() else None
+        row["exitcodes"] = codes  # SIGTERM's status (-15), as without the plugin: the hand-over re-raises it
+        row["ok"] = row["ok"] and bool(codes) and all(c == -15 for c in codes)
+    result["cases"].append(overlap_row(run, truth_ms(truth, "subprocess")))
+    if two_gpu:
+        result["checks"].append(per_gpu_check(run, truth))
     server = next(c for c in result["cases"] if c["case"] == "server_still_running")
     server["ok"] = server["ok"] and "was still running when the session ended" in run["said"]
     stop(truth / "server.json")
@@ -579,6 +654,41 @@ def children_cases(out: Path, result: dict[str, Any], two_gpu: bool) -> None:
                              "ok": "with GPU work only in child processes" in run["said"]})
     result["checks"].append({"check": "records list their processes", "ok": len(with_kids) >= 8,
                              "tests_with_processes": len(with_kids)})
+
+
+#: two processes time-sliced on one GPU: their union against twice one's solo truth (context switches cost a little)
+OVERLAP_TOLERANCE_PCT = 15.0
+
+
+def overlap_row(run: dict[str, Any], solo_ms: Optional[float]) -> dict[str, Any]:
+    """overlapping_ranks: the test's union against twice the solo truth (the ``subprocess`` case's
+    child, the same 40 matmuls alone), and the record saying the processes overlapped on GPU 0."""
+    row = case_row("overlapping_ranks", run, "test_overlapping_ranks", 2 * solo_ms if solo_ms else None)
+    if row["error_pct"] is not None:
+        row["ok"] = abs(row["error_pct"]) <= OVERLAP_TOLERANCE_PCT
+    rows = [p for p in row.get("processes") or [] if not p.get("parent")]
+    row["overlap_note"] = "overlapped on GPU 0" in (row["note"] or "")
+    row["rows_say_overlap"] = len(rows) == 2 and all((p.get("overlap") or "").startswith("overlapped on GPU 0") for p in rows)
+    row["ok"] = row["ok"] and row["overlap_note"] and row["rows_say_overlap"]
+    return row
+
+
+def per_gpu_check(run: dict[str, Any], truth: Path) -> dict[str, Any]:
+    """torchrun with NCCL on two GPUs: each rank's row within 5 % of that rank's truth, both GPUs named."""
+    record = run["records"].get("test_torchrun") or {}
+    rows = {str(p.get("rank")): p for p in record.get("processes") or [] if not p.get("parent")}
+    ranks = []
+    for rank in ("0", "1"):
+        path = truth / f"torchrun.{rank}.json"
+        solo = json.loads(path.read_text()) if path.exists() else {}
+        row = rows.get(rank, {})
+        error = 100.0 * (row["gpu_ms"] - solo["truth_ms"]) / solo["truth_ms"] if row.get("gpu_ms") and solo.get("truth_ms") else None
+        ranks.append({"rank": rank, "device": solo.get("device"), "gpu_ms": row.get("gpu_ms"), "devices": row.get("devices"),
+                      "truth_ms": solo.get("truth_ms"), "error_pct": None if error is None else round(error, 2),
+                      "ok": error is not None and abs(error) <= TOLERANCE_PCT})
+    devices = sorted(str(d) for d in record.get("devices") or [])
+    return {"check": "torchrun_nccl_two_gpus: each GPU's row within 5 % of its rank's truth, the devices column naming both",
+            "ok": all(r["ok"] for r in ranks) and devices == ["0", "1"], "ranks": ranks, "devices": devices}
 
 
 def stop(truth_file: Path) -> None:

@@ -8,8 +8,9 @@ loop the DRAM (>= 60 %), a loop of 1k-element kernels is busy but barely uses th
 SM %); the energy of a 5 s run is within 10 % of NVML's energy counter read around it; CUPTI PM
 sampling and NVML GPM agree (within 10 points); the counters still come after a test's own
 torch.profiler session; kernel_bench gives the share of the device's peak and the counters of its
-reps. Then the sampler's cost beside the activity capture (start-up, decode and evaluation per
-second, its thread's CPU). About 40 s on an H100; every part has a hard timeout and the whole run
+reps; the first test of a process, which brings CUDA up in its call, says in its counters_note what
+its figures cover, and those are within 5 points of a later identical test's. Then the sampler's
+cost beside the activity capture (start-up, decode and evaluation per second, its thread's CPU). About 55 s on an H100; every part has a hard timeout and the whole run
 stops starting parts after ``--budget-s``.
 
 The overhead suites are not run here by default: ``scripts/device.sh``'s ``overhead`` step runs
@@ -127,6 +128,51 @@ def test_kernel_bench_matmul(kernel_bench, mm):
     result = kernel_bench(mm, flops=2 * 8192 ** 3, rep_ms=300, flush_l2=False, label="matmul_bf16")
     assert result.tflops is not None
 '''
+
+
+#: The first test of a process brings CUDA up in its call; the second does the same work with CUDA up
+FIRST_CUDA = r'''
+import time
+
+import torch
+
+
+def work():
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)  # the first test's CUDA comes up here
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    torch.cuda.synchronize()
+    began = time.perf_counter()
+    while time.perf_counter() - began < 1.5:
+        a @ b
+    torch.cuda.synchronize()
+
+
+def test_first_brings_cuda_up():
+    assert not torch.cuda.is_initialized()
+    work()
+
+
+def test_later_identical():
+    work()
+'''
+
+
+def first_cuda_run(run: "Run", work: Path, timeout: float) -> dict[str, Any]:
+    """first_test_brings_cuda_up: its counters_note is not empty, and where it has figures they are
+    within 5 points of the later identical test's."""
+    folder = work / "first_cuda"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "test_first_cuda.py").write_text(FIRST_CUDA)
+    (folder / "conftest.py").write_text("")
+    run_pytest(run, ["test_first_cuda.py", "-q", "--gpu-util", "--gpu-util-counters=auto", f"--gpu-util-dir={folder / 'out'}",
+                     "--rootdir", str(folder)], folder, timeout=timeout, env={"COLUMNS": "400"})
+    records = {t["test"].split("::")[-1]: t for t in json.loads((folder / "out" / "gpu_util.json").read_text())["tests"]}
+    first, later = records["test_first_brings_cuda_up"], records["test_later_identical"]
+    metrics = ("sm_pct", "tensor_pct", "dram_bw_pct")
+    differences = {m: None if first.get(m) is None or later.get(m) is None else round(first[m] - later[m], 2) for m in metrics}
+    return {"case": "first_test_brings_cuda_up", **{k: first.get(k) for k in FIELDS}, "note": first.get("note"),
+            "later": {k: later.get(k) for k in FIELDS}, "differences": differences,
+            "ok": bool(first.get("counters_note")) and all(abs(d) <= 5 for d in differences.values() if d is not None)}
 
 
 class Run:
@@ -307,7 +353,11 @@ def check(doc: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append({"check": name, "seen": seen, "holds": bool(holds)})
 
     cases = {c["case"]: c for c in doc.get("cases") or ()}
-    if cases:
+    first = cases.get("first_test_brings_cuda_up")
+    if first:
+        add("first_test_brings_cuda_up: counters_note said, figures within 5 points of a later identical test's",
+            [first.get("counters_note"), first.get("differences")], first.get("ok"))
+    if {"matmul_bf16", "elementwise_big", "tiny_kernels"} & set(cases):
         mm, big, tiny = cases.get("matmul_bf16", {}), cases.get("elementwise_big", {}), cases.get("tiny_kernels", {})
         add("bf16 matmul: tensor_pct >= 70", mm.get("tensor_pct"), (mm.get("tensor_pct") or 0) >= 70)
         add("256 MiB elementwise: dram_bw_pct >= 60", big.get("dram_bw_pct"), (big.get("dram_bw_pct") or 0) >= 60)
@@ -463,6 +513,11 @@ def main(argv: Optional[list[str]] = None) -> int:
                                                            "peak_source", "sm_pct", "tensor_pct", "dram_bw_pct",
                                                            "counters_note")}
         run.save()
+    if time.monotonic() < deadline:
+        first = run.part("first_test_brings_cuda_up", first_cuda_run, run, work, left(40))
+        if first:
+            doc["cases"] = [*(doc.get("cases") or []), first]
+            run.save()
     if time.monotonic() < deadline:
         gpm = run.part("cases_gpm", workload_run, run, "gpm", work, left(40), "test_matmul_bf16 or elementwise or tiny")
         if gpm:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.rules import (
+    BEFORE_CAUSES,
     DEFAULT_FLOOR,
     RULE_IDS,
     RULES,
@@ -242,3 +243,19 @@ def findings_summary(tests: Iterable[Mapping[str, Any]], floor: Optional[Floor] 
         "worst_tests": [{"test": test, "saving_ms": round(ms, 3), "rule": rule}
                         for test, ms, rule in worst_tests(pairs)[:WORST_TESTS_KEPT]],
     }
+
+
+def with_child_start(finding: Finding, program: str, startup_ns: float) -> Finding:
+    """gpu-idle on a test whose first GPU work was a child's that the test started (the capture's
+    ``child_startup_ms`` made its cause "a child process starting"): name the child and its start-up,
+    "(of which the child `python3 -c` took 3.6 s to start its GPU work)". Others come back unchanged."""
+    before_ns = float(finding.evidence.get("idle_before_us", 0.0)) * 1000
+    part = min(float(startup_ns), before_ns)
+    if finding.rule != "gpu-idle" or part <= 0:
+        return finding
+    took = f"{part / 1e9:.1f} s" if part >= 1e9 else f"{part / 1e6:,.0f} ms"
+    named = f"(of which the child `{program}` took {took} to start its GPU work)"
+    generic = f"({BEFORE_CAUSES['child-process'][0]})"
+    message = finding.message.replace(generic, named) if generic in finding.message else f"{finding.message} {named}"
+    return dataclasses.replace(finding, message=message, evidence={**finding.evidence, "child_program": program,
+                                                                   "child_startup_us": round(part / 1000, 3)})

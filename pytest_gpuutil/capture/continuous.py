@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Optional, Protocol
 import numpy as np
 
 from pytest_gpuutil.analysis.classify import ATTENTION, COMMUNICATION, CONV, GEMM, KernelClassifier
-from pytest_gpuutil.analysis.findings import Finding, find, glance, may_fire
+from pytest_gpuutil.analysis.findings import Finding, find, glance, may_fire, with_child_start
 from pytest_gpuutil.analysis.windows import WindowStats, assign_windows, window_stats
 from pytest_gpuutil.capture import timeline as timelines
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
@@ -91,6 +91,8 @@ class _Window:
     sync_end_ns: Optional[int] = None
     #: CUDA came up during the call (the window starts after the context was created)
     cuda_came_up: bool = False
+    #: where the window began before CUDA came up in it (0: it did not)
+    began_ns: int = 0
 
 
 @dataclass
@@ -169,18 +171,35 @@ class ContinuousCapture:
         self._marked_ready = True
         try:
             self.ensure_started()
-            window = self._open
-            if window is not None and not window.note and self.started:
-                # the call brought CUDA up: the GPU could do nothing of this process's before, so
-                # the window starts now (creating the context is not GPU time to divide by)
-                now = self.source.now()
-                if now > window.start_ns:
-                    window.remark = (f"CUDA came up during this call: its first {(now - window.start_ns) / 1e6:.1f} ms "
-                                     "(creating the CUDA context) are not in the window")
-                    window.start_ns = now
-                    window.cuda_came_up = True
+            # the call brought CUDA up: the GPU could do nothing of this process's before, so
+            # the window starts now (creating the context is not GPU time to divide by)
+            self._start_open_window_now("creating the CUDA context")
         except Exception as exc:  # noqa: BLE001
             self.broken = self.broken or f"{self.source.name} did not start: {exc}"
+
+    def _start_open_window_now(self, what: str) -> None:
+        window = self._open
+        if window is None or window.note or not self.started:
+            return
+        now = self.source.now()
+        if now > window.start_ns:
+            window.began_ns = window.began_ns or window.start_ns
+            window.remark = (f"CUDA came up during this call: its first {(now - window.began_ns) / 1e6:.1f} ms "
+                             f"({what}) are not in the window")
+            window.start_ns = now
+            window.cuda_came_up = True
+
+    def counters_started(self) -> None:
+        """The hardware counters started as CUDA came up in the open window (after :meth:`cuda_ready`):
+        their start-up is the plugin's, not the test's, so the window starts after it too."""
+        if self.closed or os.getpid() != self._pid:
+            return
+        try:
+            window = self._open
+            if window is not None and window.began_ns:
+                self._start_open_window_now("creating the CUDA context, starting the hardware counters")
+        except Exception:  # noqa: BLE001 - runs inside torch's CUDA initialisation
+            pass
 
     def _pause(self) -> None:
         if self.started:
@@ -283,6 +302,10 @@ class ContinuousCapture:
                 findings = self._findings(columns, syncs, [w for w in measured if id(w) in stats], stats, contexts)
             except Exception as exc:  # noqa: BLE001 - the figures stand without findings; this batch says why
                 error = f"findings could not be looked for: {exc}"
+        for w in measured:  # gpu-idle names a child's start-up where the window's first GPU work was a child's
+            started = getattr(extras.get(id(w)), "child_start", None)
+            if started is not None and findings.get(id(w)):
+                findings[id(w)] = tuple(with_child_start(f, started.program, started.startup_ns) for f in findings[id(w)])
         drawn: dict[int, dict[str, Any]] = {}
         if self.timeline_wanted is not None and stats:
             try:
@@ -357,10 +380,9 @@ class ContinuousCapture:
             self._seen_libraries |= libraries
             if w.cuda_came_up:
                 figures["cuda_came_up"] = 1.0
-            startups = [p.startup_ms for p in getattr(extras.get(id(w)), "processes", ())
-                        if not getattr(p, "parent", True) and getattr(p, "startup_ms", None)]
-            if startups:
-                figures["child_startup_ms"] = float(max(startups))
+            started = getattr(extras.get(id(w)), "child_start", None)
+            if started is not None:  # the window's first GPU work was a child's that started in the window
+                figures["child_startup_ms"] = started.startup_ns / 1e6
             found[id(w)] = figures
         return found
 

@@ -11,6 +11,9 @@ test pays one environment lookup. When it is set:
 - a fork handler does the same in a forked child (``multiprocessing`` fork starts no new
   interpreter, so no ``.pth`` runs there); the pytest process registers it too;
 - ``os._exit`` (how multiprocessing's forked children end) and ``atexit`` hand over the rest;
+- SIGTERM (``Pool.__exit__``, ``Process.terminate()``, torchrun stopping its ranks) is handed
+  over too, where the process had SIGTERM's default disposition at start (see :class:`_Sigterm`),
+  and a ``multiprocessing.Pool`` worker hands over after each task (see :func:`_pool_worker`);
 - a pytest ``--gpu-util`` run in this process takes the capture over (:func:`take_over`), so
   the process has one CUPTI client and its work is not counted twice.
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from typing import Any, Callable, Optional
 
@@ -38,6 +42,11 @@ class _Process:
         self.fork_hook = False
         self.exit_wrapped = False
         self.forked = False
+        #: SIGTERM's disposition was the default when this interpreter (or fork) started
+        self.sigterm_default = False
+        #: the SIGTERM hand-over, once installed (see _Sigterm)
+        self.sigterm: Optional[_Sigterm] = None
+        self.pool_hook = False
         #: a pytest --gpu-util run in this process measures it (the bootstrap stays out)
         self.nested = False
         self.problem = ""
@@ -51,7 +60,9 @@ def startup() -> None:
     try:
         if not os.environ.get(SPOOL_ENV):
             return
+        _PROCESS.sigterm_default = _sigterm_is_default()
         ensure_fork_hook()
+        _install_pool_hook()
         torch = sys.modules.get("torch")
         if torch is not None:
             _torch_imported(torch)
@@ -103,6 +114,8 @@ def _after_fork_in_child() -> None:
         state.armed = False
         state.nested = False  # a fork of a measuring pytest process is one of its children
         state.forked = True
+        if state.sigterm is None:  # an inherited hand-over goes on working (it reads this process's state)
+            state.sigterm_default = _sigterm_is_default()
         torch = sys.modules.get("torch")
         if torch is not None:
             _torch_imported(torch)
@@ -113,14 +126,15 @@ def _after_fork_in_child() -> None:
 
 
 # -- the import hook --------------------------------------------------------------------------------
-class _TorchFinder:
-    """A meta path finder that notices ``import torch`` and calls back once it has run."""
+class _AfterImport:
+    """A meta path finder that notices ``import NAME`` and calls back once it has run."""
 
-    def __init__(self, after: Callable[[Any], None]):
+    def __init__(self, name: str, after: Callable[[Any], None]):
+        self.name = name
         self.after = after
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
-        if fullname != "torch":
+        if fullname != self.name:
             return None
         import importlib.util
 
@@ -162,7 +176,7 @@ class _ThenCall:
 def _install_import_hook() -> None:
     if _PROCESS.import_hook:
         return
-    sys.meta_path.insert(0, _TorchFinder(_torch_imported_safely))
+    sys.meta_path.insert(0, _AfterImport("torch", _torch_imported_safely))
     _PROCESS.import_hook = True
 
 
@@ -244,6 +258,7 @@ def _start(torch: Any) -> None:
     state.capture = capture
     capture.run_in_background()
     _hand_over_at_exit()
+    _arm_sigterm()
     try:
         from pytest_gpuutil.capture.profiler import guard_profiler_starts
 
@@ -283,6 +298,200 @@ def _hand_over_at_exit() -> None:
 
     os._exit = _exit
     state.exit_wrapped = True
+
+
+# -- SIGTERM -------------------------------------------------------------------------------------------
+def _sigterm_is_default() -> bool:
+    """Whether SIGTERM has its default disposition here (``_signal``: no import of ``signal``)."""
+    import _signal
+
+    handler = _signal.getsignal(_signal.SIGTERM)
+    return handler == _signal.SIG_DFL or bool(getattr(handler, "_pytest_gpuutil", False))
+
+
+class _Sigterm:
+    """SIGTERM's hand-over: what the program set (``visible``) stays its view, ours runs first.
+
+    Installed when the capture starts, only where SIGTERM had the default disposition when the
+    process started (a handler inherited, or ignoring, is the parent's decision: left alone):
+
+    - the default: hand everything over (END chunk "terminated"), restore the default and send
+      the signal again, so the process ends as it would have (exit status -SIGTERM, 143 in a shell);
+    - a handler the program installed before (between start-up and CUDA) or after (through
+      ``signal.signal``, which is wrapped for SIGTERM): hand over what there is, the capture going
+      on, then call the program's handler (it may end the process, or not);
+    - the program ignores SIGTERM (``SIG_IGN``): it is left so, nothing ends the process.
+
+    ``signal.getsignal`` and ``signal.signal``'s return value show the program its own handler.
+    Limits: a handler set through ``_signal`` or a ``signal.signal`` bound before the capture
+    started (``from signal import signal`` at import time) replaces ours (its own end then hands
+    over at exit, unless it re-raises the signal); Python runs handlers in the main thread between
+    bytecodes, so a main thread stuck in a long C call delays the hand-over; SIGKILL cannot be
+    handled (the child's last period is lost, said in the record).
+    """
+
+    def __init__(self, module: Any, visible: Any):
+        self.module = module
+        self.set_handler = module.signal
+        self.get_handler = module.getsignal
+        self.visible = visible
+        self.active = True
+
+        def handle(signum: int, frame: Any) -> Any:
+            return self.handle(signum, frame)
+
+        handle._pytest_gpuutil = True  # type: ignore[attr-defined]
+        self.handler = handle
+
+    def handle(self, signum: int, frame: Any) -> Any:
+        visible, capture = self.visible, _PROCESS.capture
+        if callable(visible):
+            if capture is not None:
+                try:
+                    capture.hand_over_now()
+                except Exception:  # noqa: BLE001 - the program's handler runs whatever happened
+                    pass
+            return visible(signum, frame)
+        if capture is not None:
+            from pytest_gpuutil.children.spool_format import TERMINATED
+
+            try:
+                capture.finish(TERMINATED)
+            except Exception:  # noqa: BLE001
+                pass
+        self.set_handler(signum, self.module.SIG_DFL)
+        os.kill(os.getpid(), signum)  # ends the process now: the default action of a fatal signal
+        time.sleep(1.0)
+        os._exit(128 + signum)  # never reached on Linux; a last resort with the shell's status
+
+    def install(self) -> None:
+        self.set_handler(self.module.SIGTERM, self.handler)
+        set_handler, get_handler, sigterm = self.set_handler, self.get_handler, int(self.module.SIGTERM)
+        import functools
+
+        @functools.wraps(set_handler)
+        def signal_(signalnum: Any, handler: Any) -> Any:
+            if not _is(signalnum, sigterm) or _PROCESS.sigterm is not self:
+                return set_handler(signalnum, handler)
+            return self.program_sets(handler)
+
+        @functools.wraps(get_handler)
+        def getsignal(signalnum: Any) -> Any:
+            if _is(signalnum, sigterm) and self.active and _PROCESS.sigterm is self:
+                return self.visible
+            return get_handler(signalnum)
+
+        self.module.signal, self.module.getsignal = signal_, getsignal
+
+    def program_sets(self, handler: Any) -> Any:
+        """The program sets SIGTERM's handler: ours stays in front of a handler or the default."""
+        previous = self.visible if self.active else self.get_handler(self.module.SIGTERM)
+        if callable(handler) or (not isinstance(handler, bool) and isinstance(handler, int)
+                                 and handler == self.module.SIG_DFL):
+            self.set_handler(self.module.SIGTERM, self.handler)  # raises as signal.signal would (not the main thread)
+            self.visible, self.active = handler, True
+        else:  # SIG_IGN, or something signal.signal refuses (it raises the same error)
+            self.set_handler(self.module.SIGTERM, handler)
+            self.visible, self.active = handler, False
+        return previous
+
+
+def _is(signalnum: Any, number: int) -> bool:
+    try:
+        return int(signalnum) == number
+    except (TypeError, ValueError):
+        return False
+
+
+def _arm_sigterm() -> None:
+    """Install the SIGTERM hand-over once a capture runs (from the main thread only, where
+    ``signal.signal`` works; a capture started in another thread tries again from the main
+    thread between Pool tasks)."""
+    state = _PROCESS
+    if state.sigterm is not None or not state.sigterm_default or threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        import signal
+
+        current = signal.getsignal(signal.SIGTERM)
+        if not (callable(current) or current == signal.SIG_DFL):
+            return  # ignored since start-up, or a handler set outside Python: the program's choice
+        handover = _Sigterm(signal, current)
+        handover.install()
+        state.sigterm = handover
+    except Exception as exc:  # noqa: BLE001 - the child runs on; SIGTERM then loses its last period
+        state.problem = f"SIGTERM hand-over not installed: {exc}"
+        state.sigterm_default = False
+
+
+# -- multiprocessing.Pool workers -------------------------------------------------------------------
+#: a Pool worker hands over after a task unless it did less than this ago (bounds the cost for
+#: many short tasks; SIGTERM or the exit hands the rest over)
+POOL_HAND_OVER_GAP_S = 0.05
+
+
+def ensure_pool_hook() -> None:
+    """The pytest process's side of :func:`_install_pool_hook` (its forked Pool workers inherit it)."""
+    _install_pool_hook()
+
+
+def _install_pool_hook() -> None:
+    """Wrap ``multiprocessing.pool.worker`` (now, or when it is imported) so that a Pool worker
+    hands over after its tasks; a spawned worker resolves the wrapper by name when it unpickles
+    its Process object, a forked one inherits it from a parent that imported the pool."""
+    if _PROCESS.pool_hook:
+        return
+    _PROCESS.pool_hook = True
+    module = sys.modules.get("multiprocessing.pool")
+    if module is not None:
+        _wrap_pool_worker(module)
+    else:
+        sys.meta_path.insert(0, _AfterImport("multiprocessing.pool", _wrap_pool_worker))
+
+
+def _wrap_pool_worker(module: Any) -> None:
+    try:
+        original = module.worker
+        if getattr(original, "_pytest_gpuutil", False):
+            return
+
+        def worker(inqueue: Any, outqueue: Any, *args: Any, **kwargs: Any) -> Any:
+            return original(inqueue, _HandOverBeforePut(outqueue), *args, **kwargs)
+
+        worker.__module__, worker.__qualname__, worker.__name__ = original.__module__, original.__qualname__, original.__name__
+        worker.__doc__ = original.__doc__
+        worker._pytest_gpuutil = True  # type: ignore[attr-defined]
+        worker.__wrapped__ = original  # type: ignore[attr-defined]
+        module.worker = worker
+    except Exception as exc:  # noqa: BLE001
+        _PROCESS.problem = f"Pool workers do not hand over per task: {exc}"
+
+
+class _HandOverBeforePut:
+    """A Pool worker's result queue: before each result goes out, the task's GPU work is handed over."""
+
+    def __init__(self, queue: Any):
+        self._queue = queue
+
+    def put(self, obj: Any) -> None:
+        _after_pool_task()
+        self._queue.put(obj)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._queue, name)
+
+
+def _after_pool_task() -> None:
+    """Hand over on the worker process's main thread (a ThreadPool's workers are threads: not there)."""
+    capture = _PROCESS.capture
+    if capture is None or threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        _arm_sigterm()
+        if time.monotonic() - capture.last_hand_over >= POOL_HAND_OVER_GAP_S:
+            capture.hand_over_now()
+    except Exception:  # noqa: BLE001 - the result goes out whatever happened
+        pass
 
 
 def problem() -> Optional[str]:

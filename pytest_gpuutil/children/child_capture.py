@@ -3,8 +3,10 @@
 The source is the same :class:`~pytest_gpuutil.capture.cupti.CuptiSource` the parent uses (or
 any object with its methods). A daemon thread hands over what was collected every period, and at
 once when the parent pokes the spool; the exit handlers hand over the rest, the allocator's peaks
-and an END chunk. A child killed with SIGKILL therefore loses its last period, and what CUPTI
-still held (see below).
+and an END chunk. SIGTERM (``Pool.__exit__``, ``Process.terminate()``, torchrun stopping its ranks)
+is handed over by the bootstrap's handler (:mod:`~pytest_gpuutil.children.bootstrap`), and a
+``multiprocessing.Pool`` worker hands over after each task (:meth:`ChildCapture.hand_over_now`).
+A child killed with SIGKILL loses its last period, and what CUPTI still held (see below).
 
 While the child runs, hand-overs take only what CUPTI holds complete (its default flush): a forced
 flush returns the records of kernels still running without their times, and those are lost (on an
@@ -80,7 +82,10 @@ class ChildCapture:
         self.settle = settle
         self.path = ""
         self.finished = False
+        self._finishing = False
         self.paused = False
+        #: time.monotonic() of the last hand-over (a Pool worker's per-task hand-over is bounded by it)
+        self.last_hand_over = 0.0
         self._fd = -1
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -138,12 +143,28 @@ class ChildCapture:
                 return
             if len(columns) or dropped or force:
                 self._write(encode_events(columns, covered, dropped))
+            self.last_hand_over = time.monotonic()
+
+    def hand_over_now(self) -> None:
+        """Everything so far, on the caller's thread: wait for this process's GPU work, then the
+        forced flush (safe once nothing runs). For the main thread between a Pool worker's tasks
+        and a program's own SIGTERM handler; the capture goes on."""
+        with self._lock:
+            if self.finished or self._finishing or self.paused or self._pid != os.getpid():
+                return
+            if self.settle is not None:
+                try:
+                    self.settle()
+                except Exception:  # noqa: BLE001 - a broken context: hand over what there is
+                    pass
+            self.hand_over()
 
     def finish(self, reason: int = EXITED, note: str = "", stop_source: bool = True) -> None:
         """The last hand-over: the rest of the records, the allocator's peaks, the END chunk."""
         with self._lock:
-            if self.finished or self._pid != os.getpid():
-                return
+            if self.finished or self._finishing or self._pid != os.getpid():
+                return  # _finishing: a SIGTERM handler that interrupted this very finish
+            self._finishing = True
             if self.settle is not None:
                 try:
                     self.settle()

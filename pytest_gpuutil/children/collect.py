@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
@@ -25,8 +25,17 @@ import numpy as np
 from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.windows import assign_windows, window_stats
 from pytest_gpuutil.capture.memory import MIB
-from pytest_gpuutil.children.columns import concat_columns, take_columns
-from pytest_gpuutil.children.process_info import environment_value, is_running
+from pytest_gpuutil.children.columns import (
+    ChildStart,
+    ProcessShare,
+    WindowExtras,
+    concat_columns,
+    overlap_note,
+    overlap_text,
+    overlaps,
+    take_columns,
+)
+from pytest_gpuutil.children.process_info import environment_value, is_running, started_realtime_ns
 from pytest_gpuutil.children.spool import SPOOL_ENV, Spool
 from pytest_gpuutil.children.spool_format import (
     CAPTURE_NAMES,
@@ -34,6 +43,7 @@ from pytest_gpuutil.children.spool_format import (
     INJECTION,
     MONOTONIC,
     NESTED,
+    TERMINATED,
     ChunkReader,
     End,
     Events,
@@ -45,42 +55,11 @@ from pytest_gpuutil.traces.model import CodedColumn, GpuColumns, Window
 
 #: how long a flush waits for running children to hand over what they have
 WAIT_S = 1.0
+#: a process's start is known to a clock tick (10 ms): one that seems to start this much before a
+#: window may have been started in it
+START_SLACK_NS = 20_000_000
 #: flushed windows remembered to recognise work that arrives after its record was written
 HISTORY = 512
-
-
-@dataclass(frozen=True)
-class ProcessShare:
-    """One process's part in one test's window (the record's ``processes`` entries)."""
-
-    pid: int
-    program: str
-    rank: str = ""
-    devices: tuple[str, ...] = ()
-    gpu_ms: float = 0.0
-    peak_mb: Optional[float] = None
-    #: "allocator" (torch's peak, reported by the child at exit), "nvml" (sampled per-process use), or ""
-    memory_source: str = ""
-    note: str = ""
-    #: True for the pytest process itself
-    parent: bool = False
-    #: "python", "injection", "" (the parent, or a process seen only by NVML)
-    measured_by: str = ""
-    startup_ms: Optional[float] = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"pid": self.pid, "program": self.program, "rank": self.rank, "devices": list(self.devices),
-                "gpu_ms": self.gpu_ms, "peak_mb": self.peak_mb, "memory_source": self.memory_source,
-                "note": self.note, "parent": self.parent, "measured_by": self.measured_by,
-                "startup_ms": self.startup_ms}
-
-
-@dataclass(frozen=True)
-class WindowExtras:
-    """What the children add to one window besides its merged events."""
-
-    processes: tuple[ProcessShare, ...] = ()
-    note: str = ""
 
 
 @dataclass
@@ -386,16 +365,24 @@ class ProcessTree:
         w_end = np.asarray([s.end_ns for s in spans], dtype=np.int64)
         in_order = n < 2 or bool((w_start[1:] >= w_end[:-1]).all())
         present: list[set[int]] = [set(x) for x in noted]
+        first: dict[int, int] = {}  # window -> its first event's row
         if in_order and n:
             event, win = assign_windows(starts, ends, w_start, w_end)
             for w, o in set(zip(win.tolist(), owner[event].tolist())):
                 present[w].add(o)
+            order = np.lexsort((starts[event], win))
+            windows_seen, at = np.unique(win[order], return_index=True)
+            first = dict(zip(windows_seen.tolist(), event[order][at].tolist()))
         else:
             for w, span in enumerate(spans):
                 hit = (starts <= span.end_ns) & (ends >= span.start_ns)
                 present[w].update(owner[hit].tolist())
+                if hit.any():
+                    rows = np.flatnonzero(hit)
+                    first[w] = int(rows[np.argmin(starts[rows])])
         with_children = [w for w in range(n) if present[w] - {0}]
-        busy: dict[int, dict[int, tuple[float, tuple[str, ...]]]] = {}
+        busy: dict[int, dict[int, tuple[float, dict[str, float]]]] = {}
+        union: dict[int, dict[str, float]] = {}
         if with_children:
             sub_spans = [spans[w] for w in with_children]
             groups = [sub_spans] if in_order else [[s] for s in sub_spans]
@@ -403,16 +390,37 @@ class ProcessTree:
                 rows = np.flatnonzero(owner == o)
                 columns = take_columns(merged, rows)
                 stats = [s for group in groups for s in window_stats(columns, group, self.classifier)]
-                busy[o] = {w: (s.busy_us / 1000, tuple(d for d, _ in s.devices)) for w, s in zip(with_children, stats)}
+                busy[o] = {w: (s.busy_us / 1000, {d: b / 1000 for d, b in s.devices}) for w, s in zip(with_children, stats)}
+            stats = [s for group in groups for s in window_stats(merged, group, self.classifier)]
+            union = {w: {d: b / 1000 for d, b in s.devices} for w, s in zip(with_children, stats)}
         extras = []
         for w in range(n):
             shares = []
             if w in with_children:
+                found = overlaps({o: busy.get(o, {}).get(w, (0.0, {}))[1] for o in present[w]}, union.get(w, {}))
                 for o in sorted(present[w]):
-                    gpu_ms, devices = busy.get(o, {}).get(w, (0.0, ()))
-                    shares.append(self._share(None if o == 0 else children[o - 1], gpu_ms, devices))
-            extras.append(WindowExtras(tuple(shares), "; ".join(notes[w])))
+                    gpu_ms, devices = busy.get(o, {}).get(w, (0.0, {}))
+                    share = self._share(None if o == 0 else children[o - 1], gpu_ms, tuple(devices))
+                    shares.append(replace(share, overlap=overlap_text(o, found, self._pid_of(children))))
+                notes[w].extend(overlap_note(o, self._pid_of(children)) for o in found)
+            started = None
+            if w in with_children and w in first and owner[first[w]] > 0:
+                started = self._child_start(children[owner[first[w]] - 1], spans[w], int(starts[first[w]]))
+            extras.append(WindowExtras(tuple(shares), "; ".join(notes[w]), started))
         return extras
+
+    def _child_start(self, child: _Child, span: Window, first_ns: int) -> Optional[ChildStart]:
+        """The child whose kernel was the window's first, if its process started in the window."""
+        began = started_realtime_ns(child.header.proc_start) if child.header is not None else None
+        if began is None:
+            return None
+        began = self._realtime_to_parent(began)
+        if not span.start_ns - START_SLACK_NS <= began <= first_ns:
+            return None  # started before the test (a session's worker): its start-up is no test's
+        return ChildStart(child.program, first_ns - max(began, span.start_ns))
+
+    def _pid_of(self, children: list[_Child]) -> Callable[[int], str]:
+        return lambda o: f"pid {self.own_pid} (pytest)" if o == 0 else children[o - 1].label()
 
     def _share(self, child: Optional[_Child], gpu_ms: float, devices: tuple[str, ...]) -> ProcessShare:
         if child is None:
@@ -428,6 +436,8 @@ class ProcessTree:
             note = "ended without handing over its records"
         elif child.end is not None and child.end.reason == NESTED:
             note = "measured by its own pytest --gpu-util run"
+        elif child.end is not None and child.end.reason == TERMINATED:
+            note = "ended by SIGTERM (records handed over first)"
         elif header is None:
             note = "not measured"
         elif any(n.text.startswith("not measured") for n in child.notes):
@@ -569,6 +579,7 @@ def start_process_tree(classifier: KernelClassifier, parent_now: Callable[[], in
         values[INJECTION_ENV] = library
     spool.export(env, values)
     bootstrap.ensure_fork_hook()
+    bootstrap.ensure_pool_hook()  # forked Pool workers inherit the per-task hand-over
     sampler = None
     if use_nvml:
         from pytest_gpuutil.children.nvml import NvmlError, NvmlSampler

@@ -1,11 +1,62 @@
-"""Columns of GPU events from several processes put together (coded, numpy all the way)."""
+"""Columns of GPU events from several processes put together (coded, numpy all the way), each
+process's part in a window (:class:`ProcessShare`), and the GPUs they kept busy at the same time."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
 from pytest_gpuutil.traces.model import CodedColumn, GpuColumns
+
+
+@dataclass(frozen=True)
+class ProcessShare:
+    """One process's part in one test's window (the record's ``processes`` entries)."""
+
+    pid: int
+    program: str
+    rank: str = ""
+    devices: tuple[str, ...] = ()
+    gpu_ms: float = 0.0
+    peak_mb: Optional[float] = None
+    #: "allocator" (torch's peak, reported by the child at exit), "nvml" (sampled per-process use), or ""
+    memory_source: str = ""
+    note: str = ""
+    #: True for the pytest process itself
+    parent: bool = False
+    #: "python", "injection", "" (the parent, or a process seen only by NVML)
+    measured_by: str = ""
+    startup_ms: Optional[float] = None
+    #: "overlapped on GPU 0 with pid 12": this row's GPU ms include time slices the GPU gave
+    #: the others, so the rows are not to be added (the test's figure is their union)
+    overlap: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pid": self.pid, "program": self.program, "rank": self.rank, "devices": list(self.devices),
+                "gpu_ms": self.gpu_ms, "peak_mb": self.peak_mb, "memory_source": self.memory_source,
+                "note": self.note, "parent": self.parent, "measured_by": self.measured_by,
+                "startup_ms": self.startup_ms, "overlap": self.overlap}
+
+
+@dataclass(frozen=True)
+class ChildStart:
+    """A child that the test started and whose kernel was the window's first: how long it took from
+    its process's start (or the window's, if later) to that kernel (Python, imports, CUDA)."""
+
+    program: str
+    startup_ns: int
+
+
+@dataclass(frozen=True)
+class WindowExtras:
+    """What the children add to one window besides its merged events."""
+
+    processes: tuple[ProcessShare, ...] = ()
+    note: str = ""
+    #: the window's first GPU work was a child's, started in the window
+    child_start: Optional[ChildStart] = None
+
 
 
 def _codes_and_values(column: Sequence[Any]) -> tuple[np.ndarray, list[Any]]:
@@ -70,3 +121,48 @@ def take_columns(columns: GpuColumns, rows: np.ndarray) -> GpuColumns:
         names, kinds = pick(columns.names), pick(columns.kinds)
     return GpuColumns(names, kinds, pick(columns.devices), pick(columns.streams), pick(columns.starts_ns),
                       pick(columns.durs_ns))
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Processes that kept one GPU busy at the same time in one window."""
+
+    device: str
+    #: owners (0: the pytest process, i: the i-th child) busy on the device
+    owners: tuple[int, ...]
+    #: their busy times added, less the union: the time counted more than once
+    overlap_ms: float
+    union_ms: float
+
+
+#: overlaps shorter than this (ms), or than this share of the device's busy time, are noise (one
+#: process's last kernel ending as the next one's first starts)
+OVERLAP_MIN_MS, OVERLAP_MIN_SHARE = 0.1, 0.01
+
+
+def overlaps(per_owner: dict[int, dict[str, float]], union: dict[str, float]) -> list[Overlap]:
+    """The devices on which several owners' busy times (ms, per device) overlapped, given the union per device."""
+    found = []
+    for device, union_ms in sorted(union.items()):
+        owners = tuple(o for o in sorted(per_owner) if per_owner[o].get(device, 0.0) > 0)
+        if len(owners) < 2:
+            continue
+        extra = sum(per_owner[o][device] for o in owners) - union_ms
+        if extra > max(OVERLAP_MIN_MS, OVERLAP_MIN_SHARE * union_ms):
+            found.append(Overlap(device, owners, extra, union_ms))
+    return found
+
+
+def overlap_text(owner: int, found: list[Overlap], label: Callable[[int], str]) -> str:
+    """A row's overlap: "overlapped on GPU 0 with pid 12 (python -c)" ("" when it did not)."""
+    parts = [f"overlapped on GPU {o.device} with {', '.join(label(x) for x in o.owners if x != owner)}"
+             for o in found if owner in o.owners]
+    return "; ".join(parts)
+
+
+def overlap_note(found: Overlap, label: Callable[[int], str]) -> str:
+    """The record's note for a GPU that processes shared at the same time (never the rows' sum)."""
+    return (f"processes {', '.join(label(o) for o in found.owners)} overlapped on GPU {found.device} (for "
+            f"{found.overlap_ms:.1f} ms of the {found.union_ms:.1f} ms the GPU was busy): the GPU time-sliced them, so "
+            "each one's GPU ms and kernel times include slices it gave the others and their rows are not to be added; "
+            "the test's figure is their union")

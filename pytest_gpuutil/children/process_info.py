@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import time
 from typing import Optional, Sequence
 
 COMMAND_LIMIT = 300
@@ -19,6 +20,23 @@ def proc_start(pid: int) -> int:
         return int(fields[19])
     except (IndexError, ValueError):
         return 0
+
+
+def started_realtime_ns(ticks: int) -> Optional[int]:
+    """When a process with this ``proc_start`` began, on the wall clock (ns; ~10 ms resolution), or None.
+
+    The ticks count from boot on the boot-time clock (CLOCK_BOOTTIME, as the kernel keeps it), so
+    this reads that clock rather than ``/proc/uptime`` (which some containers rewrite).
+    """
+    clock = getattr(time, "CLOCK_BOOTTIME", None)
+    if not ticks or clock is None:
+        return None
+    try:
+        hz = os.sysconf("SC_CLK_TCK")
+        since_boot_ns = time.clock_gettime_ns(clock)
+    except (OSError, ValueError):
+        return None
+    return time.time_ns() - since_boot_ns + ticks * 1_000_000_000 // hz
 
 
 def state_and_parent(pid: int) -> tuple[str, int]:

@@ -14,7 +14,8 @@ payload; all numbers little-endian.
   a code into the table per event. Each chunk carries its own table, so chunks stand alone.
 - ``MEMORY``: the allocator's peaks per device (a torch child reports them at exit).
 - ``NOTE``: something the parent should say (the capture could not start, stepped aside).
-- ``END`` (last): the process ended normally, or handed its measuring on (a nested pytest run).
+- ``END`` (last): the process ended normally, handed its measuring on (a nested pytest run), or
+  was ended by SIGTERM after handing over (its handler re-raises the signal after this chunk).
 
 The C injection library (``inject.c``) writes the same layout.
 """
@@ -43,8 +44,9 @@ CAPTURE_NAMES = {PYTHON: "python", INJECTION: "injection", SYNTHETIC: "synthetic
 #: header flags
 FORKED = 1
 #: why a process's last chunk was written
-EXITED, NESTED, STOPPED = 0, 1, 2
-END_NAMES = {EXITED: "exited", NESTED: "measured by its own pytest --gpu-util run", STOPPED: "stopped measuring"}
+EXITED, NESTED, STOPPED, TERMINATED = 0, 1, 2, 3
+END_NAMES = {EXITED: "exited", NESTED: "measured by its own pytest --gpu-util run", STOPPED: "stopped measuring",
+             TERMINATED: "ended by SIGTERM after handing over"}
 
 KINDS = ("kernel", "gpu_memcpy", "gpu_memset")
 _KIND_CODE = {kind: i for i, kind in enumerate(KINDS)}

@@ -8,6 +8,7 @@ session figures) and its notes (too short, another process on the GPU, the count
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
@@ -63,22 +64,24 @@ class CounterCapture:
     def __init__(self, sampler: CounterSampler, energy_min_s: float = ENERGY_MIN_S):
         self.sampler = sampler
         self.energy_min_ns = int(energy_min_s * 1e9)
-        self._open: Optional[tuple[Any, int]] = None
-        self._closed: list[tuple[Any, int, int]] = []
+        self._open: Optional[tuple[Any, int, str]] = None
+        #: (key, start, end, remark): the remark joins the window's note
+        self._closed: list[tuple[Any, int, int, str]] = []
         #: seconds spent in flushes (waiting for samples, attributing them)
         self.flush_s = 0.0
         #: also give each window its samples as a strip for the HTML page's timelines
         self.strips = False
 
-    def begin(self, key: Any) -> None:
-        self._open = (key, self.sampler.now())
+    def begin(self, key: Any, remark: str = "") -> None:
+        """Open a window now (``remark``: said in its note, e.g. that it covers only part of the call)."""
+        self._open = (key, self.sampler.now(), remark)
 
     def end(self) -> None:
         if self._open is None:
             return
-        key, start = self._open
+        key, start, remark = self._open
         self._open = None
-        self._closed.append((key, start, self.sampler.now()))
+        self._closed.append((key, start, self.sampler.now(), remark))
 
     def _timeout_s(self) -> float:
         period = self.sampler.period_ns or 0
@@ -94,7 +97,7 @@ class CounterCapture:
         windows = self._closed
         if not wait:
             ready = 0
-            for _, start, end in windows:  # in order: the first uncovered one ends the batch
+            for _, start, end, _ in windows:  # in order: the first uncovered one ends the batch
                 if not self._covered(start, end):
                     break
                 ready += 1
@@ -102,13 +105,14 @@ class CounterCapture:
         self._closed = self._closed[len(windows):]
         if not windows:
             return {}
-        figures = self._figures([(start, end) for _, start, end in windows])
-        self.sampler.forget_before(max(end for _, _, end in windows))
-        return {key: figure for (key, _, _), figure in zip(windows, figures)}
+        figures = self._figures([(start, end) for _, start, end, _ in windows])
+        self.sampler.forget_before(max(end for _, _, end, _ in windows))
+        return {key: dataclasses.replace(figure, note=_join(remark, figure.note)) if remark else figure
+                for (key, _, _, remark), figure in zip(windows, figures)}
 
     def first_waiting_covered(self) -> bool:
         """Whether the samples now cover the first closed window not yet given (a flush would give it)."""
-        return bool(self._closed) and self._covered(*self._closed[0][1:])
+        return bool(self._closed) and self._covered(*self._closed[0][1:3])
 
     def _covered(self, start: int, end: int) -> bool:
         """Whether the samples (and energy readings, for a window long enough to get energy) reach its end."""
@@ -116,7 +120,7 @@ class CounterCapture:
 
     def waiting(self) -> set[Any]:
         """Keys of the closed windows whose figures a later flush gives."""
-        return {key for key, _, _ in self._closed}
+        return {key for key, _, _, _ in self._closed}
 
     def figures_between(self, start_ns: int, end_ns: int) -> TestCounters:
         """The figures of one span on the sampler's clock (e.g. kernel_bench's timed loop)."""

@@ -246,3 +246,69 @@ def test_the_option_is_checked(pytester: pytest.Pytester) -> None:
 
 if sys.platform != "linux":  # pragma: no cover - /proc, fork and the injection are Linux's
     pytestmark = [pytestmark, pytest.mark.skip("child-process measurement is Linux-only")]
+
+
+def test_processes_sharing_a_gpu_at_once_are_said_to_overlap_and_never_added(pytester: pytest.Pytester) -> None:
+    """Two children busy on GPU 0 at the same time (as time-sliced ranks are): the test's figure is the
+    union, the record, its process rows and the HTML page say they overlapped, and no output shows the rows' sum."""
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_ranks=f"""
+import subprocess, sys
+
+def test_ranks():
+    procs = [subprocess.Popen([sys.executable, {CHILD!r}, "ready", "kernel:rank_kernel:600"], stdout=subprocess.PIPE,
+                              text=True) for _ in range(2)]
+    for proc in procs:
+        assert proc.stdout.readline().strip() == "ready"
+        assert proc.wait(60) == 0
+""")
+    result = run(pytester, "--gpu-util", "--gpu-util-html")
+    result.assert_outcomes(passed=1)
+    record = records(pytester)["test_ranks.py::test_ranks"]
+    rows = record["processes"]
+    assert len(rows) == 2 and all(r["overlap"].startswith("overlapped on GPU 0 with pid ") for r in rows)
+    row_sum = sum(r["gpu_ms"] for r in rows)
+    assert record["gpu_busy_ms"] < row_sum - 100  # the union: the rows overlapped by more than 100 ms
+    assert "overlapped on GPU 0" in record["note"] and "their rows are not to be added" in record["note"]
+    html = (pytester.path / ".gpu_util" / "report.html").read_text()
+    assert html.count("overlapped on GPU 0 with pid") >= 2 and "not to be added" in html
+    texts = {"terminal": output(result), "html": html, "json": (pytester.path / ".gpu_util" / "gpu_util.json").read_text(),
+             "csv": (pytester.path / ".gpu_util" / "gpu_util.csv").read_text()}
+    # (a kernel's total µs adds its durations in both processes, by definition: the note says kernel times include the slices)
+    shown = [f"{row_sum:.{d}f}" for d in (1, 2, 3)] + [f"{row_sum:,.1f}", f"{row_sum:,.0f} ms"]
+    assert {name: [s for s in shown if s in text] for name, text in texts.items()} == {n: [] for n in texts}
+
+
+def test_gpu_idle_names_the_start_up_of_a_child_the_test_started(pytester: pytest.Pytester) -> None:
+    """The idle time before a child's first kernel is mostly the child starting: the finding says so and
+    advises keeping the process alive; a child started before the test (a fixture's) is not named."""
+    pytester.makeconftest(CONFTEST)
+    pytester.makepyfile(test_start=f"""
+import subprocess, sys
+import pytest
+
+def test_starts_its_child(child):
+    child("sleep:600", "kernel:late_kernel:100")
+
+@pytest.fixture
+def started():
+    proc = subprocess.Popen([sys.executable, {CHILD!r}, "ready", "sleep:300", "kernel:fixture_kernel:100"],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    return proc
+
+def test_child_from_a_fixture(started):
+    assert started.wait(60) == 0
+""")
+    result = run(pytester, "--gpu-util")
+    result.assert_outcomes(passed=2)
+    got = records(pytester)
+    (idle,) = [f for f in got["test_start.py::test_starts_its_child"]["findings"] if f["rule"] == "gpu-idle"]
+    assert "before the first kernel (of which the child `python synthetic_child.py` took " in idle["message"]
+    assert " to start its GPU work), " in idle["message"] and idle["evidence"]["before"] == "child-process"
+    assert idle["evidence"]["child_program"] == "python synthetic_child.py"
+    assert 600_000 <= idle["evidence"]["child_startup_us"] <= idle["evidence"]["idle_before_us"]
+    assert idle["fix"].startswith("start the process once") and "session-scoped" in idle["fix"]
+    (idle,) = [f for f in got["test_start.py::test_child_from_a_fixture"].get("findings") or [] if f["rule"] == "gpu-idle"] or [{}]
+    # the fixture's child started before the call: its start-up is no test's (no child named, no child cause)
+    assert "child_program" not in idle.get("evidence", {}) and idle.get("evidence", {}).get("before") != "child-process"

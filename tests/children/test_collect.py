@@ -270,3 +270,54 @@ def test_a_nested_runs_own_children_are_not_called_unmeasured(spool, tmp_path) -
         for p in (nested_child, own_child, bare_child):
             p.kill()
             p.wait()
+
+
+def test_processes_sharing_a_gpu_at_once_are_said_to_overlap_and_never_summed(spool) -> None:
+    # two ranks on GPU 0 at the same time (time-sliced: each one's times include the other's slices)
+    write(spool, 101, events(("k", 10, 20, "0")), ended())
+    write(spool, 102, events(("k", 12, 20, "0"), ("k", 40, 5, "1")), ended())
+    merged, extras = tree(spool).attribute(GpuColumns(), [win(0, 50)], ["t"])
+    rows = {p.pid: p for p in extras[0].processes}
+    assert rows[101].overlap == "overlapped on GPU 0 with pid 102 (child102)"
+    assert rows[102].overlap == "overlapped on GPU 0 with pid 101 (child101)"  # GPU 1 was its alone
+    note = extras[0].note
+    assert "processes pid 101 (child101), pid 102 (child102) overlapped on GPU 0 (for 18.0 ms of the 22.0 ms" in note
+    assert "their union" in note and "GPU 1" not in note
+    assert "40.0" not in note and "45.0" not in note  # the rows' sums (GPU 0; all devices) are said nowhere
+
+
+def test_processes_one_after_the_other_on_a_gpu_do_not_overlap(spool) -> None:
+    write(spool, 101, events(("k", 10, 10, "0")), ended())
+    write(spool, 102, events(("k", 20, 10, "0"), ("k", 10, 10, "1")), ended())  # 1 ms of touching is no overlap
+    merged, extras = tree(spool).attribute(own(("p", 10, 5, "1")), [win(0, 50)], ["t"])
+    rows = {p.pid: p.overlap for p in extras[0].processes}
+    assert rows == {os.getpid(): "overlapped on GPU 1 with pid 102 (child102)", 101: "",
+                    102: f"overlapped on GPU 1 with pid {os.getpid()} (pytest)"}  # the pytest process and 102 shared GPU 1
+    assert "GPU 0" not in extras[0].note and "overlapped on GPU 1 (for 5.0 ms" in extras[0].note
+
+
+def test_overlaps_counts_only_what_is_counted_more_than_once() -> None:
+    from pytest_gpuutil.children.columns import overlaps
+
+    (found,) = overlaps({0: {"0": 5.0}, 1: {"0": 10.0, "1": 3.0}, 2: {"1": 2.0}}, {"0": 12.0, "1": 5.0})
+    assert (found.device, found.owners, found.overlap_ms, found.union_ms) == ("0", (0, 1), 3.0, 12.0)
+    assert overlaps({1: {"0": 10.0}, 2: {"0": 10.05}}, {"0": 20.0}) == []  # 0.05 ms: noise
+
+
+def test_gpu_idle_names_a_childs_start_up() -> None:
+    from pytest_gpuutil.analysis.findings import with_child_start
+    from pytest_gpuutil.analysis.rules import Finding
+
+    idle = Finding("gpu-idle", "high", "the GPU was idle 90% of the 4,000 ms window: 3,661 ms before the first kernel "
+                   "(a child process starting), 0.0 µs between kernels, 10 ms after the last", "start it once",
+                   {"idle_before_us": 3_661_000.0, "mostly": "before"}, 90.0, saving_ms=3671.0)
+    named = with_child_start(idle, "python3 -c", 3_600_000_000)
+    assert named.message == ("the GPU was idle 90% of the 4,000 ms window: 3,661 ms before the first kernel (of which "
+                             "the child `python3 -c` took 3.6 s to start its GPU work), 0.0 µs between kernels, 10 ms "
+                             "after the last")
+    assert named.evidence["child_startup_us"] == 3_600_000.0 and named.evidence["child_program"] == "python3 -c"
+    assert (named.fix, named.severity, named.saving_ms) == (idle.fix, idle.severity, idle.saving_ms)
+    assert "took 500 ms to start" in with_child_start(idle, "python3 -c", 500_000_000).message
+    assert with_child_start(idle, "x", 9e12).evidence["child_startup_us"] == 3_661_000.0  # never more than the wait
+    other = Finding("launch-bound", "low", "m", "f", {"idle_before_us": 5.0})
+    assert with_child_start(other, "x", 1e9) is other

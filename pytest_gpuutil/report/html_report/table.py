@@ -155,11 +155,18 @@ def detail_data(record: Mapping[str, Any], categories: Sequence[str], link: Opti
 
 def processes_of(record: Mapping[str, Any]) -> list[list[Any]]:
     """The test's processes when children took part: pid, program, rank, GPUs, GPU ms, peak MiB,
-    where the memory figure comes from, note (the pytest process first, its program "pytest")."""
+    where the memory figure comes from, note (the pytest process first, its program "pytest"). A row
+    that shared its GPU with another at the same time says so in its note: such rows are not to be added."""
     return [[p.get("pid"), as_text(p.get("program")) + (" (this pytest process)" if p.get("parent") else ""),
              as_text(p.get("rank")), ", ".join(as_text(d) for d in p.get("devices") or ()), p.get("gpu_ms"),
-             p.get("peak_mb"), as_text(p.get("memory_source")), as_text(p.get("note"))]
+             p.get("peak_mb"), as_text(p.get("memory_source")),
+             "; ".join(t for t in (as_text(p.get("note")), _overlap(p)) if t)]
             for p in mappings_in(record.get("processes"))]
+
+
+def _overlap(process: Mapping[str, Any]) -> str:
+    text = as_text(process.get("overlap"))
+    return f"{text}: its GPU ms include the GPU's time slices for the other (not to be added)" if text else ""
 
 
 #: Rows in the table as the page opens; the rest are parsed inertly and added after the first paint
