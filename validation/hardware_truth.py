@@ -427,12 +427,13 @@ def markdown(doc: dict[str, Any]) -> str:
     env = doc.get("env") or {}
     when = f"{env.get('gpu_model')}, torch {env.get('torch')}, {doc.get('started', '')[:10]}"
     lines = [f"# Hardware counters on {when}", "",
-             "README, section \"Hardware counters\": the table after \"Measured through the plugin on ...\":", "",
+             "docs/trust.md, section \"Hardware counters\":", "",
              "| workload | busy % | SM % | tensor % | DRAM % | power |", "|---|---|---|---|---|---|"]
     names = {"matmul_bf16": "bf16 8192³ matmul", "elementwise_big": "256 MiB fp32 `add_`",
-             "tiny_kernels": "1k-element `add_` loop"}
+             "tiny_kernels": "1k-element `add_` loop",
+             "first_test_brings_cuda_up": "bf16 matmul, in the test that brings CUDA up"}
     for c in doc.get("cases") or ():
-        lines.append(f"| {names[c['case']]} | {_f(c['busy_pct'])} | {_f(c['sm_pct'], 2 if (c['sm_pct'] or 0) < 1 else 1)} | "
+        lines.append(f"| {names.get(c['case'], c['case'])} | {_f(c['busy_pct'])} | {_f(c['sm_pct'], 2 if (c['sm_pct'] or 0) < 1 else 1)} | "
                      f"{_f(c['tensor_pct'])} | {_f(c['dram_bw_pct'])} | {_f(c['avg_power_w'], 0)} W |")
     if doc.get("cases_gpm"):
         gpm = {c["case"]: c for c in doc["cases_gpm"]}
