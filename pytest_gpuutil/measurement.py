@@ -158,6 +158,7 @@ class Measurement:
         self.source_name = ""
         self.fallback_reason = ""
         self.capture: Optional[ContinuousCapture] = None
+        self._step_aside: Optional[_StepAside] = None
         self._torch: Any = None
         self._restore_guard: Optional[Callable[[], None]] = None
         self._profilers: dict[str, RegionProfiler] = {}
@@ -303,6 +304,7 @@ class Measurement:
         )
         self.mode = CONTINUOUS
         self.source_name = source.name
+        self._step_aside = _StepAside(self.capture)  # what each test's fixtures call (one for all)
         if cuda and source is not inherited and getattr(source, "ever_started", None) is False:
             self._wait_for_cuda(torch)
         self._restore_guard = guard_profiler_starts(torch, self.capture.before_foreign_profiler)
@@ -373,7 +375,7 @@ class Measurement:
                 pass
         if self.mode == CONTINUOUS:
             self.capture.begin(nodeid)
-            results.measurement = _StepAside(self.capture)
+            results.measurement = self._step_aside
             if self.counters is not None:
                 self.counters.begin(nodeid)
         elif self.mode == PER_TEST:

@@ -129,7 +129,10 @@ class GpuUtilHooks:
 
     def __init__(self, state: GpuUtilSession, reports_carry_records: bool = False):
         self.state = state
+        #: per collector (a module or class), whether a pytest_gpuutil_record hook applies to its tests
         self._record_hooks: dict[Any, bool] = {}
+        #: whether a JUnit or pytest-html file wants every record at its test's teardown (read once)
+        self._files_want_records: Optional[bool] = None
         #: records also travel on this process's own teardown reports (pytest-html's rows read them there)
         self._reports_carry_records = reports_carry_records
 
@@ -288,6 +291,8 @@ class GpuUtilHooks:
             receiver.take(test.record, test.results.metric_rows, test.results.tables, test.thresholds, test.timeline)
 
     def _finalize(self, item: pytest.Item, record: Any) -> Any:
+        if not self._has_record_hook(item):
+            return record  # no pytest_gpuutil_record here: no hook call (pluggy's and the item's ihook)
         return _hooked_record(item, record, "teardown")
 
     def _thresholds_apply(self, item: pytest.Item) -> bool:
@@ -308,13 +313,19 @@ class GpuUtilHooks:
 
     def _needs_record_now(self, item: pytest.Item) -> bool:
         """Its record is needed at its teardown: the last test, a JUnit or pytest-html file, or a record hook."""
-        option = item.config.option
-        if item.stash.get(LAST_KEY, False) or getattr(option, "xmlpath", None) or getattr(option, "htmlpath", None):
-            return True
-        folder = item.path.parent
-        if folder not in self._record_hooks:  # conftest files can implement it per folder
-            self._record_hooks[folder] = bool(item.ihook.pytest_gpuutil_record.get_hookimpls())
-        return self._record_hooks[folder]
+        if self._files_want_records is None:
+            option = item.config.option
+            self._files_want_records = bool(getattr(option, "xmlpath", None) or getattr(option, "htmlpath", None))
+        return self._files_want_records or item.stash.get(LAST_KEY, False) or self._has_record_hook(item)
+
+    def _has_record_hook(self, item: pytest.Item) -> bool:
+        """Whether a pytest_gpuutil_record hook applies to the item (conftest files can implement it
+        per folder); asked once per collector, whose tests share a folder."""
+        parent = item.parent
+        known = self._record_hooks.get(parent)
+        if known is None:
+            known = self._record_hooks[parent] = bool(item.ihook.pytest_gpuutil_record.get_hookimpls())
+        return known
 
     def _check_thresholds(self, item: pytest.Item, report: pytest.TestReport) -> None:
         if not self._thresholds_apply(item):

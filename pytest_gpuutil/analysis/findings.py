@@ -83,7 +83,7 @@ def find(events: GpuColumns, window: Window, classifier: Optional[KernelClassifi
 def glance(stats: "WindowStats | TraceSummary", waits: Optional[int] = None) -> Glance:
     """What the gates read, from a window's statistics (or a trace's summary) and the number of host waits in it."""
     return Glance(stats.window.duration_ns, stats.busy_pct, stats.event_count, stats.kernel_count,
-                  {c.name: c.time_us for c in stats.categories}, waits)
+                  stats.category_times_us(), waits)
 
 
 def may_fire(figures: Glance, ignore: Iterable[str] = ()) -> bool:

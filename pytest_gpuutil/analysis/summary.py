@@ -101,6 +101,10 @@ class TraceSummary:
         stat = self.category(name)
         return stat.pct_of_window if stat else 0.0
 
+    def category_times_us(self) -> dict[str, float]:
+        """Each category's time in µs."""
+        return {c.name: c.time_us for c in self.categories}
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape of ``gpuutil analyze --format json``."""
         return {

@@ -18,6 +18,7 @@ of one process are.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
@@ -49,7 +50,12 @@ IDLE_GAPS = 3
 
 @dataclass(frozen=True)
 class WindowStats:
-    """What one window's GPU work amounts to: the figures a per-test record holds."""
+    """What one window's GPU work amounts to: the figures a per-test record holds.
+
+    Categories, top kernels and idle gaps are kept as rows of plain values (a flush makes them
+    for every window, and a record turns them into dicts); ``categories``, ``top_kernels`` and
+    ``idle_gaps`` give them as :mod:`~pytest_gpuutil.analysis.stats` objects, made when first asked for.
+    """
 
     window: Window
     busy_us: float
@@ -59,18 +65,37 @@ class WindowStats:
     event_count: int
     #: (device, busy µs) for each device that did work, in device order
     devices: tuple[tuple[str, float], ...]
-    categories: tuple[CategoryStat, ...]
-    #: the kernels with the most time in the window, most first (at most TOP_KERNELS)
-    top_kernels: tuple[KernelStat, ...] = ()
-    #: the longest stretches with no GPU work, per device that worked, longest first (at most IDLE_GAPS)
-    idle_gaps: tuple[IdleGap, ...] = ()
+    #: (name, time µs, % of busy, % of window, count) per category that had events, in category order
+    category_rows: tuple[tuple[str, float, float, float, int], ...]
+    #: (name, category, count, total µs, mean µs, % of window) of the kernels with the most time in
+    #: the window, most first (at most TOP_KERNELS)
+    kernel_rows: tuple[tuple[str, str, int, float, float, float], ...] = ()
+    #: (device, start µs, length µs) of the longest stretches with no GPU work, per device that
+    #: worked, longest first (at most IDLE_GAPS)
+    gap_rows: tuple[tuple[str, float, float], ...] = ()
+
+    @functools.cached_property
+    def categories(self) -> tuple[CategoryStat, ...]:
+        return tuple(CategoryStat(*row) for row in self.category_rows)
+
+    @functools.cached_property
+    def top_kernels(self) -> tuple[KernelStat, ...]:
+        return tuple(KernelStat(*row) for row in self.kernel_rows)
+
+    @functools.cached_property
+    def idle_gaps(self) -> tuple[IdleGap, ...]:
+        return tuple(IdleGap(*row) for row in self.gap_rows)
 
     @property
     def top_kernel(self) -> Optional[str]:
-        return self.top_kernels[0].name if self.top_kernels else None
+        return self.kernel_rows[0][0] if self.kernel_rows else None
 
     def category_pct_of_window(self, name: str) -> float:
-        return next((c.pct_of_window for c in self.categories if c.name == name), 0.0)
+        return next((row[3] for row in self.category_rows if row[0] == name), 0.0)
+
+    def category_times_us(self) -> dict[str, float]:
+        """Each category's time in µs."""
+        return {row[0]: row[1] for row in self.category_rows}
 
     @classmethod
     def from_summary(cls, summary: TraceSummary) -> "WindowStats":
@@ -83,9 +108,11 @@ class WindowStats:
             kernel_count=summary.kernel_count,
             event_count=summary.event_count,
             devices=tuple((d.device, d.busy_us) for d in summary.devices),
-            categories=summary.categories,
-            top_kernels=summary.top_kernels[:TOP_KERNELS],
-            idle_gaps=summary.idle_gaps[:IDLE_GAPS],
+            category_rows=tuple((c.name, c.time_us, c.share_of_busy, c.pct_of_window, c.count)
+                                for c in summary.categories),
+            kernel_rows=tuple((k.name, k.category, k.count, k.total_us, k.mean_us, k.pct_of_window)
+                              for k in summary.top_kernels[:TOP_KERNELS]),
+            gap_rows=tuple((g.device, g.start_us, g.dur_us) for g in summary.idle_gaps[:IDLE_GAPS]),
         )
 
 
@@ -216,30 +243,20 @@ def window_stats(columns: GpuColumns, windows: Sequence[Window],
     cat_ns_rows, cat_count_rows = cat_ns.tolist(), cat_count.tolist()
     mm_list, kernel_list, event_list = mm_ns.tolist(), kernel_count.tolist(), event_count.tolist()
     category_codes = [(name, code_of[name]) for name in names_in_order]
+    window_ns = lengths.tolist()
     stats = []
     for i, window in enumerate(windows):
         busy_row, present_row, ns_row, count_row = busy_rows[i], present_rows[i], cat_ns_rows[i], cat_count_rows[i]
         busy = sum(busy_row)
-        denominator = window.duration_ns * sum(present_row)
+        denominator = window_ns[i] * sum(present_row)
         stats.append(WindowStats(
-            window=window,
-            busy_us=busy / 1000,
-            busy_pct=pct(busy, denominator),
-            mm_conv_pct=pct(mm_list[i], denominator),
-            kernel_count=kernel_list[i],
-            event_count=event_list[i],
-            devices=tuple((device_names[d], busy_row[d] / 1000) for d in device_order if present_row[d]),
-            categories=tuple(
-                CategoryStat(name, ns_row[code] / 1000, pct(ns_row[code], busy), pct(ns_row[code], denominator),
-                             count_row[code])
-                for name, code in category_codes if count_row[code]
-            ),
-            top_kernels=tuple(
-                KernelStat(key_names[k], key_cats[k], count, total / 1000, total / 1000 / count,
-                           pct(total, denominator))
-                for k, total, count in top[i]
-            ),
-            idle_gaps=tuple(IdleGap(device_names[d], start / 1000, length / 1000) for d, start, length in gaps[i]),
+            window, busy / 1000, pct(busy, denominator), pct(mm_list[i], denominator), kernel_list[i], event_list[i],
+            tuple([(device_names[d], busy_row[d] / 1000) for d in device_order if present_row[d]]),
+            tuple([(name, ns_row[code] / 1000, pct(ns_row[code], busy), pct(ns_row[code], denominator),
+                    count_row[code]) for name, code in category_codes if count_row[code]]),
+            tuple([(key_names[k], key_cats[k], count, total / 1000, total / 1000 / count, pct(total, denominator))
+                   for k, total, count in top[i]]),
+            tuple([(device_names[d], start / 1000, length / 1000) for d, start, length in gaps[i]]),
         ))
     return stats
 

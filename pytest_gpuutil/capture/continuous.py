@@ -371,7 +371,8 @@ class ContinuousCapture:
         for w in windows:
             figures = dict(self._device_figures or {})
             window_stats = stats[id(w)]
-            libraries = {c.name for c in window_stats.categories if c.count and c.name in LIBRARY_CATEGORIES}
+            libraries = {name for name, *_, count in window_stats.category_rows
+                         if count and name in LIBRARY_CATEGORIES}  # rows: no stats objects made
             if window_stats.event_count and not self._seen_work:
                 figures["first_gpu_work"] = 1.0
             if libraries - self._seen_libraries:

@@ -2,8 +2,15 @@
 
 Per device: the peak of allocated and of reserved bytes during the call (the peaks are reset when
 it starts), allocated bytes at its end minus at its start (what the test left behind), and the
-allocator's retries and out-of-memory errors during the call. One C call per device at each end
-(``torch._C._cuda_memoryStats``; torch.cuda.memory_stats() builds and flattens a big dict).
+allocator's retries and out-of-memory errors during the call. One read of the counters per device
+and call, at its end (``torch._C._cuda_memoryStats``, which builds the whole statistics dict: the
+dear part; torch.cuda.memory_stats() also flattens it). At the start the peaks and the accumulated
+counts are reset (``_cuda_resetPeakMemoryStats``, ``_cuda_resetAccumulatedMemoryStats``: no dict),
+so the end's read alone gives the call's figures: what it left behind is the bytes allocated minus
+the bytes freed since the start, its retries and out-of-memory errors are the counts since then.
+A torch without the accumulated reset (or an allocator that refuses it) gets a read at each end.
+Tests then see ``torch.cuda.memory_stats()``'s accumulated counts (allocations, frees, retries,
+out-of-memory errors) from their call's start, as they already saw the peaks.
 
 With ``history=True`` the allocator also records every allocation with its Python stack
 (``torch.cuda.memory._record_memory_history``, opt-in: it costs), so a test that misses a memory
@@ -46,10 +53,14 @@ class LiveAllocation:
 
 @dataclass(frozen=True)
 class _Start:
+    """What the start of a call left for its end: the counters read then, or (``counted``) only the
+    devices whose accumulated counts were reset, which then count from zero."""
+
     allocated: dict[int, int]
     retries: dict[int, int]
     ooms: dict[int, int]
     time_us: float
+    counted: frozenset[int] = frozenset()
 
 
 def _counters(stats: dict[str, Any]) -> tuple[int, int, int, int, int, int]:
@@ -60,6 +71,12 @@ def _counters(stats: dict[str, Any]) -> tuple[int, int, int, int, int, int]:
             int(reserved.get("peak", 0)), int(stats.get("num_alloc_retries", 0)), int(stats.get("num_ooms", 0)))
 
 
+def _net_allocated(stats: dict[str, Any]) -> int:
+    """Bytes allocated minus bytes freed since the accumulated counts were last reset."""
+    allocated = stats.get("allocated_bytes", {}).get("all", {})
+    return int(allocated.get("allocated", 0)) - int(allocated.get("freed", 0))
+
+
 class MemoryMeter:
     """Reads the counters of every visible CUDA device around each call phase."""
 
@@ -67,6 +84,9 @@ class MemoryMeter:
         self._torch = torch
         self._stats = getattr(torch._C, "_cuda_memoryStats", None)
         self._reset = getattr(torch._C, "_cuda_resetPeakMemoryStats", None)
+        #: reset the accumulated counts at the start instead of reading them (None: read at both ends)
+        self._reset_counts = (getattr(torch._C, "_cuda_resetAccumulatedMemoryStats", None)
+                              if self._stats is not None and self._reset is not None else None)
         self.history = False
         if history:
             try:
@@ -89,31 +109,43 @@ class MemoryMeter:
         return nested
 
     def begin(self) -> _Start:
-        """At the call's start: reset the peaks, note what is allocated (nothing if CUDA is not up yet)."""
+        """At the call's start: reset the peaks and the accumulated counts (or, where that cannot be
+        done, note what is allocated); nothing if CUDA is not up yet."""
         allocated, retries, ooms = {}, {}, {}
+        counted = []
         for device in self._devices():
             if self._reset is not None:
                 self._reset(device)
             else:
                 self._torch.cuda.reset_peak_memory_stats(device)
+            if self._reset_counts is not None:
+                try:
+                    self._reset_counts(device)
+                except Exception:  # noqa: BLE001 - an allocator without it (a pluggable one): read instead
+                    self._reset_counts = None
+                else:
+                    counted.append(device)
+                    continue
             current, _, _, _, retries[device], ooms[device] = _counters(self._read(device))
             allocated[device] = current
-        if self.history and allocated:
+        if self.history and (allocated or counted):
             _mark_history(self._torch)
-        return _Start(allocated, retries, ooms, time.time_ns() / 1000)
+        return _Start(allocated, retries, ooms, time.time_ns() / 1000, frozenset(counted))
 
     def end(self, start: _Start) -> tuple[DeviceMemory, ...]:
         """At the call's end: each device's figures (a device CUDA started during the call counts from 0)."""
         found = []
         for device in self._devices():
-            current, peak, reserved, peak_reserved, retries, ooms = _counters(self._read(device))
-            if device not in start.allocated and peak == 0 and reserved == 0:
+            stats = self._read(device)
+            current, peak, reserved, peak_reserved, retries, ooms = _counters(stats)
+            counted = device in start.counted
+            if not counted and device not in start.allocated and peak == 0 and reserved == 0:
                 continue  # never used
             found.append(DeviceMemory(
                 device=str(device),
                 peak_alloc=peak,
                 peak_reserved=peak_reserved,
-                leaked=current - start.allocated.get(device, 0),
+                leaked=_net_allocated(stats) if counted else current - start.allocated.get(device, 0),
                 alloc_retries=retries - start.retries.get(device, 0),
                 ooms=ooms - start.ooms.get(device, 0),
                 allocated_end=current,

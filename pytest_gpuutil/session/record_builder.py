@@ -70,19 +70,16 @@ def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], resu
         kernel_count=stats.kernel_count,
         measure_ms=measure_ms,
         top_kernel=stats.top_kernel,
-        top_kernels=tuple(
-            {"name": k.name, "category": k.category, "count": k.count, "total_us": k.total_us,
-             "pct_of_window": k.pct_of_window}
-            for k in stats.top_kernels
-        ),
-        idle_gaps=tuple({"device": g.device, "start_us": g.start_us, "dur_us": g.dur_us} for g in stats.idle_gaps),
-        devices=tuple(device for device, _ in stats.devices),
+        # from the statistics' rows of plain values (see WindowStats), not their objects
+        top_kernels=tuple([{"name": name, "category": category, "count": count, "total_us": total_us,
+                            "pct_of_window": pct_of_window}
+                           for name, category, count, total_us, _, pct_of_window in stats.kernel_rows]),
+        idle_gaps=tuple([{"device": device, "start_us": start_us, "dur_us": dur_us}
+                         for device, start_us, dur_us in stats.gap_rows]),
+        devices=tuple([device for device, _ in stats.devices]),
         gpu_busy_us_by_device={physical_id(device): busy_us for device, busy_us in stats.devices},
-        categories={
-            c.name: {"time_us": c.time_us, "share_of_busy": c.share_of_busy, "pct_of_window": c.pct_of_window,
-                     "count": c.count}
-            for c in stats.categories
-        },
+        categories={name: {"time_us": time_us, "share_of_busy": share, "pct_of_window": pct_of_window, "count": count}
+                    for name, time_us, share, pct_of_window, count in stats.category_rows},
         note=_join(profile.note, oom_note),
         findings=findings,
         below_floor=below,

@@ -1,6 +1,6 @@
 """GPU memory figures: sizes, the replay of the allocator's history, and the meter's arithmetic.
 
-The meter is checked against a stand-in that answers the two allocator calls it makes with
+The meter is checked against a stand-in that answers the allocator calls it makes with
 scripted counters (there is no CUDA here); tests/capture/test_memory_gpu.py runs it for real.
 """
 from __future__ import annotations
@@ -86,30 +86,45 @@ def test_allocations_that_ran_out_of_memory_are_named_with_their_stack() -> None
 
 
 class Allocator:
-    """Scripted caching-allocator counters for one device, as torch._C._cuda_memoryStats reports them."""
+    """Scripted caching-allocator counters for one device, as torch._C._cuda_memoryStats reports them
+    (a Stat's current, peak, allocated and freed, as c10's CachingDeviceAllocator keeps them)."""
 
     def __init__(self) -> None:
         self.current = self.peak = self.reserved = self.peak_reserved = self.retries = self.ooms = 0
+        self.allocated = self.freed = 0
         self.initialized = True
+        self.reads = 0
 
     def stats(self, device: int) -> dict:
-        return {"allocated_bytes": {"all": {"current": self.current, "peak": self.peak}},
+        self.reads += 1
+        return {"allocated_bytes": {"all": {"current": self.current, "peak": self.peak, "allocated": self.allocated,
+                                            "freed": self.freed}},
                 "reserved_bytes": {"all": {"current": self.reserved, "peak": self.peak_reserved}},
                 "num_alloc_retries": self.retries, "num_ooms": self.ooms}
 
     def reset(self, device: int) -> None:
         self.peak, self.peak_reserved = self.current, self.reserved
 
+    def reset_accumulated(self, device: int) -> None:
+        self.allocated = self.freed = self.retries = self.ooms = 0
+
     def allocate(self, n: int) -> None:
         self.current += n
+        if n > 0:
+            self.allocated += n
+        else:
+            self.freed -= n
         self.reserved = max(self.reserved, self.current)
         self.peak, self.peak_reserved = max(self.peak, self.current), max(self.peak_reserved, self.reserved)
 
 
-def stand_in(allocator: Allocator):
+def stand_in(allocator: Allocator, accumulated_reset: bool = True):
     class C:
         _cuda_memoryStats = staticmethod(allocator.stats)
         _cuda_resetPeakMemoryStats = staticmethod(allocator.reset)
+
+    if accumulated_reset:
+        C._cuda_resetAccumulatedMemoryStats = staticmethod(allocator.reset_accumulated)
 
     class Cuda:
         @staticmethod
@@ -127,23 +142,45 @@ def stand_in(allocator: Allocator):
     return Torch
 
 
-def test_peaks_reset_at_the_start_and_leaks_are_what_stayed() -> None:
+@pytest.mark.parametrize("accumulated_reset", [True, False], ids=["one_read", "read_at_both_ends"])
+def test_peaks_reset_at_the_start_and_leaks_are_what_stayed(accumulated_reset: bool) -> None:
     allocator = Allocator()
     allocator.allocate(1000 * MIB)  # an earlier test's leftovers
     allocator.allocate(-1000 * MIB)
     allocator.allocate(64 * MIB)
-    meter = MemoryMeter(stand_in(allocator))
+    allocator.retries, allocator.ooms = 3, 1  # an earlier test's
+    meter = MemoryMeter(stand_in(allocator, accumulated_reset))
     start = meter.begin()
     allocator.allocate(1024 * MIB)
     allocator.allocate(-1024 * MIB)
     allocator.allocate(256 * MIB)  # kept alive by the test
+    allocator.allocate(-64 * MIB)  # the earlier test's 64 MiB freed during this call
     allocator.retries += 1
     (device,) = meter.end(start)
     assert device.device == "0"
     assert device.peak_alloc == (64 + 1024) * MIB  # not the 1000 MiB from before the call
-    assert device.leaked == 256 * MIB
-    assert device.allocated_end == (64 + 256) * MIB
+    assert device.leaked == (256 - 64) * MIB
+    assert device.allocated_end == 256 * MIB
     assert (device.alloc_retries, device.ooms) == (1, 0)
+    assert allocator.reads == (1 if accumulated_reset else 2)  # the dear call: once a call where it can be
+
+
+def test_an_allocator_that_refuses_the_accumulated_reset_is_read_at_both_ends() -> None:
+    allocator = Allocator()
+    allocator.allocate(64 * MIB)
+    torch = stand_in(allocator)
+
+    def refuse(device: int) -> None:
+        raise RuntimeError("not supported by this allocator")
+
+    torch._C._cuda_resetAccumulatedMemoryStats = staticmethod(refuse)
+    meter = MemoryMeter(torch)
+    for kept in (32, 16):
+        start = meter.begin()
+        allocator.allocate(kept * MIB)
+        (device,) = meter.end(start)
+        assert device.leaked == kept * MIB
+    assert allocator.reads == 4
 
 
 def test_no_cuda_yet_means_no_devices() -> None:

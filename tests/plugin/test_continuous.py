@@ -143,6 +143,24 @@ def pytest_runtest_logreport(report):
     assert [got[f"test_five.py::test_t[{i}]"]["gpu_busy_ms"] for i in range(5)] == pytest.approx([0.1, 0.2, 0.3, 0.4, 0.5])
 
 
+def test_a_record_hook_in_one_folder_applies_to_its_tests_only(pytester: pytest.Pytester) -> None:
+    """The plugin asks once per module whether a pytest_gpuutil_record hook applies and calls none
+    where none does; a record that the hook replaced still carries what building it cost."""
+    pytester.makeconftest(SYNTHETIC_CONFTEST)
+    hooked = pytester.mkpydir("z_hooked")  # collected after test_out.py
+    (hooked / "conftest.py").write_text(
+        "import dataclasses\n\n"
+        "def pytest_gpuutil_record(item, record, when):\n"
+        "    return dataclasses.replace(record, note='hooked') if item.name == 'test_t[1]' else None\n")
+    (hooked / "test_in.py").write_text(FIVE_TESTS)
+    (pytester.path / "test_out.py").write_text(FIVE_TESTS)
+    run(pytester, "--gpu-util", "--gpu-util-flush", "tests=2").assert_outcomes(passed=10)
+    got = records(pytester)
+    assert {test: r["note"] for test, r in got.items() if r["note"]} == {"z_hooked/test_in.py::test_t[1]": "hooked"}
+    assert all(r["measure_ms"] > 0 for r in got.values())
+    assert got["z_hooked/test_in.py::test_t[1]"]["gpu_busy_ms"] == pytest.approx(0.2)
+
+
 def test_without_a_rule_due_the_last_test_carries_every_record(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(SYNTHETIC_CONFTEST + LOG_BATCHES)
     pytester.makepyfile(test_five=FIVE_TESTS)
