@@ -192,9 +192,10 @@ class Measurement:
             self._prepare_s = time.perf_counter() - began
         if cuda and not torch.cuda.is_initialized():
             # never initialise CUDA here (a test's forked child could then not use it, see
-            # synchronize_if_used): the counters open as torch brings CUDA up (after the activity
-            # capture's start, which is queued first); a test whose call does that gets them over
-            # the rest of its call, said in its note. Failing that, before the next window.
+            # capture.continuous.synchronize_if_used): the counters open as torch brings CUDA up
+            # (after the activity capture's start, which is queued first); a test whose call does
+            # that gets them over the rest of its call, said in its note. Failing that, before the
+            # next window.
             if self.counters_mode == "off" or self.mode == OFF:
                 return
             self._counters_later = (torch, cuda, counter_source)
@@ -285,7 +286,7 @@ class Measurement:
             if self.children_on and cuda:
                 self.children_problem = "child processes are measured only with the continuous CUPTI capture"
             return
-        from pytest_gpuutil.capture.continuous import ContinuousCapture
+        from pytest_gpuutil.capture.continuous import ContinuousCapture, synchronize_if_used
         from pytest_gpuutil.capture.profiler import guard_profiler_starts
 
         enabled = getattr(torch.autograd, "_profiler_enabled", None)
@@ -565,24 +566,6 @@ def _collect_garbage() -> float:
     began = time.perf_counter()
     gc.collect()
     return time.perf_counter() - began
-
-
-def synchronize_if_used(torch: Any) -> Callable[[], None]:
-    """torch.cuda.synchronize, but only once torch has initialised CUDA in this process.
-
-    Before that no GPU work of this process can be pending, and synchronizing would initialise
-    CUDA here: a test's forked child (multiprocessing's fork) could then not use CUDA at all.
-    """
-    cuda = torch.cuda
-    # torch.cuda.synchronize() of the current device without its Python wrapper (a device context
-    # manager around this call: ~8 of its ~10 microseconds on an H100 host)
-    device_synchronize = getattr(torch._C, "_cuda_synchronize", None) or cuda.synchronize
-
-    def synchronize() -> None:
-        if cuda.is_initialized():
-            device_synchronize()
-
-    return synchronize
 
 
 def _stop(source: Any) -> None:
