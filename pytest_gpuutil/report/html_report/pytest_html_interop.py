@@ -8,6 +8,25 @@ from pytest_gpuutil.report.html_report.fields import as_text, bar_parts, fixed, 
 from pytest_gpuutil.report.html_report.svg import Palette, esc, inline_bar
 
 
+#: pytest-html builds a test's row once the test's teardown is logged from 4.1 on (4.0 built the call's
+#: row at once, before the record that comes with the teardown)
+PYTEST_HTML_NEEDED = (4, 1)
+
+
+def pytest_html_too_old() -> str:
+    """The line saying the pytest-html report gets no GPU columns, or "" where its version gives them."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("pytest-html")
+    except PackageNotFoundError:
+        return ""
+    numbers = tuple(int(part) for part in found.split(".")[:2] if part.isdigit())
+    if numbers >= PYTEST_HTML_NEEDED:
+        return ""
+    return f"the pytest-html report gets no GPU columns: they need pytest-html 4.1 or later ({found} here)"
+
+
 def record_extra_html(record: Mapping[str, Any]) -> str:
     """A test's GPU figures and category bar as an HTML fragment with inline styles (pytest-html extras)."""
     parts = bar_parts(record)
