@@ -67,9 +67,15 @@ class PytestHtmlInterop:
 
     def __init__(self) -> None:
         self.records: dict[str, Mapping[str, Any]] = {}
+        #: each test's call report until its teardown: the figures go into its extras, which every
+        #: pytest-html from 4.1 shows (4.1 shows only the call's; 4.2 joins every phase's)
+        self.calls: dict[str, Any] = {}
 
     def pytest_runtest_logreport(self, report: Any) -> None:
+        if report.when == "call":
+            self.calls[report.nodeid] = report
         batch = getattr(report, "gpu_util", None)
+        call = self.calls.pop(report.nodeid, None) if report.when == "teardown" else None
         if report.when != "teardown" or not batch:
             return
         for payload in batch.get("payloads", ()):
@@ -80,7 +86,8 @@ class PytestHtmlInterop:
         if own is not None and _finite(own.get("gpu_busy_ms")) is not None:  # measured on a GPU
             from pytest_html import extras
 
-            report.extras = [*getattr(report, "extras", []), extras.html(record_extra_html(own))]
+            shown = call if call is not None else report
+            shown.extras = [*getattr(shown, "extras", []), extras.html(record_extra_html(own))]
 
     def pytest_html_results_table_header(self, cells: list) -> None:
         cells.insert(3, '<th title="GPU busy time (pytest-gpuutil)">GPU ms</th>')
