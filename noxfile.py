@@ -30,9 +30,8 @@ ROOT = Path(__file__).resolve().parent
 #: Every Python that requires-python admits and that a machine here can have (pyenv's builds).
 PYTHONS = ["3.9", "3.10", "3.11", "3.12", "3.13"]
 #: Where the newest run (the README's test command) leaves the tests it skipped: pytest's cache,
-#: written by tests/helpers/skip_log.py.
+#: written by the root conftest.py.
 SKIP_KEY = Path("v") / "gpuutil" / "skipped"
-
 
 
 def _pyenv_versions() -> None:
