@@ -3,6 +3,9 @@
 - ``pytest_gpuutil.traces._scan``: the C reader of trace JSON. ``optional=True``: where no C
   compiler or Python headers are found, the package installs without it and reads traces with its
   pure-Python readers (the same numbers, slower).
+- ``pytest_gpuutil.capture._waits``: the CUPTI callback that records the host's waits at the
+  synchronizing calls only (see pytest_gpuutil/capture/host_waits.py); without it the waits come
+  from CUPTI's activity kind 38, which makes every kernel launch dearer.
 - ``pytest_gpuutil.children._inject``: the CUDA injection library that measures non-Python child
   processes (``CUDA_INJECTION64_PATH``). A plain shared library (no Python API; never imported),
   built the same optional way; without it such children are reported as not measured.
@@ -58,6 +61,13 @@ setup(
             sources=["pytest_gpuutil/traces/_scan.c"],
             optional=True,
             extra_compile_args=["-O2"],
+        ),
+        Extension(
+            "pytest_gpuutil.capture._waits",
+            sources=["pytest_gpuutil/capture/_waits.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+            libraries=["pthread"],
         ),
         Extension(
             "pytest_gpuutil.children._inject",

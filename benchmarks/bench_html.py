@@ -1,6 +1,7 @@
 """Size and speed of the HTML report on a synthetic run of 1,000 tests.
 
     python benchmarks/bench_html.py [--tests 1000] [--repeats 5] [--out DIR] [--screenshot PNG]
+    python benchmarks/bench_html.py --timelines [--sizes 100,1000,10000] [--repeats 5] [--out DIR]
 
 Builds a synthetic run document (``tests/helpers/synthetic_run.py``: realistic kernel names and category
 mixes, some kernel_bench / gpu_trace results, memory figures on part of the tests, two GPUs and
@@ -11,6 +12,13 @@ the end of the load event with layout forced, so parsing, the page's script and 
 in it; best of ``--repeats`` fresh browsers). Goals: at most 2 MB and 1 s. Writes
 ``DIR/html_report.json`` and ``DIR/html_report.md``. ``--screenshot PNG`` also saves a
 screenshot of a small synthetic report (14 tests, with a baseline).
+
+``--timelines`` measures the page with timelines instead, as a run writes it by default: every
+test with GPU work gets a synthetic timeline (``tests/helpers/timelines.py``), the 30 worst keep
+theirs (``report/timelines.py``) and the page fits them into its budget; for each of ``--sizes``
+it writes the page's bytes and its time to first paint (Chromium: navigation start to the end of
+the load event with layout forced, the first rows and the timelines' data parsed; best of
+``--repeats``) to ``DIR/timeline.json`` (``{"sizes": [{"tests", "bytes", "first_paint_ms"}]}``).
 """
 from __future__ import annotations
 
@@ -32,6 +40,7 @@ from pytest_gpuutil.records import TestRecord  # noqa: E402
 from pytest_gpuutil.report.html_report import baseline_view, render_report  # noqa: E402
 from tests.helpers.headless_chromium import find_chromium, run_page, screenshot  # noqa: E402
 from tests.helpers.synthetic_run import synthetic_baseline, synthetic_document  # noqa: E402
+from tests.helpers.timelines import synthetic_timelines  # noqa: E402
 
 SIZE_GOAL_BYTES = 2_000_000
 LOAD_GOAL_MS = 1000.0
@@ -86,6 +95,42 @@ def measure(doc: dict[str, Any], baseline: Any, repeats: int, chromium: Optional
     return out
 
 
+def timeline_page(tests: int) -> str:
+    """The page of ``tests`` synthetic tests with timelines, as a run writes it by default."""
+    from pytest_gpuutil.report.timelines import DEFAULT_COUNT, PAGE_BUDGET_BYTES, worst_first
+
+    doc = synthetic_document(tests)
+    kept = set(worst_first(doc["tests"], DEFAULT_COUNT))
+    drawn = synthetic_timelines({"tests": [t for t in doc["tests"] if t["test"] in kept]})
+    return render_report(doc, None, timelines=drawn, timeline_budget=PAGE_BUDGET_BYTES)
+
+
+def measure_timelines(sizes: list[int], repeats: int, chromium: Optional[str], out: Optional[str]) -> int:
+    """Bytes and time to first paint of the page with timelines, per number of tests."""
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for tests in sizes:
+            page = timeline_page(tests)
+            row: dict[str, Any] = {"tests": tests, "bytes": len(page.encode("utf-8")), "first_paint_ms": None,
+                                   "timelines": page.count('"v":1,"w":')}
+            if chromium:
+                loads = [run_page(chromium, page, LOAD_SCRIPT, Path(tmp), virtual_time=False) for _ in range(repeats)]
+                row["first_paint_ms"] = round(min(r["opened_ms"] for r in loads), 1)
+                row["script_errors"] = sorted({e for r in loads for e in r["errors"]})
+            rows.append(row)
+    results = {"sizes": rows, "goals": {"bytes": SIZE_GOAL_BYTES, "first_paint_ms": LOAD_GOAL_MS, "at_tests": 1000},
+               "host": host_info(), "chromium": chromium, "repeats": repeats,
+               "first_paint": "navigation start to the end of the load event, layout forced (best of repeats)"}
+    headers = ["tests", "bytes", "timelines", "first paint ms"]
+    table = [[r["tests"], r["bytes"], r["timelines"], r["first_paint_ms"]] for r in rows]
+    markdown = "\n".join([f"### HTML report with timelines (goals at 1,000 tests: <= {SIZE_GOAL_BYTES:,} bytes, "
+                          f"first paint <= {LOAD_GOAL_MS:.0f} ms)", "", markdown_table(headers, table, digits=1)])
+    if out:
+        write_results(out, "timeline", results, markdown)
+    print(text_table(headers, table, digits=1))
+    return 0
+
+
 def _pair(case: dict[str, Any], key: str) -> Optional[str]:
     return f"{case[f'best_{key}']:.0f} / {case[f'median_{key}']:.0f}" if f"best_{key}" in case else None
 
@@ -98,8 +143,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--screenshot", default=None, metavar="PNG", help="save a screenshot of a small report here")
     parser.add_argument("--keep", default=None, metavar="DIR", help="also write the benchmarked pages here")
     parser.add_argument("--no-browser", action="store_true", help="size and render time only")
+    parser.add_argument("--timelines", action="store_true", help="the page with timelines, per --sizes (timeline.json)")
+    parser.add_argument("--sizes", default="100,1000,10000", help="with --timelines: numbers of tests, comma-separated")
     args = parser.parse_args(argv)
     chromium = None if args.no_browser else find_chromium()
+    if args.timelines:
+        return measure_timelines([int(n) for n in args.sizes.split(",")], args.repeats, chromium, args.out)
     doc = synthetic_document(args.tests)
     version = subprocess.run([chromium, "--version"], capture_output=True, text=True).stdout.strip() if chromium else None
     results: dict[str, Any] = {"tests": args.tests, "host": host_info(), "chromium": chromium, "chromium_version": version,

@@ -64,6 +64,15 @@ class TestProfile:
     counters_pending: bool = False
     #: the processes that took part when child processes did (ProcessShare), this one first
     processes: tuple[Any, ...] = ()
+    #: the call's timeline in its compact form (capture/timeline.py), when it is among those drawn
+    timeline: Optional[dict[str, Any]] = None
+
+    def timeline_with_counters(self) -> Optional[dict[str, Any]]:
+        """The timeline with the strip of hardware-counter samples under it, where the counters ran."""
+        strip = getattr(self.counters, "strip", None)
+        if self.timeline is None or not strip:
+            return self.timeline
+        return {**self.timeline, "c": dict(strip)}
 
 
 @dataclass(frozen=True)
@@ -94,8 +103,12 @@ class Measurement:
     def __init__(self, classifier: KernelClassifier, keep_events: bool, cpu_activity: bool, policy: FlushPolicy,
                  use_cupti: bool = True, memory: bool = True, memory_history: bool = False, findings: bool = False,
                  findings_ignore: frozenset[str] = frozenset(), counters: str = "off",
-                 counters_interval_ms: float = 1.0, children: bool = True):
+                 counters_interval_ms: float = 1.0, children: bool = True, timelines: Optional[int] = 0,
+                 timeline_gap_ms: float = 0.1):
         self.classifier = classifier
+        #: tests whose call gets a timeline: the N worst so far (0: none; None: all), and the shortest gap shown
+        self.timelines = timelines
+        self.timeline_gap_ms = timeline_gap_ms
         #: look for findings in each test (CUPTI then also records the host's waits), leaving out these rules
         self.findings = findings
         self.findings_ignore = findings_ignore
@@ -150,9 +163,11 @@ class Measurement:
 
     @property
     def records_host_waits(self) -> bool:
-        """Whether CUPTI records the host's waits (activity kind 38): only the host-sync rule reads
-        them, so they are not recorded when findings are off or that rule is left out (recording
-        them made a small test's CUDA calls dearer on an H100: benchmarks/RESULTS.md, "2026-11-23 night")."""
+        """Whether CUPTI records the host's waits: only the host-sync rule reads them, so they are
+        not recorded when findings are off or that rule is left out. They come from CUPTI's
+        callbacks at the synchronizing calls (capture/host_waits.py), or from activity kind 38 where
+        those cannot be had (kind 38 made every launch dearer on an H100: benchmarks/RESULTS.md,
+        "2026-11-23 late evening")."""
         return self.findings and "host-sync" not in self.findings_ignore
 
     @property
@@ -201,6 +216,8 @@ class Measurement:
         opened = open_counters(self.counters_mode, self.counters_interval_ms, device, own_pids=lambda: self.own_pids(),
                                source=source)
         self.counters = opened.capture
+        if self.counters is not None and self.timelines != 0:
+            self.counters.strips = True
         self.counters_description = opened.description
         self.counters_fallback = opened.fallback
         self.counters_startup_s = opened.startup_s
@@ -225,7 +242,7 @@ class Measurement:
 
             try:
                 source = inherited or CuptiSource(demangle=getattr(torch._C, "_demangle", None),
-                                                  host_syncs=self.records_host_waits)
+                                                  host_syncs=self.records_host_waits, waits_from_callbacks=True)
             except CuptiError as exc:
                 self.fallback_reason = f"CUPTI not usable ({exc}): each test profiled with torch.profiler (slower)"
         if source is not inherited:
@@ -247,6 +264,10 @@ class Measurement:
             keep_events=self.keep_events,
             findings=self.findings,
             findings_ignore=self.findings_ignore,
+            device_name=(lambda: torch.cuda.get_device_name(0) if torch.cuda.is_initialized() else None) if cuda
+            else (lambda: None),
+            timeline_wanted=self._timeline_choice(),
+            timeline_gap_ns=int(self.timeline_gap_ms * 1e6),
         )
         self.mode = CONTINUOUS
         self.source_name = source.name
@@ -257,6 +278,21 @@ class Measurement:
             warnings.warn(f"pytest-gpuutil: {self.capture.broken}; tests are not measured", stacklevel=2)
         if self.children_on:
             self._start_children(torch, source)
+
+    def _timeline_choice(self) -> Optional[Callable[..., bool]]:
+        """Which windows get a timeline: those among the worst so far (see report/timelines.py)."""
+        if self.timelines == 0:
+            return None
+        from pytest_gpuutil.report.timelines import TimelineChoice
+
+        choice = TimelineChoice(self.timelines)
+
+        def wanted(key: Any, wall_ms: float, stats: WindowStats, findings: Optional[tuple[Finding, ...]]) -> bool:
+            impact = max((f.impact_pct for f in findings or ()), default=None)
+            has_work = bool(stats.kernel_count or stats.busy_us)
+            return choice.offer(str(key), TimelineChoice.scores(wall_ms, stats.busy_pct, has_work, impact))[0]
+
+        return wanted
 
     def _wait_for_cuda(self, torch: Any) -> None:
         """CUPTI starts when torch initialises CUDA here, not before (see CuptiSource.now).
@@ -511,5 +547,6 @@ def _profiles(results: list[Any]) -> dict[str, TestProfile]:
     """TestProfiles, by node id, from a continuous capture's WindowResults."""
     return {r.key: TestProfile(r.wall_ms, r.stats, r.note, r.measure_ms,
                                r.stats.window if r.stats is not None else None, r.events,
-                               findings=r.findings, syncs=r.syncs, processes=getattr(r, "processes", ()))
+                               findings=r.findings, syncs=r.syncs, processes=getattr(r, "processes", ()),
+                               timeline=getattr(r, "timeline", None))
             for r in results}

@@ -60,6 +60,28 @@ def rule_ids(text: str) -> frozenset[str]:
         raise argparse.ArgumentTypeError(str(exc).replace("expected findings rule ids: ", "")) from None
 
 
+def findings_floor(text: str) -> Any:
+    """The least saving a finding is reported with: ``MS`` and/or ``PCT%``, e.g. ``1ms,2%`` (``0``: all)."""
+    from pytest_gpuutil.analysis.rules import DEFAULT_FLOOR, Floor  # only when the option is used
+
+    words = [w for w in re.split(r"[,\s]+", str(text).strip().lower()) if w]
+    ms, pct = DEFAULT_FLOOR.ms, DEFAULT_FLOOR.pct
+    if words == ["0"]:
+        return Floor(0.0, 0.0)
+    for word in words:
+        match = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)\s*(ms|%)", word)
+        if match is None or not words:
+            raise argparse.ArgumentTypeError(f"expected MSms and/or PCT%, e.g. '1ms,2%' (or 0: report all), got {text!r}")
+        value = float(match.group(1))
+        if match.group(2) == "%":
+            pct = value
+        else:
+            ms = value
+    if not words:
+        raise argparse.ArgumentTypeError("expected MSms and/or PCT%, e.g. '1ms,2%', got an empty value")
+    return Floor(ms, pct)
+
+
 def table_list(text: str) -> tuple[str, ...]:
     names = tuple(n for n in re.split(r"[,\s]+", str(text).strip()) if n)
     bad = [n for n in names if not re.fullmatch(r"[A-Za-z0-9_-]+", n)]
@@ -100,6 +122,37 @@ def sampling_interval_ms(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number of milliseconds, got {text!r}") from None
     if not 0.01 <= value <= 1000:
         raise argparse.ArgumentTypeError(f"expected 0.01 to 1000 milliseconds, got {text!r}")
+    return value
+
+
+#: --gpu-util-timelines all, as parsed (Settings.timelines holds None for it)
+ALL_TIMELINES = -1
+
+
+def timeline_count(text: str) -> int:
+    """--gpu-util-timelines: a number of worst tests (0 or off: none) or all (ALL_TIMELINES)."""
+    value = str(text).strip().lower()
+    if value == "all":
+        return ALL_TIMELINES
+    if value == "off":
+        return 0
+    try:
+        count = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of tests, all or off, got {text!r}") from None
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of tests >= 0, all or off, got {count}")
+    return count
+
+
+def gap_ms(text: str) -> float:
+    """The shortest idle gap a timeline labels, in ms (0.001 to 60000)."""
+    try:
+        value = float(str(text).strip().removesuffix("ms").strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of milliseconds, got {text!r}") from None
+    if not 0.001 <= value <= 60_000:
+        raise argparse.ArgumentTypeError(f"expected 0.001 to 60000 milliseconds, got {text!r}")
     return value
 
 
@@ -208,9 +261,17 @@ OPTIONS: tuple[OptionSpec, ...] = (
                parse=on_off, default=True, metavar="on|off"),
     OptionSpec("--gpu-util-findings-ignore", "findings rules to leave out, comma-separated, e.g. gpu-idle,memcpy-dominant",
                parse=rule_ids, default=frozenset(), metavar="RULE,RULE"),
+    OptionSpec("--gpu-util-findings-floor", "report a finding only when its fix would save at least MS and PCT% of the "
+               "test's time (default '1ms,2%'; 0: all); the others stay in gpu_util.json under below_floor",
+               parse=findings_floor, metavar="'MSms,PCT%'"),
     OptionSpec("--gpu-util-children", "measure the GPU work of the processes tests start (subprocess, multiprocessing, "
                "torchrun; on, the default) or not (off: no spool, no child bootstrap, no injection library)",
                parse=on_off, default=True, metavar="on|off"),
+    OptionSpec("--gpu-util-timelines", "which tests get a GPU timeline in the HTML report: N (the N worst: a third "
+               "slowest, a third least busy, a third with the costliest findings; default 30), all, or off",
+               parse=timeline_count, default=30, metavar="N|all|off"),
+    OptionSpec("--gpu-util-timeline-gap", "the shortest idle gap a timeline shades and labels, in ms (default 0.1)",
+               parse=gap_ms, default=0.1, metavar="MS"),
 )
 
 #: ini-only keys: (name, type, help)
@@ -372,11 +433,17 @@ class Settings:
     #: look for findings in each test, leaving out these rules
     findings: bool = True
     findings_ignore: frozenset[str] = frozenset()
+    #: the least saving a finding is reported with (None: the rules' DEFAULT_FLOOR)
+    findings_floor: Optional[Any] = None
     #: hardware counters: "auto", "cupti", "gpm" or "off", and PM sampling's interval in ms
     counters: str = "off"
     counters_interval_ms: float = 5.0
     #: measure the GPU work of the processes tests start (--gpu-util-children)
     children: bool = True
+    #: tests with a timeline in the HTML report: the N worst (0: none), or None: all
+    timelines: Optional[int] = 30
+    #: the shortest idle gap a timeline labels (ms)
+    timeline_gap_ms: float = 0.1
 
 
 #: Options that turn measuring on when given on the command line, as --gpu-util does (their ini
@@ -432,5 +499,8 @@ def read_settings(getoption: Callable[[str], Any], getini: Callable[[str], Any])
         history_runs=values["gpu_util_history_runs"],
         findings=values["gpu_util_findings"],
         findings_ignore=values["gpu_util_findings_ignore"],
+        findings_floor=values["gpu_util_findings_floor"],
         children=values["gpu_util_children"],
+        timelines=None if values["gpu_util_timelines"] == ALL_TIMELINES else values["gpu_util_timelines"],
+        timeline_gap_ms=values["gpu_util_timeline_gap"],
     )

@@ -289,7 +289,7 @@ class GpuUtilHooks:
         """This process's own finished tests, to the receiver as they are (no JSON round trip)."""
         receiver = self.state.receiver
         for test in finished:
-            receiver.take(test.record, test.results.metric_rows, test.results.tables, test.thresholds)
+            receiver.take(test.record, test.results.metric_rows, test.results.tables, test.thresholds, test.timeline)
 
     def _finalize(self, item: pytest.Item, record: Any) -> Any:
         return _hooked_record(item, record, "teardown")

@@ -30,7 +30,7 @@ NUMERIC_FIELDS = (
 MAPPING_FIELDS = ("gpu_busy_us_by_device", "categories", "kernel_bench", "gpu_trace", "memory_by_device",
                   "counter_sums")
 #: The TestRecord fields that hold a sequence of mappings (not in the CSV).
-LIST_FIELDS = ("top_kernels", "idle_gaps", "processes")
+LIST_FIELDS = ("top_kernels", "idle_gaps", "processes", "below_floor")
 #: Columns of gpu_util.csv, in order. Every TestRecord field that is a scalar (``findings``: the rule
 #: ids, space-separated; the hardware counters come last, so the older columns keep their places).
 CSV_COLUMNS = ("test", "outcome", *(f for f in NUMERIC_FIELDS if f not in HARDWARE_FIELDS), "top_kernel", "devices",
@@ -94,6 +94,9 @@ class TestRecord:
     #: "evidence"} (see pytest_gpuutil.analysis.rules.Finding); None: findings were not looked for
     #: (turned off, not measured, or a file written before findings existed)
     findings: Optional[tuple[Mapping[str, Any], ...]] = None
+    #: the findings whose saving is below the run's floor (--gpu-util-findings-floor): not reported,
+    #: kept here with their figures (the same shape as ``findings``)
+    below_floor: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def finding_rules(self) -> tuple[str, ...]:

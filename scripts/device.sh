@@ -13,7 +13,7 @@
 # sizes. The device's copy of the tree has no usable git history: note the commit yourself.
 #
 # Adding a step: a function step_NAME (runs under the limit, from the repository root, with
-# $W = OUTDIR/work and $OUT = OUTDIR), one line `defstep NAME LIMIT_S TAIL "what it does"` (TAIL:
+# $W = OUTDIR/work, $OUT = OUTDIR and $STEP_LIMIT_S = its limit in this call), one line `defstep NAME LIMIT_S TAIL "what it does"` (TAIL:
 # how many lines of its log to print after it), and, if files must be collected or summarised
 # whatever happened (also after a timeout), a function after_NAME.
 set -u
@@ -37,9 +37,39 @@ step_overhead() {
   eval "python3 benchmarks/bench_overhead.py --out \"\$W\" --repeats \"${OVERHEAD_REPEATS:-4}\" ${OVERHEAD_ARGS:-}"
 }
 
+defstep cost_model "${COST_LIMIT_S:-400}" 16 "the plugin's cost as a model: benchmarks/cost_model.py, small suites of 100/300/1,000 tests and launch-bound suites of 200/2,000/20,000 kernels a test, plain / default / lean / counters in interleaved rounds until the step's limit less 25 s (\$COST_LIMIT_S, 400); start-up s, µs per test, µs per kernel beyond plain with 95% intervals (cost/cost.json)"
+step_cost_model() {
+  # bytecode written and reused (the script's one untimed run per configuration fills the cache)
+  unset PYTHONDONTWRITEBYTECODE
+  python3 benchmarks/cost_model.py --out "$W/cost" --deadline-s $((${STEP_LIMIT_S:-400} - 25)) ${COST_ARGS:-}
+}
+
+defstep cost_parts "${COST_PARTS_LIMIT_S:-150}" 60 "where the cost model's figures come from, per part: benchmarks/diagnostics/cupti_launch_cost.py (a launch and a small test's body per CUPTI activity kind and host-wait source, fresh processes, \$COST_PARTS_ROUNDS (2) rounds), gpu_path_costs.py (each per-test read and call in a tight loop), session_phases.py --hooks on the small suite (each hook's µs a test, default / lean / counters) (cost_parts/)"
+step_cost_parts() {
+  unset PYTHONDONTWRITEBYTECODE
+  mkdir -p "$W/cost_parts"
+  python3 benchmarks/diagnostics/cupti_launch_cost.py --out "$W/cost_parts" --rounds "${COST_PARTS_ROUNDS:-2}" --launches 10000
+  python3 benchmarks/diagnostics/gpu_path_costs.py --out "$W/cost_parts" --launches 10000 | tail -n 30
+  python3 benchmarks/diagnostics/session_phases.py --out /tmp/cost_parts --hooks --warmup --no-components \
+    --rounds 1 --config "lean=--gpu-util-findings=off --gpu-util-memory=off" --only default --only lean --only counters_on \
+    --suite small
+  cp /tmp/cost_parts/session_phases.json "$W/cost_parts/"
+}
+
 defstep findings 240 40 "findings rules against workloads with and without each problem: validation/findings_truth.py (traces, live CUPTI windows, kind-38 cost, the plugin on both sources; into findings/)"
 step_findings() {
   python3 validation/findings_truth.py "$W/findings"
+}
+
+defstep findings_savings 90 12 "each findings saving estimate against the time its fix saves (pinned copies, TF32, one sync instead of N, a CUDA graph): validation/findings_truth.py --parts savings (findings_savings/savings.json, summary.txt)"
+step_findings_savings() {
+  python3 validation/findings_truth.py "$W/findings_savings" --parts savings
+}
+
+defstep timm_findings 240 20 "findings ranked on timm's model tests (every 40th forward/backward test, ~65, COLUMNS=80; needs .timm/ at the repo root): benchmarks/thirdparty/timm_findings.py, with findings_savings' estimates merged (timm_findings/findings_rank.json, gpu_util/, report.html, pytest.log)"
+step_timm_findings() {
+  python3 benchmarks/thirdparty/timm_findings.py --out "$W/timm_findings" --timm .timm --timeout 220 \
+    --estimates "$W/findings_savings/savings.json"
 }
 
 defstep memory 40 12 "GPU memory truth: validation/memory_truth.py"
@@ -61,8 +91,14 @@ after_examples() {
   cp .gpu_util/gpu_util.json "$W/examples_gpu_util.json" 2>/dev/null
   cp .gpu_util/gpu_util.csv "$W/examples_gpu_util.csv" 2>/dev/null
   cp .gpu_util/report.html "$W/examples_report.html" 2>/dev/null
+  cp .gpu_util/timelines.json.gz "$W/examples_timelines.json.gz" 2>/dev/null
   cp .gpu_util/metric_table_*.csv "$W/" 2>/dev/null
   return 0
+}
+
+defstep examples_truth 120 45 "the main job's story: validation/examples_truth.py runs pytest --gpu-util --gpu-util-html examples/ at COLUMNS=80 in a temporary folder; each problem example exactly its finding, each fix none, the fix's figure moved (examples_truth/: examples.json, examples_80.log, examples_report.html, gpu_util.json)"
+step_examples_truth() {
+  python3 validation/examples_truth.py "$W/examples_truth" --columns 80
 }
 
 defstep gates 120 4 "gates: save a baseline of examples/, then a deliberately slower matmul test, then unchanged code (gate_*.log)"
@@ -310,7 +346,7 @@ run_step() {
     return 1
   fi
   echo "=== $name: ${WHAT[$name]} (limit $limit s, $(date +%T))"
-  timeout -k 10 "$limit" bash "$SELF" __step "$name" >"$W/$name.log" 2>&1
+  STEP_LIMIT_S=$limit timeout -k 10 "$limit" bash "$SELF" __step "$name" >"$W/$name.log" 2>&1
   rc=$?
   [ "$rc" -eq 124 ] && echo "($name stopped at its limit of $limit s)" >>"$W/$name.log"
   echo "$name rc=$rc" >>"$W/$name.log"

@@ -107,7 +107,7 @@ def test_no_module_over_600_lines():
 
 def test_html_page_assets_are_package_files_not_python_strings():
     assets = PACKAGE / "report" / "html_report" / "assets"
-    assert sorted(p.name for p in assets.iterdir() if p.suffix in (".css", ".js")) == ["report.css", "report.js"]
+    assert sorted(p.name for p in assets.iterdir() if p.suffix in (".css", ".js")) == ["report.css", "report.js", "timeline.css", "timeline.js"]
     for path in (PACKAGE / "report" / "html_report").glob("*.py"):
         text = path.read_text(encoding="utf-8")
         assert "function(" not in text.replace(" ", "") and "{display:" not in text.replace(" ", ""), path.name

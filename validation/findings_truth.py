@@ -1,6 +1,6 @@
 """(GPU) The findings rules against workloads that have, or lack, each problem by construction.
 
-    python validation/findings_truth.py OUT [--only NAME,NAME] [--parts record,live,cost,plugin]
+    python validation/findings_truth.py OUT [--only NAME,NAME] [--parts record,live,cost,plugin,savings]
 
 Each part runs in a fresh process under its own time limit, so one failing leaves the others:
 
@@ -20,6 +20,13 @@ Each part runs in a fresh process under its own time limit, so one failing leave
    the workload) under ``pytest --gpu-util`` (CUPTI) and ``--gpu-util-source torch`` (a
    torch.profiler session per test), each writing gpu_util.json and the HTML report to
    OUT/plugin_<source>/.
+
+5. ``savings`` (only when named in ``--parts``): each saving estimate against the time its fix
+   saves (``SAVINGS``: pinned copies, TF32, one sync instead of N, a CUDA graph): the plugin's
+   ``saving_ms`` on live CUPTI windows of the problem (median of 3) against the median wall time of
+   problem minus fix (7 interleaved rounds); OUT/savings.json ``{"estimates": [{"rule",
+   "estimated_ms", "measured_ms", "ratio", "within_2x", ...}]}``, about 30 s; the target is the
+   estimate within a factor of 2 of the measured saving (a FAIL line otherwise).
 
 Every trace, live window and plugin record is checked against ``EXPECT`` (the rules each workload
 must show and must not show); OUT/summary.json holds the findings, the checks and errors, and a
@@ -450,14 +457,167 @@ def plugin(out: Path, only: str) -> dict[str, Any]:
     return found
 
 
-PARTS = {"record": (record, 120), "live": (live, 60), "cost": (lambda out, only: cost(out), 60), "plugin": (plugin, 220)}
+
+#: the savings cases: (rule, what the problem does, what the fix does)
+SAVINGS = {
+    "pageable-memcpy": ("8 x (32 MB pageable host->device copy, 2 x 4096^3 bf16 matmul)",
+                        "the same from pinned memory, non_blocking"),
+    "fp32-matmul": ("10 x 4096^3 fp32 matmul, TF32 off", "the same with TF32 on"),
+    "host-sync": ("200 x (2048^3 bf16 matmul, .sum().item())", "the sums kept on the GPU, one .item() at the end"),
+    "launch-bound": ("2000 x add_ on 1024 floats, launched one by one", "the same 2000 add_ replayed from a CUDA graph"),
+}
+
+
+def saving_cases(torch: Any) -> dict[str, tuple[Callable[[], Any], Callable[[], Any]]]:
+    """rule -> (problem step, fixed step), both built (the savings part warms them up)."""
+    cuda = "cuda"
+    cases: dict[str, tuple[Callable[[], Any], Callable[[], Any]]] = {}
+
+    def tf32(on: bool) -> None:
+        torch.backends.cuda.matmul.allow_tf32 = on
+        torch.backends.cudnn.allow_tf32 = on
+
+    a = torch.randn(4096, 4096, device=cuda, dtype=torch.bfloat16)
+    pageable = [torch.randn(8 * 1024 * 1024) for _ in range(8)]  # 32 MB each
+    pinned = [t.pin_memory() for t in pageable]
+
+    def copies(host: list, blocking: bool) -> Callable[[], Any]:
+        def step() -> Any:
+            out = None
+            for t in host:
+                out = t.to(cuda, non_blocking=not blocking)
+                a @ a
+                a @ a
+            return out
+        return step
+
+    cases["pageable-memcpy"] = (copies(pageable, True), copies(pinned, False))
+    x = torch.randn(4096, 4096, device=cuda)
+
+    def matmuls(allow: bool) -> Callable[[], Any]:
+        def step() -> Any:
+            tf32(allow)
+            for _ in range(10):
+                x @ x
+            tf32(False)
+        return step
+
+    cases["fp32-matmul"] = (matmuls(False), matmuls(True))
+    b = torch.randn(2048, 2048, device=cuda, dtype=torch.bfloat16)
+
+    def syncs(each: bool) -> Callable[[], Any]:
+        def step() -> Any:
+            total = torch.zeros((), device=cuda)
+            for _ in range(200):
+                s = (b @ b).sum()
+                if each:
+                    s.item()
+                total += s
+            return total.item()
+        return step
+
+    cases["host-sync"] = (syncs(True), syncs(False))
+    small = torch.zeros(1024, device=cuda)
+
+    def eager() -> None:
+        for _ in range(2000):
+            small.add_(1)
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        eager()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        eager()
+    cases["launch-bound"] = (eager, graph.replay)
+    return cases
+
+
+def savings(out: Path, only: str, rounds: int = 7) -> dict[str, Any]:
+    """Each estimate against the time its fix saves: the plugin's saving_ms on a live CUPTI window of
+    the problem (the median of ``rounds``), and the median wall time of problem and fix (interleaved)."""
+    import statistics
+
+    import numpy as np
+    import torch
+
+    sys.path.insert(0, str(REPO))
+    from pytest_gpuutil.analysis.findings import find
+    from pytest_gpuutil.analysis.rules import Floor, split_by_floor
+    from pytest_gpuutil.capture.cupti import CuptiSource
+    from pytest_gpuutil.hardware.peaks import findings_figures as device_figures
+    from pytest_gpuutil.traces.model import Window
+
+    torch.zeros(1, device="cuda")
+    name = torch.cuda.get_device_name(0)
+    cases = {rule: steps for rule, steps in saving_cases(torch).items() if not only or rule in only.split(",")}
+    for problem, fix in cases.values():  # warm-up: libraries, allocator, pinned buffers
+        for step in (problem, fix, problem, fix):
+            step()
+        torch.cuda.synchronize()
+    walls: dict[str, tuple[list[float], list[float]]] = {rule: ([], []) for rule in cases}
+    for _ in range(rounds):
+        for rule, (problem, fix) in cases.items():
+            for step, into in ((problem, walls[rule][0]), (fix, walls[rule][1])):
+                torch.cuda.synchronize()
+                began = time.perf_counter()
+                step()
+                torch.cuda.synchronize()
+                into.append((time.perf_counter() - began) * 1000)
+    source = CuptiSource(demangle=getattr(torch._C, "_demangle", None), host_syncs=True)
+    source.start()
+    windows: dict[str, list[tuple[int, int, int]]] = {rule: [] for rule in cases}
+    for _ in range(3):
+        for rule, (problem, _) in cases.items():
+            torch.cuda.synchronize()
+            start = source.now()
+            problem()
+            cutoff = source.now()
+            torch.cuda.synchronize()
+            windows[rule].append((start, cutoff, source.now()))
+    columns, dropped = source.drain()
+    waits = source.drain_syncs()
+    source.stop()
+    starts = np.asarray(columns.starts_ns, dtype=np.int64)
+    ends = starts + np.asarray(columns.durs_ns, dtype=np.int64)
+    wait_starts = np.asarray(waits.starts_ns, dtype=np.int64)
+    wait_ends = wait_starts + np.asarray(waits.durs_ns, dtype=np.int64)
+    context = device_figures(name)
+    estimates = []
+    for rule, spans in windows.items():
+        found_ms, others = [], []
+        for start, cutoff, end in spans:
+            inside = np.flatnonzero((ends > start) & (starts <= end)).tolist()
+            inside_waits = np.flatnonzero((wait_ends > start) & (wait_starts <= end)).tolist()
+            findings = find(columns.take(inside), Window(start, end, "test_call"), syncs=waits.take(inside_waits),
+                            sync_end_ns=cutoff, context=context)
+            reported, _ = split_by_floor(findings, Floor(0.0, 0.0))
+            found_ms.append(next((f.saving_ms for f in reported if f.rule == rule), 0.0))
+            others.append({f.rule: f.saving_ms for f in reported if f.rule != rule})
+        problem_ms, fix_ms = statistics.median(walls[rule][0]), statistics.median(walls[rule][1])
+        estimated, measured = statistics.median(found_ms), problem_ms - fix_ms
+        ratio = estimated / measured if measured > 0 else None
+        estimates.append({"rule": rule, "problem": SAVINGS[rule][0], "fix": SAVINGS[rule][1],
+                          "estimated_ms": round(estimated, 3), "measured_ms": round(measured, 3),
+                          "problem_ms": round(problem_ms, 3), "fix_ms": round(fix_ms, 3),
+                          "ratio": None if ratio is None else round(ratio, 3),
+                          "within_2x": ratio is not None and 0.5 <= ratio <= 2.0,
+                          "estimates_ms": found_ms, "other_findings_ms": others[0] if others else {}})
+    return {"device": name, "device_figures": context, "dropped": dropped, "rounds": rounds, "estimates": estimates}
+
+PARTS = {"record": (record, 120), "live": (live, 60), "cost": (lambda out, only: cost(out), 60), "plugin": (plugin, 220),
+         "savings": (savings, 90)}
+#: the parts run when --parts is not given (savings: its own device step, findings_savings)
+DEFAULT_PARTS = ("record", "live", "cost", "plugin")
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
     parser.add_argument("--only", default="")
-    parser.add_argument("--parts", default=",".join(PARTS))
+    parser.add_argument("--parts", default=",".join(DEFAULT_PARTS))
     parser.add_argument("--part", choices=tuple(PARTS), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     out = Path(args.out).resolve()
@@ -521,6 +681,10 @@ def _summary_lines(summary: dict[str, Any], parts: list[str]) -> tuple[list[str]
         lines.append(f"plugin {source}: rc {run['rc']} in {run['seconds']} s; {run['findings_section']}")
         for name, facts in run["tests"].items():
             judge(f"plugin-{source}", name, facts)
+    for case in (summary.get("savings") or {}).get("estimates") or ():
+        line = (f"saving {case['rule']}: estimated {case['estimated_ms']} ms, measured {case['measured_ms']} ms "
+                f"(problem {case['problem_ms']} ms, fix {case['fix_ms']} ms)")
+        (lines if case["within_2x"] else failures).append(("ok   " if case["within_2x"] else "FAIL ") + line)
     if summary.get("cost"):
         lines.append(f"kind 38 cost, median ms: {summary['cost']['median_ms']}")
     for part in parts:

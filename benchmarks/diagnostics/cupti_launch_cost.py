@@ -14,7 +14,9 @@ launch / per body:
 - ``kernels``: the plugin's CUPTI source with concurrent-kernel records only;
 - ``kernels_memcpy``, ``kernels_memset``: with memcpy (host/device and peer) or memset records too;
 - ``gpu_work``: kernels, memcpy and memset (``--gpu-util-findings=off``);
-- ``gpu_work_syncs``: and the host's waits (the default: findings on).
+- ``gpu_work_syncs``: and the host's waits from activity kind 38 (the default before the callbacks);
+- ``gpu_work_callbacks``: the host's waits from CUPTI's callbacks at the synchronizing calls only
+  (``capture/host_waits.py``: the default with findings on).
 
 Writes DIR/cupti_launch_cost.json and prints a table.
 """
@@ -28,7 +30,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIGS = ("plain", "kernels", "kernels_memcpy", "kernels_memset", "gpu_work", "gpu_work_syncs")
+CONFIGS = ("plain", "kernels", "kernels_memcpy", "kernels_memset", "gpu_work", "gpu_work_syncs", "gpu_work_callbacks")
 
 
 def one_process(config: str, launches: int) -> dict[str, float]:
@@ -42,12 +44,15 @@ def one_process(config: str, launches: int) -> dict[str, float]:
     if config != "plain":
         from pytest_gpuutil.capture import cupti
 
-        source = cupti.CuptiSource(demangle=torch._C._demangle, host_syncs=config == "gpu_work_syncs")
+        source = cupti.CuptiSource(demangle=torch._C._demangle, host_syncs=config.startswith("gpu_work_"),
+                                   waits_from_callbacks=config == "gpu_work_callbacks")
         only = {"kernels": (), "kernels_memcpy": (cupti.KIND_MEMCPY, cupti.KIND_MEMCPY2),
                 "kernels_memset": (cupti.KIND_MEMSET,)}.get(config)
         if only is not None:
             source.kinds = (cupti.KIND_CONCURRENT_KERNEL, *only)
         source.start()
+        if config == "gpu_work_callbacks" and source.host_waits != "callbacks":
+            raise SystemExit(f"no callbacks: {source.host_waits_note or 'capture/_waits.c not built'}")
     x = torch.zeros(256, device="cuda")
 
     def body() -> None:

@@ -6,11 +6,12 @@ Prints and writes DIR/gpu_path_costs.json:
 
 - ``launch_us``: one tiny kernel's launch (``x.add_(1)`` on 256 floats, ``--launches`` in a row,
   then a synchronize), median of 5 loops: without CUPTI, with the plugin's CUPTI source (GPU work
-  only; then with the host's waits too), and after it stopped;
+  only; then with the host's waits too, from activity kind 38 and from the callbacks at the
+  synchronizing calls), and after it stopped;
 - ``small_test_us``: the small overhead suite's test body (ones, mul, add, sum, item), the same way;
 - ``call_us``: the per-test calls of the plugin's path, each timed over 5,000 calls: both
-  synchronizes, CUDA's initialised check, CUPTI's clock, the memory counters (read, reset, the
-  meter's begin and end);
+  synchronizes (also with the callbacks subscribed), CUDA's initialised check, CUPTI's clock, the
+  memory counters (read, reset, the meter's begin and end);
 - ``drain_us_per_record``: turning the collected records into columns.
 """
 from __future__ import annotations
@@ -101,12 +102,23 @@ def main(argv: list[str] | None = None) -> int:
     calls["MemoryMeter.begin+end"] = per_call_us(lambda: meter.end(meter.begin()))
     source_syncs.drain()
     source_syncs.stop()
+    source_callbacks = CuptiSource(demangle=getattr(torch._C, "_demangle", None), host_syncs=True,
+                                   waits_from_callbacks=True)
+    source_callbacks.start()
+    with_callbacks = loops()
+    calls["_C._cuda_synchronize (callbacks on)"] = per_call_us(torch._C._cuda_synchronize)
+    result["host_waits"] = source_callbacks.host_waits + (f" ({source_callbacks.host_waits_note})"
+                                                          if source_callbacks.host_waits_note else "")
+    source_callbacks.drain()
+    source_callbacks.stop()
     after = loops()
     result.update({
         "launch_us": {name: got["tiny_launch"] for name, got in
-                      (("plain", plain), ("cupti", with_cupti), ("cupti_host_syncs", with_syncs), ("after_stop", after))},
+                      (("plain", plain), ("cupti", with_cupti), ("cupti_host_syncs", with_syncs),
+                       ("cupti_host_waits_callbacks", with_callbacks), ("after_stop", after))},
         "small_test_us": {name: got["small_test"] for name, got in
-                          (("plain", plain), ("cupti", with_cupti), ("cupti_host_syncs", with_syncs), ("after_stop", after))},
+                          (("plain", plain), ("cupti", with_cupti), ("cupti_host_syncs", with_syncs),
+                           ("cupti_host_waits_callbacks", with_callbacks), ("after_stop", after))},
         "call_us": calls,
         "drain": {"records": records, "s": drain_s, "us_per_record": drain_s / max(records, 1) * 1e6},
     })

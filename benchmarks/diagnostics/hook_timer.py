@@ -30,7 +30,7 @@ METHODS = (
     ("pytest_gpuutil.capture.continuous", "ContinuousCapture", ("begin", "end", "flush", "ensure_started",
                                                                 "_findings", "_attribute")),
     ("pytest_gpuutil.capture.memory", "MemoryMeter", ("begin", "end")),
-    ("pytest_gpuutil.capture.cupti", "CuptiSource", ("now", "drain", "drain_syncs")),
+    ("pytest_gpuutil.capture.cupti", "CuptiSource", ("now", "drain", "drain_syncs", "_take_waits")),
     ("pytest_gpuutil.hardware.capture", "CounterCapture", ("begin", "end", "flush")),
     ("pytest_gpuutil.session.receiving", "Receiver", ("receive_batch", "receive", "take")),
     ("pytest_gpuutil.session.state", "GpuUtilSession", ("make_record", "finish")),

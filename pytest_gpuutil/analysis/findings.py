@@ -15,12 +15,23 @@ from a record's figures with :func:`counter_findings`.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
-from pytest_gpuutil.analysis.rules import RULE_IDS, RULES, RULES_BY_ID, Finding, Glance
+from pytest_gpuutil.analysis.rules import (
+    DEFAULT_FLOOR,
+    RULE_IDS,
+    RULES,
+    RULES_BY_ID,
+    Finding,
+    Floor,
+    Glance,
+    severity_of,
+)
 from pytest_gpuutil.analysis.window_facts import Timeline, WindowFacts
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Trace, Window
 
@@ -28,14 +39,14 @@ if TYPE_CHECKING:
     from pytest_gpuutil.analysis.summary import TraceSummary
     from pytest_gpuutil.analysis.windows import WindowStats
 
-__all__ = ["Finding", "Glance", "RULE_IDS", "counter_findings", "find", "find_in_trace", "glance", "may_fire",
-           "parse_rule_ids"]
+__all__ = ["Finding", "Fix", "Glance", "RULE_IDS", "counter_findings", "find", "find_in_trace", "findings_summary",
+           "glance", "may_fire", "parse_rule_ids", "rank_fixes", "worst_tests"]
 
 
 def find(events: GpuColumns, window: Window, classifier: Optional[KernelClassifier] = None,
          syncs: Optional[SyncColumns] = None, *, hardware: Optional[Mapping[str, Any]] = None,
          ignore: Iterable[str] = (), sync_end_ns: Optional[int] = None, timeline: Optional[Timeline] = None,
-         seen: Optional[Glance] = None) -> tuple[Finding, ...]:
+         seen: Optional[Glance] = None, context: Optional[Mapping[str, Any]] = None) -> tuple[Finding, ...]:
     """The findings of one window.
 
     ``syncs``: the host's waits (None or empty: ``host-sync`` is not checked); ``hardware``: counter
@@ -43,13 +54,18 @@ def find(events: GpuColumns, window: Window, classifier: Optional[KernelClassifi
     ``ignore``: rule ids left out; ``sync_end_ns``: waits from then on are not the test's (the
     capture's own closing synchronize); ``timeline`` and ``seen``: what an analysis of the same
     window already found (its timeline, its figures for the rules' gates), so that it is not
-    computed again. They change nothing but the time it takes.
+    computed again. They change nothing but the time it takes. ``context``: what the capture knew of
+    the window and the device, for the savings and gpu-idle's naming of its time before the first
+    kernel (``first_gpu_work``, ``cuda_came_up``, ``first_library_use``, ``child_startup_ms``; the
+    estimates' constants measured on this device, e.g. ``gemm_speedup`` from
+    :func:`pytest_gpuutil.hardware.peaks.findings_figures`).
     """
     if window.duration_ns <= 0:
         return ()
     facts = WindowFacts(events, window, classifier or KernelClassifier(), syncs or None, sync_end_ns, timeline,
                         seen.event_count if seen is not None else None)
-    figures = {key: float(value) for key, value in (hardware or {}).items() if _finite(value)}
+    given = {**(context or {}), **(hardware or {})}
+    figures = {key: float(value) for key, value in given.items() if _finite(value)}
     skipped = set(ignore)
     found = {}
     for rule in RULES:
@@ -57,7 +73,10 @@ def find(events: GpuColumns, window: Window, classifier: Optional[KernelClassifi
             finding = rule.check(facts, rule.limits, figures)
             if finding is not None:
                 found[rule.id] = finding
-    return tuple(finding for rule_id, finding in found.items() if not _superseded(rule_id, finding, found))
+    kept = {rule_id: finding for rule_id, finding in found.items() if not _superseded(rule_id, finding, found)}
+    if "gpu-idle" in kept and ("launch-bound" in kept or "host-sync" in kept):
+        kept["gpu-idle"] = without_between(kept["gpu-idle"], window.duration_ns)
+    return tuple(kept.values())
 
 
 def glance(stats: "WindowStats | TraceSummary", waits: Optional[int] = None) -> Glance:
@@ -73,13 +92,16 @@ def may_fire(figures: Glance, ignore: Iterable[str] = ()) -> bool:
         rule.gate(figures, rule.limits) for rule in RULES if rule.gate is not None and rule.id not in skipped)
 
 
-def counter_findings(busy_pct: Optional[float], sm_pct: Optional[float], ignore: Iterable[str] = ()) -> tuple[Finding, ...]:
+def counter_findings(busy_pct: Optional[float], sm_pct: Optional[float], ignore: Iterable[str] = (),
+                     window_ms: Optional[float] = None) -> tuple[Finding, ...]:
     """The findings of the rules that read hardware counters (``low-sm-activity``), from a test's
-    record figures; none when a figure is missing."""
+    record figures (``window_ms``: its wall time, what the saving is a share of); none when a
+    figure is missing."""
     if not (_finite(busy_pct) and _finite(sm_pct)):
         return ()
     empty = WindowFacts(GpuColumns(), Window(0, 1, "counters"), KernelClassifier())
-    figures = {"busy_pct": float(busy_pct), "sm_pct": float(sm_pct), "events": 1.0}  # type: ignore[arg-type]
+    figures = {"busy_pct": float(busy_pct), "sm_pct": float(sm_pct), "events": 1.0,  # type: ignore[arg-type]
+               "window_ms": float(window_ms) if _finite(window_ms) else 0.0}
     skipped = set(ignore)
     found = (rule.check(empty, rule.limits, figures) for rule in RULES if rule.gate is None and rule.id not in skipped)
     return tuple(f for f in found if f is not None)
@@ -123,3 +145,100 @@ def _superseded(rule_id: str, finding: Finding, found: Mapping[str, Finding]) ->
 
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def without_between(finding: Finding, window_ns: int) -> Finding:
+    """gpu-idle's finding with the idle time between kernels left out of its saving (another rule of
+    the same window, launch-bound or host-sync, names that time and counts it)."""
+    between_ms = float(finding.evidence.get("idle_between_us", 0.0)) / 1000
+    if not between_ms:
+        return finding
+    saving_ms = max(0.0, finding.saving_ms - between_ms)
+    saving_pct = 100.0 * saving_ms * 1e6 / window_ns if window_ns > 0 else 0.0
+    return dataclasses.replace(finding, saving_ms=round(saving_ms, 3), saving_pct=round(saving_pct, 2),
+                   severity=severity_of(saving_ms, saving_pct),
+                   saving_basis=f"{finding.saving_basis}; less the {between_ms:.1f} ms between kernels that "
+                                f"launch-bound or host-sync counts: {saving_ms:.1f} ms")
+
+
+# -- the run's ranking ---------------------------------------------------------------------------
+
+#: the worst tests gpu_util.json's findings_summary lists
+WORST_TESTS_KEPT = 10
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One entry of the session's ranking: a rule's fix in one file, over its tests."""
+
+    rule: str
+    #: the test file (the node id's path), where the fix is made
+    scope: str
+    tests: int
+    saving_ms: float
+
+    @property
+    def action(self) -> str:
+        rule = RULES_BY_ID.get(self.rule)
+        return rule.action if rule is not None and rule.action else f"fix {self.rule}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": self.rule, "scope": self.scope, "tests": self.tests, "saving_ms": round(self.saving_ms, 3),
+                "action": self.action}
+
+
+def scope_of(test: str) -> str:
+    """The file a test id is in (``tests/test_models.py::test_x[a]`` -> ``tests/test_models.py``)."""
+    return test.split("::", 1)[0]
+
+
+def rank_fixes(pairs: Iterable[tuple[str, Optional[Sequence[Any]]]]) -> list[Fix]:
+    """The reported findings of (test, findings) pairs grouped by rule and file, largest summed
+    ``saving_ms`` first (then rule order, then file)."""
+    sums: dict[tuple[str, str], list[float]] = {}
+    for test, found in pairs:
+        for item in found if isinstance(found, (list, tuple)) else ():
+            if isinstance(item, Mapping):
+                finding = Finding.from_dict(item)
+                entry = sums.setdefault((finding.rule, scope_of(test)), [0, 0.0])
+                entry[0] += 1
+                entry[1] += finding.saving_ms
+    order = {rule: i for i, rule in enumerate(RULES_BY_ID)}
+    fixes = [Fix(rule, scope, int(n), total) for (rule, scope), (n, total) in sums.items()]
+    return sorted(fixes, key=lambda f: (-f.saving_ms, order.get(f.rule, len(order)), f.scope))
+
+
+def worst_tests(pairs: Iterable[tuple[str, Optional[Sequence[Any]]]]) -> list[tuple[str, float, str]]:
+    """(test, its findings' summed saving in ms, the rule with the largest), largest first."""
+    found = []
+    for test, items in pairs:
+        findings = [Finding.from_dict(i) for i in items or () if isinstance(i, Mapping)]
+        if findings:
+            top = max(findings, key=lambda f: f.saving_ms)
+            found.append((test, sum(f.saving_ms for f in findings), top.rule))
+    return sorted(found, key=lambda t: (-t[1], t[0]))
+
+
+def findings_summary(tests: Iterable[Mapping[str, Any]], floor: Optional[Floor] = None) -> Optional[dict[str, Any]]:
+    """gpu_util.json's ``findings_summary`` from its tests (records' dicts): the counts, the floor,
+    the ranking (``top``: every rule-and-file group, largest saving first) and the worst tests;
+    None when findings were looked for in no test."""
+    checked = [t for t in tests if isinstance(t.get("findings"), (list, tuple))]
+    if not checked:
+        return None
+    floor = floor or DEFAULT_FLOOR
+    pairs = [(str(t.get("test", "")), t.get("findings")) for t in checked]
+    fixes = rank_fixes(pairs)
+    below = [Finding.from_dict(f) for t in checked for f in t.get("below_floor") or () if isinstance(f, Mapping)]
+    return {
+        "floor": {"ms": floor.ms, "pct": floor.pct},
+        "tests": len(checked),
+        "tests_with_findings": sum(1 for _, found in pairs if found),
+        "findings": sum(len(found or ()) for _, found in pairs),
+        "below_floor": len(below),
+        "below_floor_saving_ms": round(sum(f.saving_ms for f in below), 3),
+        "saving_ms": round(sum(f.saving_ms for f in fixes), 3),
+        "top": [f.to_dict() for f in fixes],
+        "worst_tests": [{"test": test, "saving_ms": round(ms, 3), "rule": rule}
+                        for test, ms, rule in worst_tests(pairs)[:WORST_TESTS_KEPT]],
+    }

@@ -5,8 +5,14 @@ one table (``Limit``: value, unit, why that value) and a check that reads
 :class:`~pytest_gpuutil.analysis.window_facts.WindowFacts` and returns a :class:`Finding` or None.
 The README's "Findings" section states every limit; a test holds the two together.
 
-Severity comes from ``impact_pct``, the share of the window (× devices that worked, as busy %)
-that the problem takes: ``high`` from 50 %, ``medium`` from 20 %, else ``low``.
+Every finding estimates ``saving_ms``, the time its fix would save, from its own evidence, with
+the basis in ``saving_basis`` (each rule's ``saving`` field says how; the constants it uses are its
+``estimates``). Severity comes from what is at stake: the saving and its share of the window (the
+test's wall time): ``high`` from 10 ms and 25 %, ``medium`` from 3 ms and 10 %, else ``low``
+(:data:`SEVERITY_FROM`). A finding below the floor (:data:`DEFAULT_FLOOR`: a saving under 1 ms or
+under 2 % of the window; ``--gpu-util-findings-floor``) is not reported, but kept with its figures
+(:func:`split_by_floor`). ``impact_pct`` (the share of the window the problem takes) stays in the
+evidence of each finding.
 """
 from __future__ import annotations
 
@@ -21,8 +27,27 @@ from pytest_gpuutil.analysis.window_facts import MEMCPY, WindowFacts
 
 HIGH, MEDIUM, LOW = "high", "medium", "low"
 SEVERITIES = (HIGH, MEDIUM, LOW)
-#: impact (percent of the window) from which a finding is high or medium
-SEVERITY_FROM = ((HIGH, 50.0), (MEDIUM, 20.0))
+#: (severity, least saving in ms, least saving as % of the window): the first that both reach
+SEVERITY_FROM = ((HIGH, 10.0, 25.0), (MEDIUM, 3.0, 10.0))
+
+
+class Floor(NamedTuple):
+    """The least saving a finding is reported with: both ``ms`` and ``pct`` (of the test's wall time)."""
+
+    ms: float = 1.0
+    pct: float = 2.0
+
+    @property
+    def text(self) -> str:
+        return f"{self.ms:g} ms and {self.pct:g} % of the test's time"
+
+    def keeps(self, finding: "Finding") -> bool:
+        return finding.saving_ms >= self.ms and finding.saving_pct >= self.pct
+
+
+#: a saving under 1 ms is too small to act on in one test, and under 2 % of a test's time it is
+#: within the run-to-run noise of its wall time
+DEFAULT_FLOOR = Floor()
 
 
 @dataclass(frozen=True)
@@ -37,31 +62,50 @@ class Finding:
     fix: str
     #: the events, kernels and times behind it (JSON-able; times in µs, from the window's start)
     evidence: Mapping[str, Any] = field(default_factory=dict)
-    #: the share of the window the problem takes, percent (what severity and "worst tests" go by)
+    #: the share of the window the problem takes, percent
     impact_pct: float = 0.0
+    #: the time the fix would save, ms (estimated from the evidence; what severity and ranking go by)
+    saving_ms: float = 0.0
+    #: the saving's share of the window (the test's wall time), percent
+    saving_pct: float = 0.0
+    #: how ``saving_ms`` was estimated, one line with its figures
+    saving_basis: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule, "severity": self.severity, "message": self.message, "fix": self.fix,
-                "impact_pct": round(self.impact_pct, 2), "evidence": dict(self.evidence)}
+                "impact_pct": round(self.impact_pct, 2), "saving_ms": round(self.saving_ms, 3),
+                "saving_pct": round(self.saving_pct, 2), "saving_basis": self.saving_basis,
+                "evidence": dict(self.evidence)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Finding":
         """A finding read back from gpu_util.json (missing fields take their defaults)."""
-        impact = data.get("impact_pct", 0.0)
         evidence = data.get("evidence")
         return cls(str(data.get("rule", "")), str(data.get("severity", LOW)), str(data.get("message", "")),
                    str(data.get("fix", "")), dict(evidence) if isinstance(evidence, Mapping) else {},
-                   float(impact) if isinstance(impact, (int, float)) and not isinstance(impact, bool) else 0.0)
+                   _number(data.get("impact_pct")), _number(data.get("saving_ms")), _number(data.get("saving_pct")),
+                   str(data.get("saving_basis", "")))
+
+
+def _number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+def split_by_floor(findings: Sequence[Finding], floor: Floor = DEFAULT_FLOOR) -> tuple[tuple[Finding, ...], tuple[Finding, ...]]:
+    """(reported, below the floor) of one test's findings, each in the order given."""
+    return tuple(f for f in findings if floor.keeps(f)), tuple(f for f in findings if not floor.keeps(f))
 
 
 class Limit(NamedTuple):  # NamedTuples here, not dataclasses: cheaper to define (the CLI's start-up)
     value: float
-    unit: str  # "%", "µs", "ms" or "" (a count)
+    unit: str  # "%", "µs", "ms", "" (a count); estimates also "GB/s" and "x" (a speed-up)
     reason: str
 
     @property
     def text(self) -> str:
         number = f"{self.value:g}"
+        if self.unit == "x":
+            return f"{number}x"
         return f"{number} %" if self.unit == "%" else f"{number} {self.unit}".strip()
 
 
@@ -100,14 +144,31 @@ class Rule(NamedTuple):
     superseded_when: Callable[[Finding], bool] = lambda finding: True
     #: False when the rule cannot fire on a window (see Glance); None: reads no events (counters)
     gate: Optional[Gate] = None
+    #: how ``saving_ms`` is estimated, one line (the findings page and the report say it)
+    saving: str = ""
+    #: the constants the estimate uses, with where each comes from
+    estimates: Mapping[str, Limit] = MappingProxyType({})
+    #: the fix as the session's ranking words it: "<action> in <file>: N tests, about T"
+    action: str = ""
 
 
-def severity_of(impact_pct: float) -> str:
-    return next((name for name, least in SEVERITY_FROM if impact_pct >= least), LOW)
+def severity_of(saving_ms: float, saving_pct: float) -> str:
+    """The severity of a saving of ``saving_ms``, ``saving_pct`` % of the test's wall time."""
+    return next((name for name, ms, pct in SEVERITY_FROM if saving_ms >= ms and saving_pct >= pct), LOW)
 
 
-def _finding(rule_id: str, message: str, fix: str, impact: float, **evidence: Any) -> Finding:
-    return Finding(rule_id, severity_of(impact), message, fix, evidence, round(impact, 2))
+def _finding(facts: Any, rule_id: str, message: str, fix: str, impact: float, saving_ns: float, basis: str,
+             **evidence: Any) -> Finding:
+    saving_ns = max(0.0, saving_ns)
+    saving_pct = _pct(saving_ns, facts.window_ns)
+    return Finding(rule_id, severity_of(saving_ns / 1e6, saving_pct), message, fix, evidence, round(impact, 2),
+                   round(saving_ns / 1e6, 3), round(saving_pct, 2), basis)
+
+
+def _estimate(hw: Mapping[str, float], rule_id: str, name: str) -> float:
+    """An estimate's constant: a figure measured on this device (``hw``) where given, else the registry's."""
+    value = hw.get(name)
+    return value if value is not None and value > 0 else RULES_BY_ID[rule_id].estimates[name].value
 
 
 def _us(ns: float) -> float:
@@ -186,12 +247,19 @@ def _pageable(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[str, 
         return None
     total, copies, share = found
     by_name = {row.name: row.count for row in facts.totals(wanted)}
+    pageable, pinned = _estimate(hw, "pageable-memcpy", "pageable_gbps"), _estimate(hw, "pageable-memcpy", "pinned_gbps")
+    latency = _estimate(hw, "pageable-memcpy", "copy_latency_us") * 1000
+    moving = max(0.0, total - copies * latency)
+    saving = moving * (1 - pageable / pinned)
     return _finding(
-        "pageable-memcpy",
+        facts, "pageable-memcpy",
         f"{copies} copies from or to pageable host memory took {_ms_text(total)}, {share:.0f}% of GPU busy time",
         "pin the host memory (tensor.pin_memory(), DataLoader(pin_memory=True)) and copy with non_blocking=True, "
         "or create the tensors on the GPU (device='cuda')",
-        facts.pct_of_window(total), copies=copies, total_us=_us(total), share_of_busy_pct=round(share, 1),
+        facts.pct_of_window(total), saving,
+        f"{_ms_text(total)} of pageable copies (less {latency / 1000:g} µs each) at {pageable:g} GB/s, "
+        f"the same bytes at {pinned:g} GB/s pinned: {_ms_text(saving)}",
+        copies=copies, total_us=_us(total), share_of_busy_pct=round(share, 1),
         longest_us=_us(int(max(facts.lengths_of(wanted)))), by_name=by_name)
 
 
@@ -205,13 +273,17 @@ def _host_sync(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[str,
     if waits.count < limits["min_waits"].value or share < limits["min_idle_after_pct"].value:
         return None
     names = ", ".join(f"{name} {count}" for name, count in waits.by_name)
+    # one wait stays (the value is read once, at the end): the idle after the others is saved
+    saving = waits.idle_after_ns * (waits.count - 1) / waits.count
     return _finding(
-        "host-sync",
+        facts, "host-sync",
         f"the host waited for the GPU {waits.count} times ({names}); the GPU then sat idle "
         f"{_ms_text(waits.idle_after_ns)}, {share:.0f}% of the window",
         "keep results on the GPU inside loops: drop .item(), .cpu(), .tolist(), print() of GPU tensors and "
         "torch.cuda.synchronize() from the loop, read values once at the end",
-        share, waits=waits.count, by_name=dict(waits.by_name), wait_us=_us(waits.wait_ns),
+        share, saving, f"the GPU sat idle {_ms_text(waits.idle_after_ns)} after {waits.count} waits; one wait "
+                       f"instead of {waits.count} keeps {waits.count - 1}/{waits.count} of it: {_ms_text(saving)}",
+        waits=waits.count, by_name=dict(waits.by_name), wait_us=_us(waits.wait_ns),
         idle_after_us=_us(waits.idle_after_ns),
         worst=[{"start_us": _us(s), "dur_us": _us(e - s), "idle_after_us": _us(i)} for s, e, i in waits.worst])
 
@@ -235,13 +307,17 @@ def _launch_bound(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[s
     median_kernel, median_gap = _median(lengths), _median(gaps)
     impact = facts.pct_of_window(timeline.idle_between_ns)
     top = facts.counts(facts.is_kernel)[:3]
+    floor = _estimate(hw, "launch-bound", "graph_gap_us") * 1000
+    saving = timeline.idle_between_ns - count * floor
     return _finding(
-        "launch-bound",
+        facts, "launch-bound",
         f"{count:,} kernels, median {median_kernel / 1000:.1f} µs, median gap {median_gap / 1000:.1f} µs: "
         f"the GPU was busy {busy_pct:.0f}% of the window",
         "launch fewer, larger kernels: capture the loop in a CUDA graph (torch.cuda.graphs, "
         "torch.compile(mode='reduce-overhead')), fuse small ops (torch.compile) or batch the work",
-        impact, kernels=count, median_kernel_us=_us(median_kernel), median_gap_us=_us(median_gap),
+        impact, saving, f"{_ms_text(timeline.idle_between_ns)} idle between {count:,} kernels, less "
+                        f"{floor / 1000:g} µs a launch that a CUDA graph still leaves: {_ms_text(saving)}",
+        kernels=count, median_kernel_us=_us(median_kernel), median_gap_us=_us(median_gap),
         busy_pct=round(busy_pct, 1), idle_between_us=_us(timeline.idle_between_ns),
         most_launched=[{"name": _short(name), "count": count} for name, count in top])
 
@@ -270,26 +346,58 @@ def _fp32_matmul(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[st
         return None
     total, count, share = found
     rows = facts.totals(wanted)
+    gemm_x, conv_x = _estimate(hw, "fp32-matmul", "gemm_speedup"), _estimate(hw, "fp32-matmul", "conv_speedup")
+    conv_ns = sum(r.total_ns for r in rows if r.category == CONV)
+    conv_share = conv_ns / max(1, sum(r.total_ns for r in rows))
+    saving = total * ((1 - conv_share) * (1 - 1 / gemm_x) + conv_share * (1 - 1 / conv_x))
     return _finding(
-        "fp32-matmul",
+        facts, "fp32-matmul",
         f"{count} fp32 matmul/conv kernels without TF32 took {_ms_text(total)}, {share:.0f}% of GPU busy time "
         f"({_short(rows[0].name, 60)})",
         "allow TF32 (torch.set_float32_matmul_precision('high'); torch.backends.cudnn.allow_tf32 = True for "
         "convolutions) or run them in bf16 (torch.autocast) where the test's tolerance allows",
-        facts.pct_of_window(total), kernels=count, total_us=_us(total), share_of_busy_pct=round(share, 1),
+        facts.pct_of_window(total), saving,
+        f"{_ms_text(total)} of fp32 kernels ({conv_share * 100:.0f}% convolutions) at the TF32 speed-up "
+        f"({gemm_x:g}x matmul, {conv_x:g}x convolution): {_ms_text(saving)}",
+        kernels=count, total_us=_us(total), share_of_busy_pct=round(share, 1),
         top_kernels=[{"name": _short(r.name), "count": r.count, "total_us": _us(r.total_ns)} for r in rows[:3]])
 
 
 # -- gpu-idle -----------------------------------------------------------------------------------
 
 _IDLE_FIXES = {
-    "before": "the GPU waited for the test's set-up: build models and data in a fixture (scope='module' or "
-              "'session'), or warm up outside the measured code",
     "between": "the host kept the GPU waiting between kernels: look for Python work, data loading or host syncs "
                "between GPU ops; batch the work, overlap loading (DataLoader workers, pinned non_blocking copies)",
     "after": "the GPU finished early and the test went on on the host: keep checks and post-processing on the GPU, "
              "or move them out of the measured code",
 }
+
+#: what the time before the first kernel was, as far as the capture can name it: (what, fix, paid once
+#: per process: moving it elsewhere saves the run nothing)
+BEFORE_CAUSES: Mapping[str, tuple[str, str, bool]] = MappingProxyType({
+    "cuda-init": ("CUDA context and kernel loading: the first GPU work of this process",
+                  "paid once per process: nothing to save for the run; a session fixture that touches the GPU "
+                  "(torch.zeros(1, device='cuda')) keeps it out of this test's figures", True),
+    "library-init": ("cuBLAS/cuDNN/NCCL start-up: their first use in this process",
+                     "paid once per process: nothing to save for the run; a session fixture that runs one small "
+                     "matmul/conv keeps it out of this test's figures", True),
+    "child-process": ("a child process starting",
+                      "start the process once (a module- or session-scoped fixture) and reuse it, or keep the work "
+                      "in the test's process", False),
+    "host-work": ("the test's own host work (set-up)",
+                  "the GPU waited for the test's set-up: build models and data in a fixture (scope='module' or "
+                  "'session'), or warm up outside the measured code", False),
+})
+
+
+def before_cause(hw: Mapping[str, float]) -> str:
+    """What the idle time before the first kernel was, from what the capture knew of the window
+    (``child_startup_ms``, ``cuda_came_up``, ``first_gpu_work``, ``first_library_use``)."""
+    if hw.get("child_startup_ms", 0.0) > 0:
+        return "child-process"
+    if hw.get("cuda_came_up") or hw.get("first_gpu_work"):
+        return "cuda-init"
+    return "library-init" if hw.get("first_library_use") else "host-work"
 
 
 def _gpu_idle(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[str, float]) -> Optional[Finding]:
@@ -301,15 +409,21 @@ def _gpu_idle(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[str, 
         return None
     parts = {"before": timeline.idle_before_ns, "between": timeline.idle_between_ns, "after": timeline.idle_after_ns}
     worst = max(parts, key=parts.__getitem__)
+    cause = before_cause(hw)
+    what, before_fix, once = BEFORE_CAUSES[cause]
+    saving = (0 if once else parts["before"]) + parts["between"] + parts["after"]
+    basis = (f"the idle time the fix can remove: {_ms_text(parts['before'])} before the first kernel"
+             f"{' (paid once per process: not counted)' if once else ''}, {_ms_text(parts['between'])} between, "
+             f"{_ms_text(parts['after'])} after: {_ms_text(saving)} (an upper bound)")
     return _finding(
-        "gpu-idle",
+        facts, "gpu-idle",
         f"the GPU was idle {idle_pct:.0f}% of the {_ms_text(facts.window_ns)} window: "
-        f"{_ms_text(parts['before'])} before the first kernel, {_ms_text(parts['between'])} between kernels, "
-        f"{_ms_text(parts['after'])} after the last",
-        _IDLE_FIXES[worst],
-        idle_pct, idle_pct=round(idle_pct, 1), window_us=_us(facts.window_ns),
+        f"{_ms_text(parts['before'])} before the first kernel ({what}), {_ms_text(parts['between'])} between "
+        f"kernels, {_ms_text(parts['after'])} after the last",
+        before_fix if worst == "before" else _IDLE_FIXES[worst],
+        idle_pct, saving, basis, idle_pct=round(idle_pct, 1), window_us=_us(facts.window_ns),
         idle_before_us=_us(parts["before"]), idle_between_us=_us(parts["between"]),
-        idle_after_us=_us(parts["after"]), mostly=worst)
+        idle_after_us=_us(parts["after"]), mostly=worst, before=cause)
 
 
 # -- memcpy-dominant ----------------------------------------------------------------------------
@@ -325,11 +439,13 @@ def _memcpy_dominant(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mappin
     total, count, share = found
     rows = facts.totals(wanted)
     return _finding(
-        "memcpy-dominant",
+        facts, "memcpy-dominant",
         f"copies took {_ms_text(total)}, {share:.0f}% of GPU busy time ({count} copies, most in {rows[0].name})",
         "keep the data on the GPU between steps (move it once, in a fixture) or overlap the copies with compute "
         "(pinned memory, non_blocking=True)",
-        facts.pct_of_window(total), copies=count, total_us=_us(total),
+        facts.pct_of_window(total), total,
+        f"the copies' {_ms_text(total)}, all of it where the data is moved once, outside the test (an upper bound)",
+        copies=count, total_us=_us(total),
         share_of_busy_pct=round(share, 1), by_name={r.name: r.count for r in rows})
 
 
@@ -342,12 +458,24 @@ def _low_sm_activity(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mappin
     busy = hw.get("busy_pct", facts.busy_pct)
     if busy < limits["min_busy_pct"].value or sm >= busy * limits["max_sm_share_of_busy"].value / 100:
         return None
+    window_ns = hw.get("window_ms", 0.0) * 1e6 or facts.window_ns
+    unused = window_ns * (busy - sm) / 100
+    saving = unused * _estimate(hw, "low-sm-activity", "recoverable_share") / 100
     return _finding(
-        "low-sm-activity",
+        _CounterFacts(window_ns), "low-sm-activity",
         f"the GPU was busy {busy:.0f}% of the window, but its SMs were active only {sm:.1f}%",
         "the kernels launch too few blocks to fill the GPU or wait on memory: give each kernel more work "
         "(larger batches, fused ops, torch.compile) and check the launch grid of custom kernels",
-        max(0.0, busy - sm), busy_pct=round(busy, 1), sm_pct=round(sm, 2))
+        max(0.0, busy - sm), saving,
+        f"{_ms_text(unused)} busy with the SMs idle, a {_estimate(hw, 'low-sm-activity', 'recoverable_share'):g} % "
+        f"share of it recovered by fuller kernels: {_ms_text(saving)} (a rough guess)",
+        busy_pct=round(busy, 1), sm_pct=round(sm, 2))
+
+
+class _CounterFacts(NamedTuple):
+    """The one figure a counters-only finding's saving is a share of."""
+
+    window_ns: float
 
 
 def _limits(**limits: Limit) -> Mapping[str, Limit]:
@@ -369,7 +497,16 @@ RULES: tuple[Rule, ...] = (
              min_total_us=Limit(100, "µs", "below 0.1 ms the saving is too small to act on"),
              min_copy_us=Limit(10, "µs", "a copy under 10 µs moves at most tens of KB: its time is latency, which "
                                          "pinning does not change (.item()'s 4-byte copies are host-sync's)")),
-         _pageable, gate=_category_at_least((MEMCPY_CATEGORY,), "min_total_us")),
+         _pageable, gate=_category_at_least((MEMCPY_CATEGORY,), "min_total_us"),
+         saving="the copies' time (less a fixed latency each) minus the same bytes at the pinned bandwidth: "
+                "(time - copies x copy_latency_us) x (1 - pageable_gbps / pinned_gbps); the bandwidths measured "
+                "on this device when given, else the H100 recording's",
+         estimates=_limits(
+             pageable_gbps=Limit(11, "GB/s", "8 MB pageable host-to-device copies on the H100 recording "
+                                            "(tests/data/findings/pageable_copies: 10 copies, 7.5 ms)"),
+             pinned_gbps=Limit(48, "GB/s", "the same 8 MB copies from pinned memory (pinned_copies: 1.7 ms)"),
+             copy_latency_us=Limit(2, "µs", "what any copy costs whatever its memory: pinning does not change it")),
+         action="pin the host tensors"),
     Rule("host-sync", "the host waited for the GPU many times, and the GPU sat idle after each wait",
          "keep results on the GPU inside loops; read values once at the end",
          _limits(
@@ -377,7 +514,10 @@ RULES: tuple[Rule, ...] = (
                                      "in a loop shows up tens of times"),
              min_idle_after_pct=Limit(10, "%", "the GPU idle after the waits (the host launching the next work) "
                                                "is what the waits cost; under a tenth of the window it is noise")),
-         _host_sync, gate=lambda g, limits: bool(g.event_count) and (g.waits or 0) >= limits["min_waits"].value),
+         _host_sync, gate=lambda g, limits: bool(g.event_count) and (g.waits or 0) >= limits["min_waits"].value,
+         saving="the GPU's idle time after the waits, less one wait's share: one read at the end instead of N "
+                "keeps the GPU fed between them (idle after x (N - 1) / N)",
+         action="read GPU values once, after the loop"),
     Rule("launch-bound", "many short kernels separated by launch-sized gaps: the host's launches set the pace",
          "capture the loop in a CUDA graph, fuse small ops (torch.compile) or batch the work",
          _limits(
@@ -390,36 +530,63 @@ RULES: tuple[Rule, ...] = (
                                                "gaps are other host work (gpu-idle)"),
              max_busy_pct=Limit(50, "%", "a GPU busy half the window or more is not held back by launches")),
          _launch_bound, gate=lambda g, limits: (g.kernel_count >= limits["min_kernels"].value
-                                                  and g.busy_pct < limits["max_busy_pct"].value)),
+                                                  and g.busy_pct < limits["max_busy_pct"].value),
+         saving="the idle time between the kernels minus a per-launch floor that a CUDA graph still leaves: "
+                "idle between - kernels x graph_gap_us (the kernels' own time stays)",
+         estimates=_limits(
+             graph_gap_us=Limit(1, "µs", "replayed from a CUDA graph, the H100 recording's 1 µs kernels ran 0.1 µs "
+                                         "apart (small_kernels_graph); 1 µs allows for the graph's own launch")),
+         action="capture the launch loops in a CUDA graph"),
     Rule("fp32-matmul", "fp32 GEMM or convolution kernels without TF32 take a large share of GPU time",
          "allow TF32 (torch.set_float32_matmul_precision('high')) or use bf16 where the test allows",
          _limits(
              min_share_of_busy=Limit(20, "%", "TF32 runs these 4-8x faster on Ampere and Hopper (7x on the "
                                               "H100 zoo's 2048^3 matmul), so a fifth of GPU time saves ~15 %"),
              min_total_us=Limit(100, "µs", "below 0.1 ms the saving is too small to act on")),
-         _fp32_matmul, gate=_category_at_least((GEMM, CONV), "min_total_us")),
+         _fp32_matmul, gate=_category_at_least((GEMM, CONV), "min_total_us"),
+         saving="the fp32 kernels' time minus the same FLOPs at the TF32 rate: time x (1 - 1 / speed-up), the "
+                "speed-up of this GPU's TF32 over its fp32 peak where the peaks table knows it "
+                "(pytest_gpuutil/hardware/peaks.py), else the H100 recording's; convolutions at their own",
+         estimates=_limits(
+             gemm_speedup=Limit(7.4, "x", "H100 SXM datasheet: 494.7 TF32 against 67 fp32 TFLOP/s; the recording's "
+                                         "4096^3 matmul ran 7.8x faster (fp32_matmul 2,629 µs, tf32_matmul 336 µs)"),
+             conv_speedup=Limit(2.3, "x", "H100 recording: a 128x64x56x56 Conv2d took 707 µs in fp32 and 304 µs "
+                                         "with TF32 (fp32_conv, tf32_conv); cuDNN's fp32 kernels are already fast")),
+         action="allow TF32 (or bf16)"),
     Rule("gpu-idle", "the GPU was idle most of the window (split: before the first kernel, between kernels, after "
                      "the last)",
          "the largest part says where: set-up before, host work between, host work after",
          _limits(
              min_idle_pct=Limit(50, "%", "idle most of the window: the test measures the host more than the GPU"),
              min_window_ms=Limit(1, "ms", "a shorter test's idle time is too small to act on")),
-         _gpu_idle, superseded_by=("launch-bound", "host-sync"), superseded_when=lambda f: f.evidence.get("mostly") == "between",
+         _gpu_idle, superseded_by=("launch-bound", "host-sync", "pageable-memcpy"), superseded_when=lambda f: f.evidence.get("mostly") == "between",
          gate=lambda g, limits: (bool(g.event_count) and g.window_ns >= limits["min_window_ms"].value * 1e6
-                                 and 100 - g.busy_pct >= limits["min_idle_pct"].value * (1 - 1e-9))),
+                                 and 100 - g.busy_pct >= limits["min_idle_pct"].value * (1 - 1e-9)),
+         saving="the idle time by part: before the first kernel (unless it is CUDA's or a library's start-up, "
+                "paid once per process), between kernels (unless launch-bound or host-sync counts it) and after "
+                "the last; an upper bound",
+         action="cut the host work around the GPU work"),
     Rule("memcpy-dominant", "copies (pinned or not) take most of the GPU's time",
          "keep the data on the GPU between steps, or overlap copies with compute",
          _limits(
              min_share_of_busy=Limit(50, "%", "most of the GPU's work is moving data, not computing"),
              min_total_us=Limit(1000, "µs", "below 1 ms of copies a test has little to gain")),
-         _memcpy_dominant, superseded_by=("pageable-memcpy",), gate=_category_at_least((MEMCPY_CATEGORY,), "min_total_us")),
+         _memcpy_dominant, superseded_by=("pageable-memcpy",), gate=_category_at_least((MEMCPY_CATEGORY,), "min_total_us"),
+         saving="the copies' time: all of it where the data moves once, outside the test (an upper bound)",
+         action="move the data to the GPU once"),
     Rule("low-sm-activity", "the GPU was busy but its SMs were barely active (hardware counters)",
          "give each kernel more work: larger batches, fused ops, a bigger launch grid",
          _limits(
              min_busy_pct=Limit(20, "%", "with less GPU work the SMs' share says little"),
              max_sm_share_of_busy=Limit(25, "%", "SMs active under a quarter of the busy time: the kernels "
                                                  "leave most of the GPU unused (a 1k-element add_ loop: 0.035 % SM)")),
-         _low_sm_activity),
+         _low_sm_activity,
+         saving="a share of the busy time the SMs sat idle: window x (busy % - SM %) x recoverable_share "
+                "(a rough guess: no trace says how much fuller kernels would gain)",
+         estimates=_limits(
+             recoverable_share=Limit(50, "%", "an even guess: fuller kernels rarely reach the busy share in SM "
+                                              "activity, and small launches are often bound by the host too")),
+         action="give the kernels more work"),
 )
 
 RULES_BY_ID: Mapping[str, Rule] = MappingProxyType({r.id: r for r in RULES})

@@ -23,13 +23,14 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Callable, Mapping, Optional, Protocol
 
 import numpy as np
 
-from pytest_gpuutil.analysis.classify import KernelClassifier
+from pytest_gpuutil.analysis.classify import ATTENTION, COMMUNICATION, CONV, GEMM, KernelClassifier
 from pytest_gpuutil.analysis.findings import Finding, find, glance, may_fire
 from pytest_gpuutil.analysis.windows import WindowStats, assign_windows, window_stats
+from pytest_gpuutil.capture import timeline as timelines
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
 ALREADY_ACTIVE = "a torch.profiler session was already active"
@@ -46,6 +47,10 @@ class EventSource(Protocol):
     def now(self) -> int: ...  # the clock events are stamped with, in ns
     def pending_bytes(self) -> int: ...  # collected and waiting (for the memory bound)
     def drain(self) -> tuple[GpuColumns, int]: ...  # everything since the last drain, and records lost
+
+
+#: kernel categories whose library (cuBLAS, cuDNN, NCCL) starts up on its first use in a process
+LIBRARY_CATEGORIES = frozenset({GEMM, CONV, ATTENTION, COMMUNICATION})
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,8 @@ class WindowResult:
     syncs: Optional[SyncColumns] = None
     #: the processes that took part, when child processes did (see pytest_gpuutil.children)
     processes: tuple[Any, ...] = ()
+    #: the window's timeline in its compact form (capture/timeline.py), when one was asked for
+    timeline: Optional[dict[str, Any]] = None
 
 
 @dataclass
@@ -82,6 +89,8 @@ class _Window:
     remark: str = ""
     #: the clock before the closing synchronize: later waits are the capture's, not the test's
     sync_end_ns: Optional[int] = None
+    #: CUDA came up during the call (the window starts after the context was created)
+    cuda_came_up: bool = False
 
 
 @dataclass
@@ -98,6 +107,9 @@ class ContinuousCapture:
     #: look for findings in each window, leaving out these rules
     findings: bool = False
     findings_ignore: frozenset[str] = frozenset()
+    #: the GPU's name once CUDA is up (None before): the findings' estimates for it (hardware.peaks.findings_figures)
+    device_name: Callable[[], Optional[str]] = lambda: None
+    _device_figures: Optional[Mapping[str, float]] = None
     started: bool = False
     #: seconds the source took to start the first time (CUPTI's one-time start-up)
     startup_s: Optional[float] = None
@@ -114,9 +126,16 @@ class ContinuousCapture:
     #: ``attribute(own columns, windows, keys) -> (merged columns, per-window extras with
     #: .processes and .note)`` (a :class:`~pytest_gpuutil.children.collect.ProcessTree`), or None
     children: Any = None
+    #: which windows get a timeline for the HTML page: ``wanted(key, wall_ms, stats, findings)``
+    #: (None: no timelines), and the shortest idle gap a timeline shows (ns)
+    timeline_wanted: Optional[Callable[[Any, float, WindowStats, Optional[tuple[Finding, ...]]], bool]] = None
+    timeline_gap_ns: int = timelines.GAP_NS
     _open: Optional[_Window] = None
     _closed: list[_Window] = field(default_factory=list)
     _last_flush: float = field(default_factory=time.perf_counter)
+    #: what earlier windows of this process ran (gpu-idle names a library's start-up by its first use)
+    _seen_work: bool = False
+    _seen_libraries: set = field(default_factory=set)
 
     # -- the source -----------------------------------------------------------------------------
     def ensure_started(self) -> bool:
@@ -159,6 +178,7 @@ class ContinuousCapture:
                     window.remark = (f"CUDA came up during this call: its first {(now - window.start_ns) / 1e6:.1f} ms "
                                      "(creating the CUDA context) are not in the window")
                     window.start_ns = now
+                    window.cuda_came_up = True
         except Exception as exc:  # noqa: BLE001
             self.broken = self.broken or f"{self.source.name} did not start: {exc}"
 
@@ -259,9 +279,16 @@ class ContinuousCapture:
                 error = f"the capture could not be split into tests: {exc}"
         if self.findings and stats:
             try:
-                findings = self._findings(columns, syncs, [w for w in measured if id(w) in stats], stats)
+                contexts = self._contexts([w for w in measured if id(w) in stats], stats, extras)
+                findings = self._findings(columns, syncs, [w for w in measured if id(w) in stats], stats, contexts)
             except Exception as exc:  # noqa: BLE001 - the figures stand without findings; this batch says why
                 error = f"findings could not be looked for: {exc}"
+        drawn: dict[int, dict[str, Any]] = {}
+        if self.timeline_wanted is not None and stats:
+            try:
+                drawn = self._timelines(columns, syncs, [w for w in measured if id(w) in stats], stats, findings)
+            except Exception as exc:  # noqa: BLE001 - the figures stand without timelines; this batch says why
+                error = error or f"timelines could not be drawn: {exc}"
         note = error or (f"{self.source.name} dropped {dropped} records in this batch: figures may be low" if dropped else "")
         share = (time.perf_counter() - began) / len(windows)
         return [
@@ -276,17 +303,70 @@ class ContinuousCapture:
                 findings=findings.get(id(w)),
                 syncs=self._syncs_of(syncs, w) if self.keep_events and syncs is not None and id(w) in events else None,
                 processes=getattr(extras.get(id(w)), "processes", ()),
+                timeline=drawn.get(id(w)),
             )
             for w in windows
         ]
+
+    def _timelines(self, columns: GpuColumns, syncs: Optional[SyncColumns], windows: list[_Window],
+                   stats: dict[int, WindowStats], findings: dict[int, tuple[Finding, ...]]) -> dict[int, dict[str, Any]]:
+        """The compact timelines of the windows ``timeline_wanted`` picks (their events, the host's
+        waits, and which process ran each event when children took part)."""
+        wanted = [w for w in windows if self.timeline_wanted(w.key, w.wall_ms, stats[id(w)], findings.get(id(w)))]
+        if not wanted:
+            return {}
+        owners, labels = getattr(self.children, "last_owners", None) or (None, ("",))
+        if owners is not None and len(owners) != len(columns):
+            owners, labels = None, ("",)
+        spans = [Window(w.start_ns, w.end_ns, "test_call") for w in wanted]
+        rows = self._rows_by_window(columns, wanted, spans)
+        out = {}
+        for w, span in zip(wanted, spans):
+            events = columns.take(rows[id(w)])
+            out[id(w)] = timelines.encode(timelines.build(
+                events, span, self.classifier, syncs=None if syncs is None else self._syncs_of(syncs, w),
+                owners=None if owners is None else owners[rows[id(w)]], owner_labels=labels,
+                sync_end_ns=w.sync_end_ns, gap_ns=self.timeline_gap_ns))
+        return out
 
     @property
     def _records_waits(self) -> bool:
         """Whether the source records the host's waits (CUPTI with activity kind 38 does)."""
         return callable(getattr(self.source, "drain_syncs", None))
 
+    def _contexts(self, windows: list[_Window], stats: dict[int, WindowStats],
+                  extras: dict[int, Any]) -> dict[int, dict[str, float]]:
+        """What the findings know of each window besides its events (in the order the windows ran):
+        whether it held this process's first GPU work or a library's first use, and a child's start-up."""
+        found = {}
+        if self._device_figures is None:
+            name = self.device_name()
+            if name:
+                from pytest_gpuutil.hardware.peaks import findings_figures
+
+                self._device_figures = findings_figures(name)
+        for w in windows:
+            figures = dict(self._device_figures or {})
+            window_stats = stats[id(w)]
+            libraries = {c.name for c in window_stats.categories if c.count and c.name in LIBRARY_CATEGORIES}
+            if window_stats.event_count and not self._seen_work:
+                figures["first_gpu_work"] = 1.0
+            if libraries - self._seen_libraries:
+                figures["first_library_use"] = 1.0
+            self._seen_work = self._seen_work or bool(window_stats.event_count)
+            self._seen_libraries |= libraries
+            if w.cuda_came_up:
+                figures["cuda_came_up"] = 1.0
+            startups = [p.startup_ms for p in getattr(extras.get(id(w)), "processes", ())
+                        if not getattr(p, "parent", True) and getattr(p, "startup_ms", None)]
+            if startups:
+                figures["child_startup_ms"] = float(max(startups))
+            found[id(w)] = figures
+        return found
+
     def _findings(self, columns: GpuColumns, syncs: Optional[SyncColumns], windows: list[_Window],
-                  stats: dict[int, WindowStats]) -> dict[int, tuple[Finding, ...]]:
+                  stats: dict[int, WindowStats], contexts: Optional[dict[int, dict[str, float]]] = None
+                  ) -> dict[int, tuple[Finding, ...]]:
         """Each window's findings: the events and waits of those that may have some, looked at one by one."""
         spans = [Window(w.start_ns, w.end_ns, "test_call") for w in windows]
         waits = self._waits_by_window(syncs, windows, spans)
@@ -306,7 +386,8 @@ class ContinuousCapture:
             w = windows[i]
             found[id(w)] = find(events[id(w)], spans[i], self.classifier,
                                 None if waits is None or syncs is None else syncs.take(waits[i]),
-                                ignore=self.findings_ignore, sync_end_ns=w.sync_end_ns)
+                                ignore=self.findings_ignore, sync_end_ns=w.sync_end_ns,
+                                context=(contexts or {}).get(id(w)))
         return found
 
     @staticmethod
@@ -356,16 +437,26 @@ class ContinuousCapture:
                 events.update(self._events_by_window(columns, group, group_spans))
         return stats, events
 
+    @classmethod
+    def _events_by_window(cls, columns: GpuColumns, windows: list[_Window], spans: list[Window]) -> dict[int, GpuColumns]:
+        return {key: columns.take(rows) for key, rows in cls._rows_by_window(columns, windows, spans).items()}
+
     @staticmethod
-    def _events_by_window(columns: GpuColumns, windows: list[_Window], spans: list[Window]) -> dict[int, GpuColumns]:
+    def _rows_by_window(columns: GpuColumns, windows: list[_Window], spans: list[Window]) -> dict[int, np.ndarray]:
+        """The indices of each window's events (windows in order; else one window at a time)."""
         starts = np.asarray(columns.starts_ns, dtype=np.int64)
         ends = starts + np.asarray(columns.durs_ns, dtype=np.int64)
+        if not all(a.end_ns <= b.start_ns for a, b in zip(spans, spans[1:])):
+            found: dict[int, np.ndarray] = {}
+            for w, s in zip(windows, spans):
+                found.update(ContinuousCapture._rows_by_window(columns, [w], [s]))
+            return found
         event, win = assign_windows(starts, ends, np.asarray([s.start_ns for s in spans], dtype=np.int64),
                                     np.asarray([s.end_ns for s in spans], dtype=np.int64))
         order = np.argsort(win, kind="stable")
         event, win = event[order], win[order]
         bounds = np.searchsorted(win, np.arange(len(windows) + 1))
-        return {id(w): columns.take(event[bounds[i]:bounds[i + 1]]) for i, w in enumerate(windows)}
+        return {id(w): event[bounds[i]:bounds[i + 1]] for i, w in enumerate(windows)}
 
     def close(self) -> list[WindowResult]:
         """Flush what is left and stop the source (the end of the session)."""

@@ -118,6 +118,12 @@ class _Child:
     def label(self) -> str:
         return f"pid {self.pid} ({self.program})"
 
+    def lane_label(self) -> str:
+        """How a timeline names the child's lanes: pid, program (shortened) and rank."""
+        program = self.program if len(self.program) <= 48 else self.program[:47] + "…"
+        rank = self.header.rank if self.header is not None and self.header.rank else ""
+        return f"pid {self.pid} {program}" + (f" rank {rank}" if rank else "")
+
     def last_known_ns(self) -> int:
         times = [self.covered_ns, self.header.created_ns if self.header else 0, self.nvml_seen_ns]
         times += [n.at_ns for n in self.notes]
@@ -148,6 +154,9 @@ class ProcessTree:
     _demangled: dict[str, str] = field(default_factory=dict)
     #: pids NVML saw, and whether they report to another run's spool
     _elsewhere: dict[int, bool] = field(default_factory=dict)
+    #: the last merge's process of each event (0: this one; i: the i-th child) and each one's lane
+    #: label, for the timelines (None: no child took part)
+    last_owners: Optional[tuple[np.ndarray, tuple[str, ...]]] = None
 
     # -- reading --------------------------------------------------------------------------------
     def read(self) -> None:
@@ -296,6 +305,7 @@ class ProcessTree:
                           f"child {child.label()} did not hand over its latest records in time: its work after "
                           f"{_clock_text(child.covered_ns)} may be missing")
         involved = [c for c in self._children.values() if c.pending or self._unsaid(c)]
+        self.last_owners = None
         if not involved:
             self._history.extend((s.start_ns, s.end_ns, k) for s, k in zip(spans, keys))
             return own, [WindowExtras() for _ in spans]
@@ -309,6 +319,7 @@ class ProcessTree:
                 owners.append(np.full(len(columns), len(children), dtype=np.int64))
         merged = concat_columns(parts) if len(parts) > 1 else own
         owner = np.concatenate(owners)
+        self.last_owners = (owner, ("", *(c.lane_label() for c in children)))
         self._note_late(merged, owner, spans, children)
         extras = self._breakdown(merged, owner, spans, children)
         self._history.extend((s.start_ns, s.end_ns, k) for s, k in zip(spans, keys))

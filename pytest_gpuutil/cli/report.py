@@ -2,7 +2,8 @@
 
 Renders a saved run (``gpu_util.json``, e.g. a CI artifact, or a merge of CI shards) as the
 self-contained HTML report, optionally against a baseline run, and with ``--history`` a trend line
-per test from a run history. Exit status: 0 written, 2 bad input (a missing or corrupt
+per test from a run history, and the timelines stored beside the run (``timelines.json.gz``, written
+with ``--gpu-util-html``) in the tests' detail views. Exit status: 0 written, 2 bad input (a missing or corrupt
 JSON file or history, a bad ``--fail`` expression, an output that cannot be written), reported as one
 ``error: ...`` line on stderr. Regressions are shown, not gated: ``gpuutil compare`` gates.
 """
@@ -30,6 +31,7 @@ from pytest_gpuutil.report.html_report import (
     baseline_view_of,
     write_html_report,
 )
+from pytest_gpuutil.report.timelines import PAGE_BUDGET_BYTES, read_sidecar
 from pytest_gpuutil.session.run_files import safe_name
 
 PROG = "gpuutil report"
@@ -45,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
                              f"{' '.join(DEFAULT_FAIL_EXPRS).replace('%', '%%')})")
     parser.add_argument("--history", metavar="DB", help="a run history (--gpu-util-history): a trend line per test "
                                                          "over its last runs there and this one")
+    parser.add_argument("--timelines", choices=("fit", "all"), default="fit",
+                        help="the timelines stored beside the run (timelines.json.gz): fit them into the page's "
+                             "budget (the default) or put all of them in as they are")
     parser.add_argument("-o", "--output", metavar="report.html",
                         help=f"where to write the page (default: {DEFAULT_NAME} beside RUN.json)")
     return parser
@@ -102,14 +107,18 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
             print(f"warning: machine ids differ (baseline {base.machine_id}, run {machine_id(run.machine_info)}); "
                   "comparing anyway", file=err)
         view = baseline_view_of(base, run.records.values(), exprs, label=args.baseline)
+    timelines, problem = read_sidecar(run.path)
+    if problem:
+        print(f"warning: {problem}", file=err)
     target = Path(args.output) if args.output else run.path.parent / DEFAULT_NAME
     try:
         written = write_html_report(target, doc, baseline=view, traces_dir=run.path.parent / "traces", trace_name=safe_name,
-                                    trends=trends)
+                                    trends=trends, timelines=timelines,
+                                    timeline_budget=None if args.timelines == "all" else PAGE_BUDGET_BYTES)
     except OSError as exc:
         print(f"error: {target}: cannot write: {exc.strerror or exc}", file=err)
         return EXIT_USAGE
-    summary = f"wrote {written} ({len(run.records)} tests"
+    summary = f"wrote {written} ({len(run.records)} tests" + (f", {len(timelines)} with a timeline" if timelines else "")
     if view is not None:
         summary += f"; {len(view.regressions)} regression(s) against {args.baseline}"
     print(summary + ")", file=out)

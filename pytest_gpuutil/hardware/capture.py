@@ -22,6 +22,9 @@ from pytest_gpuutil.analysis.counters import (
 )
 from pytest_gpuutil.hardware.sampler import CounterSampler
 
+#: the counters a timeline's strip shows
+STRIP_METRICS = ("sm_pct", "tensor_pct", "dram_bw_pct")
+
 
 @dataclass(frozen=True)
 class TestCounters:
@@ -35,6 +38,8 @@ class TestCounters:
     avg_power_w: Optional[float]
     note: str
     sums: CounterSums = field(default_factory=CounterSums)
+    #: the samples over the call for a timeline's strip (capture/timeline.counter_strip); empty unless asked
+    strip: Mapping[str, Any] = field(default_factory=dict)
 
     def record_fields(self) -> dict[str, Any]:
         """The TestRecord fields these figures fill."""
@@ -62,6 +67,8 @@ class CounterCapture:
         self._closed: list[tuple[Any, int, int]] = []
         #: seconds spent in flushes (waiting for samples, attributing them)
         self.flush_s = 0.0
+        #: also give each window its samples as a strip for the HTML page's timelines
+        self.strips = False
 
     def begin(self, key: Any) -> None:
         self._open = (key, self.sampler.now())
@@ -133,9 +140,16 @@ class CounterCapture:
                 note = f"the hardware counters stopped: {sampler.error}"
             results.append(TestCounters(sampler.source_name or "nvml_utilization", figure.values, figure.energy_j,
                                         figure.avg_power_w, _join(note, other_process_note(checks.pids_during(start, end))),
-                                        figure.sums))
+                                        figure.sums, self._strip(samples, start, end) if self.strips else {}))
         self.flush_s += time.perf_counter() - began
         return results
+
+    @staticmethod
+    def _strip(samples: Any, start: int, end: int) -> dict[str, Any]:
+        from pytest_gpuutil.capture.timeline import counter_strip
+
+        wanted = {name: samples.values[name] for name in STRIP_METRICS if name in samples.values}
+        return counter_strip(samples.start_ns, samples.end_ns, wanted, start, end) if wanted else {}
 
     def close(self) -> dict[Any, TestCounters]:
         """The last windows' figures, then the sampler stops."""

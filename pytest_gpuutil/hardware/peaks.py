@@ -79,3 +79,12 @@ def check_dtype(value: object) -> str:
     if text not in DTYPES:
         raise ValueError(f"flops_dtype must be one of {', '.join(DTYPES)} (or a torch dtype), got {value!r}")
     return text
+
+
+def findings_figures(name: Optional[str]) -> dict[str, float]:
+    """The findings' estimates for the GPU named ``name`` where the table knows it (``gemm_speedup``:
+    its TF32 over its fp32 peak, what fp32-matmul's saving uses); empty for an unknown GPU."""
+    peaks = device_peaks(name) if name else None
+    if peaks is None or not peaks.tflops.get("tf32") or not peaks.tflops.get("fp32"):
+        return {}
+    return {"gemm_speedup": peaks.tflops["tf32"] / peaks.tflops["fp32"]}

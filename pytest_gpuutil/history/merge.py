@@ -29,7 +29,7 @@ from pytest_gpuutil.records import TestRecord, gpu_totals
 PER_SHARD_KEYS = ("argv",)
 #: top-level keys of a run document that merge_runs builds itself
 _BUILT = frozenset({"format", "version", "created", "machine_info", "machines", "tests", "totals", "gpus",
-                    "thresholds", "merged_from"})
+                    "thresholds", "merged_from", "findings_summary"})
 
 
 class MergeError(BaselineError):
@@ -231,6 +231,15 @@ def merge_runs(shards: Sequence[Shard], created: str | None = None) -> dict[str,
     if machines:
         doc["machines"] = machines
     doc.update(_other_keys(shards))
+    floors = [s.extra["findings_summary"].get("floor") for s in shards
+              if isinstance(s.extra.get("findings_summary"), Mapping)]
+    from pytest_gpuutil.analysis.findings import findings_summary
+    from pytest_gpuutil.analysis.rules import Floor
+
+    floor = floors[0] if floors and isinstance(floors[0], Mapping) else {}
+    summary = findings_summary(doc["tests"], Floor(**{k: float(v) for k, v in floor.items() if k in ("ms", "pct")}))
+    if summary is not None:  # the shards' rankings joined: made again from the merged tests
+        doc["findings_summary"] = summary
     return doc
 
 

@@ -30,7 +30,7 @@ DEFAULT_PATH = ".gpu_util/history.sqlite"
 #: seconds a writer waits for another one's transaction
 BUSY_TIMEOUT_S = 30.0
 #: record fields left out of the history: per-run diagnostics, in the run's gpu_util.json
-LEFT_OUT = ("top_kernels", "idle_gaps")
+LEFT_OUT = ("top_kernels", "idle_gaps", "below_floor")
 
 PathLike = Union[str, "os.PathLike[str]"]
 

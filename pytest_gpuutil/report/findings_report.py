@@ -1,7 +1,9 @@
-"""The findings of a run, grouped by rule: how many tests, how bad, the worst ones (terminal and HTML).
+"""The findings of a run: the session's ranking of fixes by the time they would save (terminal,
+HTML, gpu_util.json's ``findings_summary``), and the findings grouped by rule (HTML).
 
 Records keep their findings as plain mappings (gpu_util.json's shape); here they become
-:class:`~pytest_gpuutil.analysis.rules.Finding` again and are grouped in the rules' order.
+:class:`~pytest_gpuutil.analysis.rules.Finding` again. The ranking groups the reported findings by
+rule and test file and sorts the groups by summed ``saving_ms``.
 """
 from __future__ import annotations
 
@@ -9,13 +11,20 @@ from dataclasses import dataclass
 from html import escape
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
-from pytest_gpuutil.analysis.rules import RULES_BY_ID, SEVERITIES, Finding
-from pytest_gpuutil.report.tables import shorten_test_id, wrap
+from pytest_gpuutil.analysis.findings import (
+    WORST_TESTS_KEPT,
+    findings_summary,
+    rank_fixes,
+    worst_tests,
+)
+from pytest_gpuutil.analysis.rules import DEFAULT_FLOOR, RULES_BY_ID, SEVERITIES, Finding, Floor, split_by_floor
+from pytest_gpuutil.report.tables import caption, common_prefix, shorten_test_ids, wrap
 
 if TYPE_CHECKING:
+    from pytest_gpuutil.analysis.findings import Fix
     from pytest_gpuutil.records import TestRecord
 
-#: tests listed under each rule in the terminal
+#: tests listed under each rule in the HTML page's findings section
 WORST_SHOWN = 3
 SECTION = "findings: what to fix (pytest-gpuutil)"
 
@@ -25,7 +34,7 @@ class RuleGroup:
     """One rule's findings in a run."""
 
     rule: str
-    #: (test, finding), worst first (highest impact, then test name)
+    #: (test, finding), worst first (largest saving, then test name)
     tests: tuple[tuple[str, Finding], ...]
 
     @property
@@ -37,6 +46,10 @@ class RuleGroup:
         for _, finding in self.tests:
             counts[finding.severity] = counts.get(finding.severity, 0) + 1
         return {s: n for s, n in counts.items() if n}
+
+    @property
+    def saving_ms(self) -> float:
+        return sum(f.saving_ms for _, f in self.tests)
 
     @property
     def fix(self) -> str:
@@ -64,7 +77,7 @@ def group_pairs(pairs: Iterable[tuple[str, Optional[Sequence[Any]]]]) -> list[Ru
                 by_rule.setdefault(finding.rule, []).append((test, finding))
     order = {rule: i for i, rule in enumerate(RULES_BY_ID)}
     return [
-        RuleGroup(rule, tuple(sorted(found, key=lambda tf: (-tf[1].impact_pct, tf[0]))))
+        RuleGroup(rule, tuple(sorted(found, key=lambda tf: (-tf[1].saving_ms, -tf[1].impact_pct, tf[0]))))
         for rule, found in sorted(by_rule.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0]))
     ]
 
@@ -74,28 +87,90 @@ def looked_for(records: Sequence[TestRecord]) -> int:
     return sum(1 for r in records if r.findings is not None)
 
 
-def finding_lines(records: Sequence[TestRecord], width: int = 120) -> list[str]:
-    """The terminal's findings section, no line wider than ``width`` (no lines when findings were not
-    looked for in any test): prose wrapped after its clauses, test ids shortened in the middle."""
-    checked = looked_for(records)
-    if not checked:
+# -- the session's ranking ----------------------------------------------------------------------
+
+#: ranking lines in the terminal (all with -v), worst tests shown (WORST_TESTS_KEPT with -v), and
+#: the most lines the terminal's findings part takes without -v
+TOP_SHOWN = 5
+WORST_TESTS_SHOWN = 3
+WORST_TESTS_VERBOSE = WORST_TESTS_KEPT
+MOST_LINES = 12
+
+
+def saving_text(ms: float) -> str:
+    """A saving as the ranking prints it: 1.9 s, 55 ms, 3.2 ms, 0.4 ms."""
+    if ms >= 1000:
+        return f"{ms / 1000:.1f} s"
+    return f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
+
+
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _fix_line(fix: Fix, width: int) -> str:
+    head = f"  {saving_text(fix.saving_ms):>7}  {fix.action} in "
+    tail = f": {fix.tests} test{'s' if fix.tests != 1 else ''}"
+    room = width - len(head) - len(tail)
+    scope = fix.scope if len(fix.scope) <= room else "..." + fix.scope[-max(8, room - 3):]
+    return _fit(head + scope + tail, width)
+
+
+def finding_lines(records: Sequence[TestRecord], width: int = 120, verbose: bool = False,
+                  floor: Optional[Floor] = None) -> list[str]:
+    """The terminal's findings part (no lines when findings were not looked for in any test): the
+    counts, the session's ranking of fixes by summed saving (``TOP_SHOWN`` lines, all with -v) and
+    the worst tests; at most ``MOST_LINES`` lines without -v, none wider than ``width``."""
+    summary = findings_summary([r.to_dict() for r in records], floor)
+    if summary is None:
         return []
-    groups = group_findings(records)
-    if not groups:
-        return [f"no findings in {checked} tests"]
-    tests_with = len({test for g in groups for test, _ in g.tests})
-    lines = wrap(f"{tests_with} of {checked} tests have findings ({sum(g.count for g in groups)} in all; "
-                 "each finding's evidence is in gpu_util.json and the HTML report)", width)
-    for group in groups:
-        severities = ", ".join(f"{n} {s}" for s, n in group.by_severity().items())
-        lines += wrap(f"{group.rule}: {group.count} test{'s' if group.count != 1 else ''} ({severities}): "
-                      f"fix: {group.fix}", width)
-        for test, finding in group.tests[:WORST_SHOWN]:
-            test_id = shorten_test_id(test, max(20, min(60, width - 8)))
-            lines += wrap(f"    {test_id}  [{finding.severity}] {finding.message}", width, indent="      ")
-        if group.count > WORST_SHOWN:
-            lines.append(f"    ... and {group.count - WORST_SHOWN} more")
-    return lines
+    floor_text = f"{summary['floor']['ms']:g} ms and {summary['floor']['pct']:g} %"
+    below = summary["below_floor"]
+    below_text = f"; {below} under the floor in gpu_util.json" if below else ""
+    if not summary["findings"]:
+        return wrap(f"no findings worth {floor_text} of a test's time in {summary['tests']} tests{below_text}", width)
+    lines = wrap(f"{summary['tests_with_findings']} of {summary['tests']} tests have findings worth {floor_text} "
+                 f"of their time ({summary['findings']} in all{below_text})", width)
+    fixes = rank_fixes((r.test, r.findings) for r in records if r.findings is not None)
+    shown = fixes if verbose else fixes[:TOP_SHOWN]
+    lines.append(_fit(f"top fixes for this run, by the time they would save (about {saving_text(summary['saving_ms'])} "
+                      "in all):", width))
+    lines += [_fix_line(fix, width) for fix in shown]
+    if len(fixes) > len(shown):
+        lines.append(f"  ... and {len(fixes) - len(shown)} more (-v; all in gpu_util.json findings_summary)")
+    worst = worst_tests((r.test, r.findings) for r in records if r.findings is not None)
+    room = WORST_TESTS_VERBOSE if verbose else min(WORST_TESTS_SHOWN, MOST_LINES - len(lines) - 2)
+    if room > 0 and worst:
+        lines.append("worst tests (each finding's evidence: gpu_util.json, the HTML report):")
+        kept = worst[:room]
+        prefix = common_prefix([test for test, _, _ in kept]) if len(kept) > 1 else ""
+        if prefix and (verbose or len(lines) + len(kept) + 1 <= MOST_LINES):
+            lines.append(caption(prefix, width))
+        else:
+            prefix = ""
+        rule_width = max(len(rule) for _, _, rule in kept)
+        room_for_ids = max(20, width - 11 - rule_width)
+        short = shorten_test_ids([test[len(prefix):] for test, _, _ in kept], room_for_ids)
+        for (test, ms, rule), name in zip(kept, short):
+            lines.append(f"  {saving_text(ms):>7}  {name}  {rule}")
+    return [_fit(line, width) for line in lines]
+
+
+def trace_findings_text(findings: Optional[Sequence[Finding]], floor: Optional[Floor] = None) -> str:
+    """The findings of one trace after its report, as ``gpuutil analyze`` prints them: each reported
+    one with its saving and basis, those under the floor counted ("" when not looked for)."""
+    if findings is None:
+        return ""
+    reported, below = split_by_floor(findings, floor or DEFAULT_FLOOR)
+    under = f" ({len(below)} under the floor of {(floor or DEFAULT_FLOOR).text})" if below else ""
+    if not reported:
+        return f"\nfindings: none{under}"
+    lines = ["", f"findings (what to fix, largest saving first){under}:"]
+    for f in sorted(reported, key=lambda f: -f.saving_ms):
+        lines.append(f"  {f.rule} [{f.severity}], saves about {saving_text(f.saving_ms)}: {f.message}")
+        lines.append(f"      fix: {f.fix}")
+        lines.append(f"      saving: {f.saving_basis}")
+    return "\n".join(lines)
 
 
 def esc(text: object) -> str:
@@ -106,28 +181,47 @@ def findings_json(findings: Iterable[Finding]) -> list[dict[str, Any]]:
     return [f.to_dict() for f in findings]
 
 
-def findings_section(tests: Sequence[Mapping[str, Any]]) -> str:
-    """The HTML report's findings by rule ("" when findings were not looked for in any test)."""
+def findings_section(tests: Sequence[Mapping[str, Any]], summary: Optional[Mapping[str, Any]] = None) -> str:
+    """The HTML report's findings: the session's ranking of fixes by saving, then the findings by
+    rule ("" when findings were not looked for in any test). ``summary``: the run document's
+    ``findings_summary`` (for its floor; made from the tests when absent)."""
     checked = [t for t in tests if isinstance(t.get("findings"), (list, tuple))]
     if not checked:
         return ""
+    made = findings_summary(checked)
+    floor = summary.get("floor") if isinstance(summary, Mapping) and isinstance(summary.get("floor"), Mapping) else None
+    floor = floor or (made or {}).get("floor") or {}
+    floor_text = f"{floor.get('ms', DEFAULT_FLOOR.ms):g} ms and {floor.get('pct', DEFAULT_FLOOR.pct):g} %"
+    below = (made or {}).get("below_floor", 0)
+    below_note = (f" · {below} finding{'s' if below != 1 else ''} under the floor (a saving under {floor_text} of "
+                  "the test's time) are not shown: gpu_util.json keeps them under each test's below_floor") if below else ""
     groups = group_pairs((str(t["test"]), t.get("findings")) for t in checked)
     if not groups:
-        return (f'<section id="findings"><h2>Findings: what to fix</h2><p class="sub">No findings in the '
-                f"{len(checked)} tests looked at.</p></section>")
+        return (f'<section id="findings"><h2>Findings: what to fix</h2><p class="sub">No findings worth {floor_text} '
+                f"of a test's time in the {len(checked)} tests looked at{below_note}.</p></section>")
     with_findings = len({test for g in groups for test, _ in g.tests})
+    fixes = rank_fixes((str(t["test"]), t.get("findings")) for t in checked)
+    ranking = "".join(
+        f'<tr><td class="n">{esc(saving_text(f.saving_ms))}</td><td>{esc(f.action)} in <b>{esc(f.scope)}</b></td>'
+        f'<td class="n">{f.tests}</td><td>{esc(f.rule)}</td></tr>' for f in fixes)
     rows = []
     for group in groups:
         severities = " ".join(f'<span class="sev {esc(s)}">{n} {esc(s)}</span>' for s, n in group.by_severity().items())
-        worst = "<br>".join(f'{esc(test)} <span class="note">({f.impact_pct:.0f}% of its window)</span>'
-                            for test, f in group.tests[:WORST_SHOWN])
+        worst = "<br>".join(f'{esc(test)} <span class="note">(saves about {esc(saving_text(f.saving_ms))}: '
+                            f"{esc(f.saving_basis)})</span>" for test, f in group.tests[:WORST_SHOWN])
         more = f'<br><span class="note">and {group.count - WORST_SHOWN} more</span>' if group.count > WORST_SHOWN else ""
-        rows.append(f'<tr><td><b>{esc(group.rule)}</b><br><span class="note">{esc(group.title)}</span></td>'
-                    f'<td class="n">{group.count}</td><td>{severities}</td><td class="t">{worst}{more}</td>'
-                    f"<td>{esc(group.fix)}</td></tr>")
+        rule = RULES_BY_ID.get(group.rule)
+        basis = f'<br><span class="note">saving: {esc(rule.saving)}</span>' if rule is not None and rule.saving else ""
+        rows.append(f'<tr><td><b>{esc(group.rule)}</b><br><span class="note">{esc(group.title)}</span>{basis}</td>'
+                    f'<td class="n">{group.count}</td><td class="n">{esc(saving_text(group.saving_ms))}</td>'
+                    f'<td>{severities}</td><td class="t">{worst}{more}</td><td>{esc(group.fix)}</td></tr>')
     return (f'<section id="findings"><h2>Findings: what to fix</h2><p class="sub">{with_findings} of {len(checked)} '
-            f"tests have findings · worst first, by the share of the test's window the problem takes · each test's "
-            f"findings, with their evidence, are in its detail view (filter: with findings)</p>"
-            f'<div class="scroll"><table><thead><tr><th>rule</th><th class="n">tests</th><th>severity</th>'
-            f'<th>worst tests</th><th>fix (for the worst test)</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
-            f"</div></section>")
+            f"tests have findings worth {floor_text} of their time{below_note}</p>"
+            f'<h3>Top fixes for this run</h3><p class="sub">by rule and test file, largest estimated saving first</p>'
+            f'<div class="scroll"><table id="findings-ranking"><thead><tr><th class="n">saves about</th><th>fix</th>'
+            f'<th class="n">tests</th><th>rule</th></tr></thead><tbody>{ranking}</tbody></table></div>'
+            f'<h3>By rule</h3><p class="sub">worst first, by the time the fix would save · each test\'s findings, with '
+            f"their evidence, are in its detail view (filter: with findings)</p>"
+            f'<div class="scroll"><table><thead><tr><th>rule</th><th class="n">tests</th><th class="n">saves about</th>'
+            f'<th>severity</th><th>worst tests</th><th>fix (for the worst test)</th></tr></thead><tbody>{"".join(rows)}'
+            f"</tbody></table></div></section>")

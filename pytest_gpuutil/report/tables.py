@@ -2,11 +2,13 @@
 
 A fitted table is described by its columns (``Column``: header, cell format, priority, narrowest
 width); ``fit_table`` keeps the columns that fit the width, most important first, and shortens
-the name columns (test ids, kernel names) in the middle so that rows stay apart.
+the name columns (test ids, kernel names) in the middle so that rows stay apart; a test id
+column's common start (``tests/test_models.py::``) is printed once, as the table's caption.
 """
 from __future__ import annotations
 
 import math
+import os
 import re
 import textwrap
 from dataclasses import dataclass
@@ -14,7 +16,6 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 from tabulate import tabulate
 
-from pytest_gpuutil.analysis.rules import Finding
 from pytest_gpuutil.analysis.summary import TraceSummary
 
 #: Categories given a column of their own in the one-line summary (percent of window).
@@ -106,6 +107,96 @@ def shorten_test_id(nodeid: str, width: int) -> str:
     return keep_end(path, sizes["path"]) + sep + shorten(name, sizes["name"]) + keep_ends(param, sizes["param"])
 
 
+def common_prefix(ids: Sequence[str]) -> str:
+    """The start shared by every test id that ends at a folder or node-id separator (``/``, ``::``),
+    before any parametrization, with something of each id left after it: ``tests/test_models.py::``."""
+    if not ids:
+        return ""
+    shared = os.path.commonprefix(list(ids))
+    # a separator inside a parametrization id is not one: stop where the first id's parameters start
+    ends = [len(path) + (2 if name else 0) + len(name) for path, name, _ in map(split_test_id, ids)]
+    limit = min(len(shared), *ends)
+    slash, colons = shared.rfind("/", 0, limit), shared.rfind("::", 0, limit)
+    cut = max(slash + 1 if slash >= 0 else 0, colons + 2 if colons >= 0 else 0)
+    return shared[:cut] if all(len(i) > cut for i in ids) else ""
+
+
+def caption(prefix: str, width: int) -> str:
+    """The line a table of test ids starts with when their common ``prefix`` was cut from its rows."""
+    return keep_ends(f"tests in {prefix}", max(width, 20))
+
+
+def shorten_test_ids(ids: Sequence[str], width: int) -> list[str]:
+    """Each of a column's test ids cut to ``width``, keeping what tells it apart from the others.
+
+    The words that every test name of the column starts or ends with (``test_model_`` of
+    ``test_model_forward`` and ``test_model_backward``) are cut in their middle first; kept, in
+    order: the words that differ, both ends of the parametrization id, the file name's end, then
+    the rest: ``te…_backward[2-aimv2_large_patch14_224]``. Ids may lack the prefix the table's
+    caption holds (``test_x[1]`` is a test name, not a file).
+    """
+    parts = [_id_parts(i) for i in ids]
+    head, tail = _shared_words([name for _, name, _ in parts])
+    return [_cut_parts(i, parts[n], head, tail, width) for n, i in enumerate(ids)]
+
+
+def _id_parts(text: str) -> tuple[str, str, str]:
+    """:func:`split_test_id`, where a text without ``::``, ``/`` or ``.py`` is a test name."""
+    path, name, param = split_test_id(text)
+    if not name and "/" not in path and ".py" not in path:
+        return "", path, param
+    return path, name, param
+
+
+def _shared_words(names: Sequence[str]) -> tuple[int, int]:
+    """How many characters every name starts and ends with, in whole words (split after ``_``); a
+    name that all the tests have is shared whole: then the parametrization tells them apart."""
+    distinct = sorted(set(names))
+    if len(distinct) < 2:
+        return (len(distinct[0]) if distinct else 0), 0
+    words = [re.split(r"(?<=_)", n) for n in distinct]  # "test_model_x" -> ["test_", "model_", "x"]
+    shortest = min(map(len, words))
+    head = 0
+    while head < shortest - 1 and len({w[head] for w in words}) == 1:
+        head += 1
+    tail = 0
+    while head + tail < shortest - 1 and len({w[len(w) - 1 - tail] for w in words}) == 1:
+        tail += 1
+    first = words[0]
+    return len("".join(first[:head])), len("".join(first[len(first) - tail:]))
+
+
+def _cut_parts(nodeid: str, parts: tuple[str, str, str], head: int, tail: int, width: int) -> str:
+    """One id of :func:`shorten_test_ids` at ``width``: its shared words (``head`` and ``tail``
+    characters of its name) cut first."""
+    if len(nodeid) <= width:
+        return nodeid
+    path, name, param = parts
+    sep = "::" if name and path else ""
+    budget = width - len(sep)
+    if budget < _PARAM_MIN + 4:
+        return keep_ends(nodeid, width)
+    if head + tail > len(name):
+        head, tail = len(name), 0
+    pieces = {"head": name[:head], "core": name[head:len(name) - tail], "tail": name[len(name) - tail:],
+              "param": param, "path": path}
+    sizes = dict.fromkeys(pieces, 0)
+    for part, want in (("head", 1), ("tail", 1), ("core", _NAME_MIN), ("param", _PARAM_MIN), ("core", None),
+                       ("param", None), ("path", _PATH_MIN), ("head", None), ("tail", None), ("path", None)):
+        length = len(pieces[part])
+        grant = min(max(0, min(length if want is None else want, length) - sizes[part]), budget)
+        sizes[part] += grant
+        budget -= grant
+    if path and sizes["path"] < 4:  # too narrow for any of the path: the name takes its room
+        sizes["core"] += sizes["path"] + len(sep)
+        path, sep, sizes["path"] = "", "", 0
+        if sizes["core"] > len(pieces["core"]):  # more than the words that differ need: the shared ones get it
+            sizes["head"] += sizes["core"] - len(pieces["core"])
+            sizes["core"] = len(pieces["core"])
+    text = {part: keep_ends(pieces[part], sizes[part]) for part in ("head", "core", "tail", "param")}
+    return (keep_end(path, sizes["path"]) if path else "") + sep + text["head"] + text["core"] + text["tail"] + text["param"]
+
+
 def shorten_kernel(name: str, width: int) -> str:
     """A kernel name cut to ``width``: its start, its tile shape and its end (what tells kernels apart).
 
@@ -159,6 +250,9 @@ class Column:
     fair_width: int = 0  # a name column's width kept before OPTIONAL columns come in
     cut: Optional[Callable[[str, int], str]] = None  # how a name column's too-long cell is cut
     align: str = "auto"  # "left", "right", or "auto": right for numbers (a fmt), left for text
+    #: test ids: the start common to the rows is printed once, as the table's caption, and cut from
+    #: them; too-long ids are cut together (shorten_test_ids), keeping what tells them apart
+    test_ids: bool = False
 
     def text(self, row: Any) -> str:
         value = row.get(self.name) if isinstance(row, Mapping) else getattr(row, self.name, None)
@@ -175,10 +269,15 @@ def fit_table(columns: Sequence[Column], rows: Sequence[Any], width: int, every_
     """``rows`` as a plain-text table at most ``width`` characters wide (unless ``every_column``).
 
     Columns are taken by priority while they fit (an optional one only when a row has a value for
-    it); name columns are cut (``Column.cut``) to share what is left, the more important first.
+    it); name columns are cut (``Column.cut``) to share what is left, the more important first. A
+    ``test_ids`` column loses the start its rows share, which heads the table instead (caption).
     ``every_column`` (-v) shows them all, name columns at their narrowest where needed.
     """
     cells = {c.name: [c.text(r) for r in rows] for c in columns}
+    ids = next((c for c in columns if c.test_ids and c.cut is not None), None)
+    prefix = common_prefix(cells[ids.name]) if ids is not None else ""
+    if prefix:
+        cells[ids.name] = [text[len(prefix):] for text in cells[ids.name]]
     natural = {c.name: max([len(c.header), *map(len, cells[c.name])]) for c in columns}
 
     def narrowest(c: Column) -> int:
@@ -212,6 +311,8 @@ def fit_table(columns: Sequence[Column], rows: Sequence[Any], width: int, every_
             widths[column.name] += grow
             room -= grow
     shown = [c for c in columns if c in chosen]  # the table's own column order
+    if ids is not None and ids in chosen and natural[ids.name] > widths[ids.name]:
+        cells[ids.name] = shorten_test_ids(cells[ids.name], widths[ids.name])
 
     def line(texts: Sequence[str]) -> str:
         parts = []
@@ -222,7 +323,8 @@ def fit_table(columns: Sequence[Column], rows: Sequence[Any], width: int, every_
             parts.append(text.rjust(w) if column.right else text.ljust(w))
         return _GAP.join(parts).rstrip()
 
-    lines = [line([c.header for c in shown]), _GAP.join("-" * widths[c.name] for c in shown)]
+    lines = [caption(prefix, width)] if prefix else []
+    lines += [line([c.header for c in shown]), _GAP.join("-" * widths[c.name] for c in shown)]
     lines += [line([cells[c.name][i] for c in shown]) for i in range(len(rows))]
     return "\n".join(lines)
 
@@ -317,15 +419,3 @@ def trace_report(summary: TraceSummary, label: str) -> str:
         )
     return text + "\n" + tabulate_line(label, summary)
 
-
-def findings_text(findings: Optional[Sequence[Finding]]) -> str:
-    """The findings of one trace, after its report ("" when they were not looked for)."""
-    if findings is None:
-        return ""
-    if not findings:
-        return "\nfindings: none"
-    lines = ["", "findings (what to fix):"]
-    for f in findings:
-        lines.append(f"  {f.rule} [{f.severity}]: {f.message}")
-        lines.append(f"      fix: {f.fix}")
-    return "\n".join(lines)

@@ -54,7 +54,7 @@ _TEST_MIN, _TEST_FAIR = 36, 64
 #: Columns of the top-tests table, by priority (tables.OPTIONAL and up: where there is room, or -v).
 #: Other measurements add a Column here (its ``name`` is the TestRecord field it shows).
 TEST_COLUMNS: tuple[Column, ...] = (
-    Column("test", "test", priority=0, min_width=_TEST_MIN, fair_width=_TEST_FAIR, cut=shorten_test_id),
+    Column("test", "test", priority=0, min_width=_TEST_MIN, fair_width=_TEST_FAIR, cut=shorten_test_id, test_ids=True),
     Column("outcome", "outcome", priority=15),
     Column("wall_ms", "wall ms", ".3f", priority=13),
     Column("gpu_busy_ms", "GPU ms", ".3f", priority=2),
@@ -70,9 +70,10 @@ TEST_COLUMNS: tuple[Column, ...] = (
 )
 
 #: Columns of the top-tests-by-memory table.
+MEMORY_TITLE = "top tests by peak GPU memory"
 MEMORY_COLUMNS: tuple[Column, ...] = (
-    Column("test", "top tests by peak GPU memory", priority=0, min_width=_TEST_MIN, fair_width=_TEST_FAIR,
-           cut=shorten_test_id),
+    Column("test", MEMORY_TITLE, priority=0, min_width=_TEST_MIN, fair_width=_TEST_FAIR, cut=shorten_test_id,
+           test_ids=True),
     Column("outcome", "outcome", priority=13),
     Column("peak_alloc_mb", "peak MiB", ".1f", priority=1),
     Column("peak_reserved_mb", "reserved MiB", ".1f", priority=2),
@@ -83,7 +84,7 @@ MEMORY_COLUMNS: tuple[Column, ...] = (
 
 #: Columns of the regression table (rows from gates.regression.regression_rows).
 REGRESSION_COLUMNS: tuple[Column, ...] = (
-    Column("test", "test", priority=0, min_width=_TEST_MIN, fair_width=_TEST_FAIR, cut=shorten_test_id),
+    Column("test", "test", priority=0, min_width=_TEST_MIN, fair_width=_TEST_FAIR, cut=shorten_test_id, test_ids=True),
     Column("metric", "metric", priority=1),
     Column("baseline", "baseline", priority=2, align="right"),
     Column("now", "now", priority=3, align="right"),
@@ -110,7 +111,10 @@ class Terminal:
 
 
 def top_tests_table(state: RunState, terminal: Terminal = Terminal()) -> str:
+    """The tests with the most GPU time (one line when none launched GPU work)."""
     measured = [r for r in state.measured() if r.kernel_count or r.gpu_busy_ms]
+    if not measured:
+        return f"top tests by GPU time: none ({_count(len(state.measured()), 'test')} measured, none launched GPU work)"
     measured.sort(key=lambda r: (-(r.gpu_busy_ms or 0.0), r.test))
     if state.settings.top:
         measured = measured[: state.settings.top]
@@ -121,14 +125,23 @@ def top_tests_table(state: RunState, terminal: Terminal = Terminal()) -> str:
 
 
 def top_memory_table(state: RunState, terminal: Terminal = Terminal()) -> str:
-    """The tests with the highest peak of allocated GPU memory ("" when none was measured)."""
+    """The tests with the highest peak of allocated GPU memory ("" when none was measured; one
+    line when no test allocated any, left any behind, retried or ran out)."""
     with_memory = sorted((r for r in state.records if r.peak_alloc_mb is not None),
                          key=lambda r: (-(r.peak_alloc_mb or 0.0), r.test))
     if not with_memory:
         return ""
+    if not any(_memory_to_tell(r) for r in with_memory):
+        return f"{MEMORY_TITLE}: none, every peak is 0.0 MiB ({_count(len(with_memory), 'test')} measured)"
     if state.settings.top:
         with_memory = with_memory[: state.settings.top]
     return fit_table(MEMORY_COLUMNS, with_memory, terminal.width, every_column=terminal.verbose)
+
+
+def _memory_to_tell(record: TestRecord) -> bool:
+    """Whether the memory table's row of ``record`` would show anything but zeros (as printed, 0.1 MiB steps)."""
+    sizes = (record.peak_alloc_mb, record.leaked_mb)
+    return any(size is not None and round(size, 1) != 0 for size in sizes) or bool(record.alloc_retries or record.ooms)
 
 
 def totals_line(state: RunState) -> str:
@@ -236,15 +249,13 @@ def write_summary(state: RunState, tr: Any) -> None:
         tr.write_line(f"no CUDA device found: GPU fields are empty in the files ({_count(len(state.records), 'test')} ran)")
     elif state.settings.enabled:
         if state.measured():
-            tr.write_line(top_tests_table(state, terminal))
+            write_table(top_tests_table(state, terminal), tr, terminal)
         say(totals_line(state))
         for line in measurement_lines(state) + children_lines(state):
             say(line)
         for line in counter_lines(state):
             say(line)
-        memory = top_memory_table(state, terminal)
-        if memory:
-            tr.write_line(memory)
+        write_table(top_memory_table(state, terminal), tr, terminal)
         write_findings(state, tr, terminal)
         gpus = state.gpu_table()
         if len(gpus) > 1 or any(w != "main" for g in gpus for w in g["workers"]):
@@ -274,11 +285,20 @@ def write_summary(state: RunState, tr: Any) -> None:
     _github_step_summary(state)
 
 
+def write_table(text: str, tr: Any, terminal: Terminal) -> None:
+    """A fitted table as it is, or the one line that stands for a table with nothing to tell, wrapped."""
+    if "\n" in text:
+        tr.write_line(text)
+        return
+    for line in wrap(text, terminal.width) if text else ():
+        tr.write_line(line)
+
+
 def write_findings(state: RunState, tr: Any, terminal: Terminal = Terminal()) -> None:
     """What to fix, by rule, with the worst tests (nothing when findings were off), fitted to the terminal."""
     from pytest_gpuutil.report.findings_report import SECTION as FINDINGS, finding_lines
 
-    lines = finding_lines(state.records, terminal.width)
+    lines = finding_lines(state.records, terminal.width, terminal.verbose, state.settings.findings_floor)
     if not lines:
         return
     tr.write_sep("-", FINDINGS)

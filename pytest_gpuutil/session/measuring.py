@@ -51,6 +51,8 @@ class FinishedTest:
     record: TestRecord
     results: TestResults
     thresholds: str
+    #: the call's timeline in its compact form, when it is among those drawn
+    timeline: Optional[dict[str, Any]] = None
 
 
 def outcome_of(phases: dict[str, Any]) -> str:
@@ -150,7 +152,8 @@ class Measuring:
             self._write_trace(record, profile)
             if record.measure_ms is not None:
                 record = dataclasses.replace(record, measure_ms=record.measure_ms + (time.perf_counter() - began) * 1000)
-            finished.append(FinishedTest(record, test.results, test.thresholds))
+            timeline = profile.timeline_with_counters() if profile is not None else None
+            finished.append(FinishedTest(record, test.results, test.thresholds, timeline))
         return finished
 
     def close(self, finalize: Callable[[Any, TestRecord], TestRecord]) -> list[FinishedTest]:
@@ -196,4 +199,5 @@ class Measuring:
             "metric_rows": [r.to_dict() for r in test.results.metric_rows],
             "tables": {name: list(cols) for name, cols in test.results.tables.items()},
             "thresholds": test.thresholds,
+            **({"timeline": test.timeline} if test.timeline is not None else {}),
         }

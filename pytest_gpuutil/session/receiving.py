@@ -8,9 +8,10 @@ batch also says how its process measured (shown in the summary, totalled in gpu_
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.report.timelines import TimelineStore, record_scores
 from pytest_gpuutil.report.metric_tables import MetricRow, MetricTableError, MetricTableRegistry
 from pytest_gpuutil.report.terminal import display_path
 
@@ -18,7 +19,8 @@ from pytest_gpuutil.report.terminal import display_path
 class Receiver:
     """The records of the run so far, and what came with them."""
 
-    def __init__(self, registry: MetricTableRegistry, output_dir: Path, usage_errors: list[str]):
+    def __init__(self, registry: MetricTableRegistry, output_dir: Path, usage_errors: list[str],
+                 timelines: Optional[int] = 0):
         self._registry = registry
         self._output_dir = output_dir
         #: problems that end the run with a usage error (shared with the run's state)
@@ -29,6 +31,8 @@ class Receiver:
         self.metric_rows_written = 0
         self.thresholds_not_checked: list[str] = []
         self.threshold_failures: list[str] = []
+        #: the timelines of the worst tests so far (at most the number asked for, see report/timelines.py)
+        self.timelines = TimelineStore(timelines)
 
     def receive_batch(self, batch: dict[str, Any]) -> None:
         """Payloads that came on one report (or at a worker's end), with what measured them."""
@@ -45,12 +49,15 @@ class Receiver:
     def receive(self, payload: dict[str, Any]) -> None:
         """Take one test's payload (from an xdist worker): keep its record, write its metric rows now."""
         self.take(TestRecord.from_dict(payload["record"]), [MetricRow.from_dict(r) for r in payload.get("metric_rows", ())],
-                  payload.get("tables", {}), payload.get("thresholds", ""))
+                  payload.get("tables", {}), payload.get("thresholds", ""), payload.get("timeline"))
 
     def take(self, record: TestRecord, rows: Sequence[MetricRow], tables: Mapping[str, Sequence[str]],
-             thresholds: str) -> None:
-        """Keep one test's record (built in this process, or read from a payload); write its metric rows now."""
+             thresholds: str, timeline: Optional[Mapping[str, Any]] = None) -> None:
+        """Keep one test's record (built in this process, or read from a payload) and its timeline
+        while it is among the worst; write its metric rows now."""
         self.records.append(record)
+        if isinstance(timeline, Mapping):
+            self.timelines.offer(record.test, record_scores(record), timeline)
         for name, columns in tables.items():
             try:
                 self._registry.register(name, columns)

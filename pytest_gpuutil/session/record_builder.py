@@ -25,10 +25,12 @@ def _join(*notes: str) -> str:
 
 def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], results: TestResults,
                  memory: Optional[TestMemory], *, worker: str, physical_id: Callable[[str], str],
-                 unmeasured_note: str, findings_ignore: frozenset[str] = frozenset()) -> TestRecord:
+                 unmeasured_note: str, findings_ignore: frozenset[str] = frozenset(),
+                 findings_floor: Any = None) -> TestRecord:
     """The test's record; ``unmeasured_note`` is its note when it has no profile at all. Findings
     that read the hardware counters (``low-sm-activity``) join the window's own findings here, where
-    both the busy % and the counters are known."""
+    both the busy % and the counters are known; those whose saving is under ``findings_floor``
+    (default: the rules' DEFAULT_FLOOR) go to ``below_floor``."""
     common = dict(
         test=nodeid,
         outcome=outcome,
@@ -47,12 +49,15 @@ def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], resu
     if stats is None:
         return TestRecord(**common, wall_ms=profile.wall_ms, measure_ms=measure_ms,
                           note=_join(profile.note or NO_CUDA_NOTE, oom_note))
-    findings = None
+    findings, below = None, ()
     if profile.findings is not None:
         from pytest_gpuutil.analysis.findings import counter_findings
+        from pytest_gpuutil.analysis.rules import DEFAULT_FLOOR, split_by_floor
 
-        found = (*profile.findings, *counter_findings(stats.busy_pct, common.get("sm_pct"), findings_ignore))
-        findings = tuple(f.to_dict() for f in found)
+        found = (*profile.findings, *counter_findings(stats.busy_pct, common.get("sm_pct"), findings_ignore,
+                                                      profile.wall_ms))
+        reported, under = split_by_floor(found, findings_floor or DEFAULT_FLOOR)
+        findings, below = tuple(f.to_dict() for f in reported), tuple(f.to_dict() for f in under)
     return TestRecord(
         **common,
         wall_ms=profile.wall_ms,
@@ -80,6 +85,7 @@ def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], resu
         },
         note=_join(profile.note, oom_note),
         findings=findings,
+        below_floor=below,
         processes=process_entries(profile.processes, memory, physical_id),
     )
 

@@ -32,12 +32,14 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
               invocation_dir: Path, baseline: Optional[RunDoc], fail_exprs: Sequence[FailExpr],
               comparison: Optional[Comparison], written: list[Path], usage_errors: list[str],
               created: Optional[str] = None, baseline_label: Optional[str] = None,
-              trends: Optional[Mapping[str, Trend]] = None) -> None:
+              trends: Optional[Mapping[str, Trend]] = None,
+              timelines: Optional[Mapping[str, Mapping[str, Any]]] = None) -> None:
     """Write gpu_util.csv/json, save the baselines asked for, write the HTML report if asked.
 
     Each file goes into ``written`` once it is written (an OSError stops the rest); an HTML report
     that cannot be written goes into ``usage_errors``. ``created``: the run's time (default now);
-    ``baseline_label``: what the page calls the baseline; ``trends``: the page's trend lines.
+    ``baseline_label``: what the page calls the baseline; ``trends``: the page's trend lines;
+    ``timelines``: the tests' timelines, written beside gpu_util.json (timelines.json.gz) and drawn on the page.
     """
     records = sorted(records, key=lambda r: r.test)
     created = created or now_utc()
@@ -46,8 +48,18 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
         from pytest_gpuutil.analysis.counters import summarise
 
         extra["counters"] = summarise((r.test, r.counter_sums) for r in records)  # per file and session
+    if any(r.findings is not None for r in records):
+        from pytest_gpuutil.analysis.findings import findings_summary
+
+        extra["findings_summary"] = findings_summary([r.to_dict() for r in records], settings.findings_floor)
     doc = run_document(records, machine, created, gpus=gpus, totals=totals, thresholds=thresholds, **extra)
     written.extend(write_run_files(output_dir, records, doc))
+    if settings.html is not None:
+        from pytest_gpuutil.report.timelines import write_sidecar
+
+        sidecar = write_sidecar(output_dir, timelines or {})
+        if sidecar is not None:
+            written.append(sidecar)
     for name in filter(None, (settings.save, free_autosave_name(output_dir, machine) if settings.autosave else None)):
         written.append(save_baseline(doc, output_dir, name))
     if settings.html is not None:
@@ -60,8 +72,11 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
         target = invocation_dir / settings.html if settings.html else output_dir / DEFAULT_NAME
         view = baseline_view_of(baseline, records, fail_exprs, comparison, baseline_label) if baseline else None
         try:
+            from pytest_gpuutil.report.timelines import PAGE_BUDGET_BYTES
+
             written.append(write_html_report(target, doc, baseline=view, traces_dir=output_dir / "traces",
-                                             trace_name=safe_name, trends=trends))
+                                             trace_name=safe_name, trends=trends, timelines=timelines,
+                                             timeline_budget=None if settings.timelines is None else PAGE_BUDGET_BYTES))
         except OSError as exc:
             usage_errors.append(f"--gpu-util-html: could not write {display_path(target)}: {exc}")
 

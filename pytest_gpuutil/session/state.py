@@ -66,12 +66,15 @@ class GpuUtilSession:
                                   memory_history=settings.memory_history,
                                   findings=settings.findings, findings_ignore=settings.findings_ignore,
                                   counters=settings.counters, counters_interval_ms=settings.counters_interval_ms,
-                                  children=settings.children)
+                                  children=settings.children,
+                                  timelines=settings.timelines if settings.html is not None else 0,
+                                  timeline_gap_ms=settings.timeline_gap_ms)
         #: this process's tests (a plain run or a worker): measured, then sent on as payloads
         self.measuring = Measuring(measurement, self.make_record, worker_id=worker_id, traces=settings.traces,
                                    output_dir=self.output_dir, trace_errors=self.trace_errors)
         #: the payloads received (controller or plain run)
-        self.receiver = Receiver(self.registry, self.output_dir, self.usage_errors)
+        self.receiver = Receiver(self.registry, self.output_dir, self.usage_errors,
+                                 timelines=settings.timelines if settings.html is not None else 0)
         self.test_seconds = 0.0
         #: seconds the session's end took here: the last flush, writing gpu_util.csv/json
         self.finish_s = 0.0
@@ -194,6 +197,7 @@ class GpuUtilSession:
         unmeasured = NO_CUDA_NOTE if self.settings.enabled and self._cuda is False else ""
         return build_record(nodeid, outcome, profile, results, memory, worker=self.worker_id,
                             findings_ignore=self.settings.findings_ignore,
+                            findings_floor=self.settings.findings_floor,
                             physical_id=self.physical_id, unmeasured_note=unmeasured)
 
     def memory_report(self, nodeid: str) -> str:
@@ -248,7 +252,8 @@ class GpuUtilSession:
                                 output_dir=self.output_dir, invocation_dir=self.invocation_dir, baseline=self.baseline,
                                 fail_exprs=self.fail_exprs, comparison=self.comparison, written=self.written,
                                 usage_errors=self.usage_errors, created=created,
-                                baseline_label=self.compare_label or None, trends=trends)
+                                baseline_label=self.compare_label or None, trends=trends,
+                                timelines=self.receiver.timelines.timelines)
         finally:  # the run joins the history even when its files could not be written
             if self.history.appends:
                 path = self.history.append(self.records, info, created, cwd=str(self.invocation_dir))

@@ -125,7 +125,12 @@ def test_host_sync_fires_when_the_gpu_idles_after_many_waits() -> None:
     finding = next(f for f in found if f.rule == "host-sync")
     assert finding.evidence["waits"] == 50 and finding.evidence["by_name"] == {"cudaStreamSynchronize": 50}
     assert finding.evidence["idle_after_us"] == pytest.approx(49 * 39, abs=1)
-    assert finding.impact_pct == pytest.approx(100 * 49 * 39 / 3000, abs=0.01) and finding.severity == "high"
+    assert finding.impact_pct == pytest.approx(100 * 49 * 39 / 3000, abs=0.01)
+    # one wait instead of 50: 49/50 of the idle after them comes back (1.87 ms of a 3 ms window)
+    assert finding.saving_ms == pytest.approx(49 * 39 / 1000 * 49 / 50, abs=0.001)
+    assert finding.saving_pct == pytest.approx(100 * 49 * 39 * 49 / 50 / 3000, abs=0.01)
+    assert finding.severity == "low"  # under 3 ms: little at stake, however large its share
+    assert "one wait instead of 50" in finding.saving_basis
     assert "gpu-idle" not in rules_of(found)  # the idle is between kernels: host-sync says why
 
 
@@ -144,7 +149,9 @@ def test_launch_bound_fires_on_many_tiny_kernels_with_launch_gaps() -> None:
     found = find(cols(*tiny), window(8 * MS))
     assert rules_of(found) == ["launch-bound"]  # gpu-idle's idle is between kernels: launch-bound says why
     assert found[0].evidence["median_kernel_us"] == 2 and found[0].evidence["median_gap_us"] == 6
-    assert found[0].severity == "high"
+    # idle between (999 gaps of 6 µs) less 1 µs a launch that a CUDA graph leaves
+    assert found[0].saving_ms == pytest.approx((999 * 6 - 1000 * 1) / 1000, abs=0.001)
+    assert found[0].severity == "medium"  # 5 ms, 62 % of the 8 ms window
 
 
 @pytest.mark.parametrize("what,events", [
@@ -192,7 +199,9 @@ def test_gpu_idle_says_where_the_idle_time_is() -> None:
     assert rules_of(before) == ["gpu-idle"]
     assert before[0].evidence["mostly"] == "before" and "fixture" in before[0].fix
     assert before[0].evidence["idle_before_us"] == 8000 and before[0].evidence["idle_after_us"] == 1000
-    assert "8.0 ms before the first kernel" in before[0].message and before[0].severity == "high"
+    assert "8.0 ms before the first kernel (the test's own host work" in before[0].message
+    assert before[0].saving_ms == 9.0 and before[0].severity == "medium"  # 9 ms of 10: under 10 ms
+    assert before[0].evidence["before"] == "host-work"
     between = find(cols(*back_to_back(GEMM_BF16, 10, 100 * US, 900 * US)), window(10 * MS))
     assert between[0].evidence["mostly"] == "between" and "host" in between[0].fix
     after = find(cols(ev(GEMM_BF16, 0, 1 * MS)), window(10 * MS))
@@ -245,8 +254,11 @@ def test_findings_are_json_and_read_back() -> None:
     assert Finding.from_dict({"rule": "x", "impact_pct": "7", "evidence": [1]}).impact_pct == 0.0
 
 
-def test_severity_goes_by_impact() -> None:
-    assert [severity_of(p) for p in (0, 19.9, 20, 49.9, 50, 100)] == ["low", "low", "medium", "medium", "high", "high"]
+def test_severity_goes_by_what_is_at_stake() -> None:
+    """Both the saving and its share of the test's time: a large share of a tiny test is low."""
+    cases = [(0, 0), (9.9, 90), (10, 25), (10, 24.9), (3, 10), (2.9, 50), (500, 9.9), (500, 10)]
+    assert [severity_of(ms, pct) for ms, pct in cases] == ["low", "medium", "high", "medium", "medium", "low",
+                                                           "low", "medium"]
 
 
 def test_rule_ids_are_parsed_and_checked() -> None:
@@ -262,27 +274,20 @@ def test_every_rule_is_documented_with_its_limits() -> None:
         assert rule.title and rule.fix and rule.limits, rule.id
         for name, limit in rule.limits.items():
             assert limit.reason and limit.unit in ("%", "µs", "ms", ""), (rule.id, name)
+        assert rule.saving and rule.action, rule.id  # the findings page renders them
+        for name, estimate in rule.estimates.items():
+            assert estimate.reason and estimate.unit in ("%", "µs", "GB/s", "x"), (rule.id, name)
 
 
 def test_counter_findings_come_from_a_records_figures() -> None:
     from pytest_gpuutil.analysis.findings import counter_findings
 
-    found = counter_findings(busy_pct=80.0, sm_pct=2.0)
+    found = counter_findings(busy_pct=80.0, sm_pct=2.0, window_ms=100.0)
     assert rules_of(found) == ["low-sm-activity"] and found[0].severity == "high"
+    assert found[0].saving_ms == pytest.approx(100 * 0.78 * 0.5)  # half the busy time the SMs sat idle
     assert counter_findings(busy_pct=80.0, sm_pct=None) == () == counter_findings(None, 2.0)
     assert counter_findings(busy_pct=80.0, sm_pct=2.0, ignore={"low-sm-activity"}) == ()
     assert counter_findings(busy_pct=10.0, sm_pct=0.1) == ()  # too little GPU work to judge
-
-
-def test_the_readme_states_every_limit_and_its_reason() -> None:
-    from pathlib import Path
-
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("## Findings"):readme.index("## GPU memory")]
-    for rule in RULES:
-        part = section[section.index(f"### `{rule.id}`"):]
-        for name, limit in rule.limits.items():
-            assert f"| `{name}` | {limit.text} | {limit.reason} |" in part, (rule.id, name)
 
 
 def test_array_windows_are_looked_at_without_importing_numpy_ma() -> None:

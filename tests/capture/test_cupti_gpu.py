@@ -1,6 +1,9 @@
 """The CUPTI event source on a real GPU: skipped without CUDA, run on the H100/H200 before any claim."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -8,6 +11,9 @@ import pytest
 torch = pytest.importorskip("torch")
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+#: set in the fresh process that runs one case of this module on its own
+FRESH_PROCESS = "PYTEST_GPUUTIL_FRESH_PROCESS"
 
 
 def _source():
@@ -135,14 +141,28 @@ def test_the_plugin_measures_with_cupti_and_says_so(pytester, monkeypatch):
     assert "Fatal Python error" not in result.stderr.str() and result.ret == 0
 
 
-def test_the_hosts_waits_come_with_the_gpu_work_and_make_findings():
-    """Activity kind 38: each .item() is a "Stream Sync" wait; the capture's own closing
-    synchronize is left out; host-sync fires on an .item() loop and not on the same loop without."""
+@pytest.mark.parametrize("callbacks", [False, True], ids=["kind38", "callbacks"])
+def test_the_hosts_waits_come_with_the_gpu_work_and_make_findings(callbacks):
+    """Activity kind 38, or CUPTI's callbacks at the synchronizing calls (the plugin's default):
+    each .item() is a "Stream Sync" wait; the capture's own closing synchronize is left out;
+    host-sync fires on an .item() loop and not on the same loop without."""
     from pytest_gpuutil import KernelClassifier
     from pytest_gpuutil.capture.continuous import ContinuousCapture
+    from pytest_gpuutil.capture.cupti import CuptiSource
+    from pytest_gpuutil.capture.host_waits import load_module
 
-    source = _source()
-    assert 38 in source.kinds
+    if callbacks and load_module() is None:
+        pytest.skip("the package was installed without capture/_waits.c")
+    if callbacks and os.environ.get(FRESH_PROCESS) != "1":
+        # The callbacks take the process's one CUPTI subscriber, which torch.profiler (Kineto) keeps
+        # once it has run in a process (as earlier tests of this module do): this case in a fresh one.
+        node = f"{__file__}::test_the_hosts_waits_come_with_the_gpu_work_and_make_findings[callbacks]"
+        done = subprocess.run([sys.executable, "-m", "pytest", node, "-q", "-p", "no:cacheprovider"],
+                              env=dict(os.environ, **{FRESH_PROCESS: "1"}), capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0 and " passed" in done.stdout, done.stdout[-4000:] + done.stderr[-2000:]
+        return
+    source = CuptiSource(demangle=torch._C._demangle, waits_from_callbacks=callbacks)
+    assert (38 in source.kinds) is not callbacks
     capture = ContinuousCapture(source, KernelClassifier(), synchronize=torch.cuda.synchronize, findings=True)
     assert capture.ensure_started(), capture.broken
     a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
@@ -162,3 +182,35 @@ def test_the_hosts_waits_come_with_the_gpu_work_and_make_findings():
     waits = found["host-sync"].evidence
     assert waits["waits"] == 100 and waits["by_name"] == {"Stream Sync": 100}  # not the capture's Context Sync
     assert results["without"].findings == ()
+    if callbacks:
+        assert source.host_waits == "callbacks", source.host_waits_note
+
+
+def test_after_a_torch_profiler_session_the_waits_are_still_recorded():
+    """The callbacks' subscription is handed over with CUPTI before torch.profiler starts; after it
+    (Kineto keeps its own subscriber) the source subscribes again or falls back to kind 38, saying
+    why; either way an .item() afterwards is a Stream Sync wait."""
+    from pytest_gpuutil.capture.cupti import CuptiSource
+    from pytest_gpuutil.capture.host_waits import load_module
+    from pytest_gpuutil.capture.profiler import guard_profiler_starts
+
+    if load_module() is None:
+        pytest.skip("the package was installed without capture/_waits.c")
+    source = CuptiSource(demangle=torch._C._demangle, waits_from_callbacks=True)
+    restore = guard_profiler_starts(torch, source.stop)
+    try:
+        source.start()
+        x = torch.ones(16, device="cuda")
+        x.sum().item()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
+            (x * 2).sum().item()
+        source.start()
+        x.sum().item()
+        source.drain()
+        names = [name for name, _, _ in source.drain_syncs().rows()]
+    finally:
+        source.stop()
+        if restore is not None:
+            restore()
+    assert names.count("Stream Sync") >= 2, (names, source.host_waits, source.host_waits_note)
+    assert source.host_waits == "callbacks" or source.host_waits_note

@@ -73,3 +73,25 @@ def test_top_level_usage(args, code):
     res = gpuutil(*args)
     assert res.returncode == code
     assert "analyze" in res.stdout + res.stderr
+
+
+def test_html_draws_each_traces_timeline(tmp_path):
+    import re
+
+    from pytest_gpuutil.capture.timeline import decode
+
+    page = tmp_path / "out.html"
+    traces = [str(DATA / "two_streams_overlap.json.gz"), str(DATA / "memcpy_h2d_d2h.json.gz")]
+    result = gpuutil("analyze", *traces, "--html", str(page), "--timeline-gap", "0.05")
+    assert result.returncode == 0, result.stderr
+    text = page.read_text(encoding="utf-8")
+    drawn = json.loads(re.search(r'id="gu-timelines">(.*?)</script>', text, re.S).group(1))["tests"]
+    assert len(drawn) == 2 and all(t["gt"] == 50_000 for t in drawn.values())
+    rows = re.findall(r'<tr tabindex="0"[^>]*><td>(.*?)</td>', text)
+    streams = decode(drawn[str(rows.index(traces[0]))])
+    assert [(lane.device, lane.stream) for lane in streams.lanes] == [("0", "47"), ("0", "51")]
+    copies = decode(drawn[str(rows.index(traces[1]))])
+    assert {k[1] for k in copies.keys} >= {"gpu_memcpy"}
+    (tmp_path / "a_file").write_text("")
+    bad = gpuutil("analyze", traces[0], "--html", str(tmp_path / "a_file" / "x.html"))  # a folder that is a file
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --html: cannot write")

@@ -5,6 +5,8 @@ import csv
 import io
 import json
 
+import pytest
+
 from tests.cli.test_analyze import gpuutil
 from tests.helpers.reference import DATA
 
@@ -27,8 +29,10 @@ def test_json_has_the_findings_of_each_trace():
 def test_the_table_ends_each_trace_with_its_findings():
     res = gpuutil("analyze", FINDINGS / "pageable_copies.json.gz", FINDINGS / "tf32_matmul.json.gz")
     pageable, tf32 = res.stdout.split("== ")[1:]
-    assert "findings (what to fix):\n  pageable-memcpy [medium]: 10 copies from or to pageable host memory" in pageable
+    assert ("findings (what to fix, largest saving first):\n  pageable-memcpy [medium], saves about 5.8 ms: 10 copies "
+            "from or to pageable host memory") in pageable
     assert "      fix: pin the host memory" in pageable
+    assert "      saving: 7.5 ms of pageable copies (less 2 µs each) at 11 GB/s, the same bytes at 48 GB/s" in pageable
     assert "findings: none" in tf32
 
 
@@ -46,6 +50,18 @@ def test_findings_can_be_turned_off_or_thinned():
     res = gpuutil("analyze", FINDINGS / "small_kernels.json.gz", "--format", "json", "--findings-ignore",
                   "launch-bound,gpu-idle")
     assert json.loads(res.stdout)["findings"] == []
+
+
+def test_the_floor_moves_small_findings_to_below_floor():
+    args = ("analyze", FINDINGS / "small_kernels.json.gz", "--format", "json")
+    default = json.loads(gpuutil(*args).stdout)
+    assert default["findings"][0]["saving_ms"] == pytest.approx(14.8, abs=0.1) and default["below_floor"] == []
+    high = json.loads(gpuutil(*args, "--findings-floor", "20ms").stdout)
+    assert high["findings"] == [] and [f["rule"] for f in high["below_floor"]] == ["launch-bound"]
+    table = gpuutil("analyze", FINDINGS / "small_kernels.json.gz", "--findings-floor", "20ms").stdout
+    assert "findings: none (1 under the floor of 20 ms and 2 % of the test's time)" in table
+    bad = gpuutil(*args, "--findings-floor", "lots")
+    assert bad.returncode == 2 and bad.stderr.startswith("error: --findings-floor: expected MSms and/or PCT%")
 
 
 def test_an_unknown_rule_is_one_line():

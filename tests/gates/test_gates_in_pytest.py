@@ -64,13 +64,14 @@ def test_planted_regression_fails_with_table_and_pytest_summary_line(pytester, b
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([
         "*GPU regressions against baseline*main.json*",
+        "tests in test_a.py::",  # the file the rows share, once
         REGRESSION_HEADER,
         "*",
-        "test_a.py::test_fast*busy_pct*50*30*-20.0 pts*-5 pts",
+        "test_fast*busy_pct*50*30*-20.0 pts*-5 pts",
         "FAILED: 1 regression(s) in 1 test(s) (limits: busy_pct:5)",
     ])
     result.stdout.fnmatch_lines(["*== 2 passed in *"])  # pytest's own final line survives the gate
-    assert "test_a.py::test_slow  busy_pct" not in result.stdout.str()
+    assert "test_slow  busy_pct" not in result.stdout.str()
     assert "Traceback" not in output(result)
 
 
@@ -86,7 +87,7 @@ def test_default_fail_expressions_apply_without_gpu_util_fail(pytester, baseline
     plant(pytester, test_fast=busy(50.0, gpu_busy_ms=12.0), test_slow=busy(50.0))  # +20% GPU time
     result = run(pytester, "--gpu-util", "--gpu-util-compare", "main")
     assert result.ret == 1
-    result.stdout.fnmatch_lines(["test_a.py::test_fast*gpu_busy_ms*10*12*+20.0%*+10%"])
+    result.stdout.fnmatch_lines(["test_fast*gpu_busy_ms*10*12*+20.0%*+10%"])
 
 
 def test_autosave_then_compare_with_the_latest(pytester):
@@ -193,7 +194,7 @@ def test_baseline_from_another_gpu_model_is_not_compared_unless_any_machine(pyte
                  "--gpu-util-compare", str(other))
     assert result.ret == 1
     result.stdout.fnmatch_lines(["*GPU regressions against baseline*other_machine.json*",
-                                 "test_a.py::test_fast*busy_pct*50*30*-20.0 pts*"])
+                                 "test_fast*busy_pct*50*30*-20.0 pts*"])
 
 
 @pytest.mark.parametrize("content, problem", [
@@ -234,7 +235,7 @@ def test_kernel_bench_median_relative_gate(pytester):
     (pytester.path / "sleep_s.txt").write_text("0.003")
     result = run(pytester, "--gpu-util-compare", "kb", "--gpu-util-fail", "kernel_bench.median:5%")
     assert result.ret == 1, output(result)
-    result.stdout.fnmatch_lines([REGRESSION_HEADER, "*", "test_kb.py::test_kb*kernel_bench[[]sleepy[]].median*+*%*+5%"])
+    result.stdout.fnmatch_lines([REGRESSION_HEADER, "*", "test_kb*kernel_bench[[]sleepy[]].median*+*%*+5%"])
     result.assert_outcomes(passed=1)
 
     (pytester.path / "sleep_s.txt").write_text("0.001")  # faster than the 3 ms run is not a regression

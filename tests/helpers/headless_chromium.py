@@ -101,20 +101,22 @@ def _run(chromium: str, args: list[str], workdir: Path, timeout: float) -> subpr
 
 
 def run_page(chromium: str, page: str, script: str, workdir: Path, timeout: float = 60.0,
-             name: str = "page.html", virtual_time: bool = True) -> dict[str, Any]:
+             name: str = "page.html", virtual_time: bool = True, base_url: Optional[str] = None) -> dict[str, Any]:
     """Load ``page`` (HTML text) with ``script`` injected; return what it passed to ``guHarness.done``.
 
     With ``virtual_time`` Chromium runs the page's timers before it prints the DOM (for scripts
     that wait); timings should be taken without it, synchronously in the load event.
     Adds ``wall_s`` (the whole Chromium run, start-up included). A run that prints no DOM at all
     (Chromium did not start properly) is tried once more; one that prints the page without the
-    result is not, since the page itself is then what failed.
+    result is not, since the page itself is then what failed. With ``base_url`` (a server whose
+    root is ``workdir``) the page is opened from it rather than as a file.
     """
     path = Path(workdir) / name
     path.write_text(inject(page, script), encoding="utf-8")
     began = time.perf_counter()
     budget = ["--virtual-time-budget=10000"] if virtual_time else []
-    args = [*budget, "--dump-dom", path.resolve().as_uri()]
+    address = f"{base_url.rstrip('/')}/{name}" if base_url else path.resolve().as_uri()
+    args = [*budget, "--dump-dom", address]
     proc = _run(chromium, args, Path(workdir), timeout)
     if not proc.stdout.strip():  # printed nothing at all: a failed start, tried once more
         began = time.perf_counter()

@@ -39,6 +39,8 @@ class Case:
     run: str
     baseline: Optional[str] = None
     traced: tuple[str, ...] = ()
+    #: the tests' timelines (a timelines.json.gz as a run writes it beside gpu_util.json)
+    timelines: Optional[str] = None
 
     @property
     def page(self) -> Path:
@@ -54,6 +56,7 @@ CASES = (
     Case("h200_vs_baseline", "h200_run.json.gz", "h200_baseline.json.gz"),
     Case("h200_two_gpus", "h200_two_gpus_run.json.gz"),
     Case("synthetic_counters", "synthetic_counters_run.json.gz"),
+    Case("planted_timeline", "planted_timeline_run.json.gz", timelines="planted_timelines.json.gz"),
 )
 
 
@@ -85,7 +88,9 @@ def render(case: Case) -> bytes:
         traces.mkdir()
         for test in case.traced:
             (traces / f"{trace_name(test)}.json.gz").write_bytes(b"")
-        path = write_html_report(Path(tmp) / "report.html", doc, baseline=view, traces_dir=traces, trace_name=trace_name)
+        timelines = read_json_gz(case.timelines)["tests"] if case.timelines else None
+        path = write_html_report(Path(tmp) / "report.html", doc, baseline=view, traces_dir=traces, trace_name=trace_name,
+                                 timelines=timelines)
         return path.read_bytes()
 
 

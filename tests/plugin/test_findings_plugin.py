@@ -58,8 +58,10 @@ def test_each_test_record_says_what_to_fix(suite: pytest.Pytester) -> None:
     assert "pageable-memcpy" in rules(got["test_pageable"])
     assert rules(got["test_healthy"]) == [] and got["test_cpu_only"]["findings"] == []
     finding = got["test_launch_bound"]["findings"][0]
-    assert set(finding) == {"rule", "severity", "message", "fix", "impact_pct", "evidence"}
+    assert set(finding) == {"rule", "severity", "message", "fix", "impact_pct", "saving_ms", "saving_pct",
+                            "saving_basis", "evidence"}
     assert finding["evidence"]["kernels"] == 1000 and finding["evidence"]["median_kernel_us"] == 2
+    assert finding["saving_ms"] >= 1.0 and "CUDA graph" in finding["saving_basis"]
     waits = next(f for f in got["test_item_loop"]["findings"] if f["rule"] == "host-sync")["evidence"]
     assert waits["waits"] == 100 and waits["by_name"] == {"Stream Sync": 100}
     csv = (suite.path / ".gpu_util" / "gpu_util.csv").read_text().splitlines()
@@ -76,13 +78,32 @@ def test_the_terminal_groups_findings_by_rule_with_the_worst_tests(suite: pytest
     result = run(suite, "--gpu-util")
     result.stdout.fnmatch_lines([
         "*findings: what to fix (pytest-gpuutil)*",
-        "* of 5 tests have findings*",
-        "pageable-memcpy: 1 test (*): fix: pin the host memory*",
-        "    test_work.py::test_pageable  [[]*[]] 3 copies from or to pageable host memory took 2.7 ms*",
-        "host-sync: 1 test (*): fix: keep results on the GPU inside loops*",
-        "launch-bound: 1 test (*): fix: launch fewer, larger kernels*",
-        "    test_work.py::test_launch_bound  [[]*[]] 1,000 kernels, median 2.0 µs, median gap 6.0 µs*",
+        "* of 5 tests have findings worth 1 ms and 2 % of their time*",
+        "top fixes for this run, by the time they would save (about * in all):",
+        "*ms  * in test_work.py: * test*",
+        "*worst tests*",
+        "tests in test_work.py::",  # the file the worst tests share, once
+        "*ms  test_*  *",
     ])
+    assert "capture the launch loops in a CUDA graph in test_work.py: 1 test" in result.stdout.str()
+    doc = read_json(suite.path / ".gpu_util" / "gpu_util.json")
+    summary = doc["findings_summary"]
+    assert summary["tests"] == 5 and summary["floor"] == {"ms": 1.0, "pct": 2.0}
+    assert summary["top"][0]["saving_ms"] == max(t["saving_ms"] for t in summary["top"])
+    assert {t["rule"] for t in summary["top"]} >= {"launch-bound", "host-sync", "pageable-memcpy"}
+
+
+def test_the_floor_keeps_small_findings_in_the_json_only(suite: pytest.Pytester) -> None:
+    run(suite, "--gpu-util", "--gpu-util-findings-floor", "1000ms")
+    got = records(suite)
+    assert all(r["findings"] == [] for r in got.values() if r["findings"] is not None)
+    below = got["test_launch_bound"]["below_floor"]
+    assert "launch-bound" in [f["rule"] for f in below] and below[0]["saving_ms"] > 0
+    summary = read_json(suite.path / ".gpu_util" / "gpu_util.json")["findings_summary"]
+    assert summary["findings"] == 0 and summary["below_floor"] >= 3 and summary["top"] == []
+    suite.makeini("[pytest]\ngpu_util_findings_floor = 0\n")
+    run(suite, "--gpu-util")
+    assert all(not r["below_floor"] for r in records(suite).values())
 
 
 def test_findings_off_looks_for_none_and_says_nothing(suite: pytest.Pytester) -> None:
@@ -105,6 +126,7 @@ def test_rules_are_left_out_from_the_command_line_or_the_ini_file(suite: pytest.
 @pytest.mark.parametrize("args,ini,message", [
     (("--gpu-util-findings-ignore", "gpu_idle"), "", "*unknown findings rule gpu_idle (rules: pageable-memcpy, host-sync*"),
     (("--gpu-util-findings", "maybe"), "", "*expected on or off, got 'maybe'*"),
+    (("--gpu-util-findings-floor", "1s"), "", "*--gpu-util-findings-floor*expected MSms and/or PCT%*got '1s'*"),
     ((), "[pytest]\ngpu_util_findings_ignore = nope\n", "*ini key gpu_util_findings_ignore*unknown findings rule nope*"),
 ])
 def test_bad_findings_options_are_one_clear_line(suite: pytest.Pytester, args: tuple, ini: str, message: str) -> None:
@@ -120,6 +142,7 @@ def test_the_html_report_shows_findings_by_rule_and_per_test(suite: pytest.Pytes
     page = (suite.path / ".gpu_util" / "report.html").read_text(encoding="utf-8")
     assert '<section id="findings"><h2>Findings: what to fix</h2>' in page
     assert "of 5 tests have findings" in page and "launch fewer, larger kernels" in page
+    assert '<table id="findings-ranking">' in page and "capture the launch loops in a CUDA graph in" in page
     assert '"fd":[["launch-bound","' in page  # the detail view's data
     assert '<option value="findings">with findings</option>' in page
 
@@ -144,7 +167,7 @@ def test_loop(gpu):
     monkeypatch.setenv("COLUMNS", "200")  # the regression table keeps its limit column
     worse = run(pytester, "--gpu-util", "--gpu-util-compare", "base", "--gpu-util-fail", "findings.launch-bound:0")
     assert worse.ret != 0
-    worse.stdout.fnmatch_lines(["*test_work.py::test_loop*findings: new launch-bound*0*1*+1*+0*",
+    worse.stdout.fnmatch_lines(["test_loop*findings: new launch-bound*0*1*+1*+0*",
                                 "FAILED: 1 regression(s) in 1 test(s) (limits: findings.launch-bound:0)"])
     other_rule = run(pytester, "--gpu-util", "--gpu-util-compare", "base", "--gpu-util-fail", "findings.host-sync:0")
     assert other_rule.ret == 0, output(other_rule)

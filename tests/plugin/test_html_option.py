@@ -66,7 +66,7 @@ def suite(pytester: pytest.Pytester) -> pytest.Pytester:
 def test_the_report_lands_in_the_output_folder(suite: pytest.Pytester) -> None:
     result = run(suite, "--gpu-util", "--gpu-util-html", "--gpu-util-traces", "all")
     result.assert_outcomes(passed=5, failed=1)
-    result.stdout.fnmatch_lines(["wrote .gpu_util/gpu_util.csv, .gpu_util/gpu_util.json, .gpu_util/report.html"])
+    result.stdout.fnmatch_lines(["wrote .gpu_util/gpu_util.csv, .gpu_util/gpu_util.json,*", "*.gpu_util/timelines.json.gz, .gpu_util/report.html"])
     page = (suite.path / ".gpu_util" / "report.html").read_text(encoding="utf-8")
     assert sorted(table_rows(page)) == sorted(f"test_work.py::{name}" for name in IDS)
     assert table_rows(page)[0] == "test_work.py::test_mm[2]"  # the most GPU time first
@@ -99,7 +99,7 @@ def test_the_option_alone_turns_measuring_on_and_the_header_says_so(suite: pytes
     assert result.ret == 0, output(result)
     result.stdout.fnmatch_lines(["gpu-util: on (turned on by --gpu-util-html)", "collected 6 items / 5 deselected*"])
     assert table_rows((suite.path / "reports" / "alone.html").read_text(encoding="utf-8")) == ["test_work.py::test_attention"]
-    result.stdout.fnmatch_lines(["wrote .gpu_util/gpu_util.csv, .gpu_util/gpu_util.json, reports/alone.html"])
+    result.stdout.fnmatch_lines(["wrote .gpu_util/gpu_util.csv, .gpu_util/gpu_util.json,*", "*.gpu_util/timelines.json.gz, reports/alone.html"])
     bare = run(suite, "--gpu-util-html", "-k", "idle")  # no value: DIR/report.html
     bare.stdout.fnmatch_lines(["gpu-util: on (turned on by --gpu-util-html)"])
     assert (suite.path / ".gpu_util" / "report.html").is_file()

@@ -101,10 +101,11 @@ def test_memory_fields_are_in_the_files_and_the_summary(pytester: pytest.Pyteste
     record = records_by_test(read_json(pytester.path / ".gpu_util" / "gpu_util.json"))["test_m.py::test_a"]
     assert record["memory_by_device"] == by_device
     result.stdout.fnmatch_lines([
+        "tests in test_m.py::",  # the file the rows share, once, as the table's caption
         "top tests by peak GPU memory*peak MiB*reserved MiB*left behind MiB*retries*OOMs",
         "*",
-        "test_m.py::test_a*2048.0*4096.0*1.0*1*0",
-        "test_m.py::test_b*10.0*20.0*0.0*0*0",
+        "test_a*2048.0*4096.0*1.0*1*0",
+        "test_b*10.0*20.0*0.0*0*0",
     ])
 
 
@@ -121,8 +122,12 @@ def test_memory_gates_and_baselines(pytester: pytest.Pytester) -> None:
                  "--gpu-util-fail", "leaked_mb:1")
     assert result.ret == 1
     result.stdout.fnmatch_lines([
-        "*test_m.py::test_a*peak_alloc_mb*1000*1150*+15.0%*+10%",
-        "*test_m.py::test_b*leaked_mb*0*2*+2*MiB*+1 MiB",
+        "---- GPU regressions against baseline*",
+        "tests in test_m.py::",
+        "test*metric*baseline*now*change*limit",
+        "*",
+        "test_a*peak_alloc_mb*1000*1150*+15.0%*+10%",
+        "test_b*leaked_mb*0*2*+2*MiB*+1 MiB",
     ])
     plant(pytester, test_a=memory(1050.0), test_b=memory(100.0, leaked_mb=0.5))
     result = run(pytester, "--gpu-util", "--gpu-util-compare=base", "--gpu-util-fail", "peak_alloc_mb:10%",

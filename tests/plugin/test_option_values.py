@@ -71,10 +71,13 @@ SAMPLE_VALUES = {
     "--gpu-util-history-runs": "3",
     "--gpu-util-findings": "off",
     "--gpu-util-findings-ignore": "gpu-idle,host-sync",
+    "--gpu-util-findings-floor": "2ms,5%",
     "--gpu-util-counters": "off",
     "--gpu-util-counters-interval": "2",
     "--gpu-util-children": "off",
     "--gpu-util-memory": "off",
+    "--gpu-util-timelines": "5",
+    "--gpu-util-timeline-gap": "0.5",
 }
 
 VALUE_OPTIONS = [spec.flag for spec in OPTIONS if spec.kind != "flag"]

@@ -58,15 +58,12 @@ def gpu_section(result: pytest.RunResult) -> list[str]:
     return lines[start + 1:end]
 
 
-def table(section: list[str], header_start: str) -> list[str]:
-    """The rows of the table whose header starts with ``header_start``."""
+def table(section: list[str], header_start: str, count: int) -> tuple[str, list[str]]:
+    """The caption (the line above the header) and the ``count`` rows of the table whose header
+    starts with ``header_start``."""
     start = next(i for i, line in enumerate(section) if line.startswith(header_start))
-    rows = []
-    for line in section[start + 2:]:
-        if not (line.startswith("…") or line.startswith(FOLDER[:5])):
-            break
-        rows.append(line)
-    return rows
+    assert set(section[start + 1]) <= {"-", " "}, section[start + 1]
+    return section[start - 1], section[start + 2:start + 2 + count]
 
 
 @pytest.mark.parametrize("columns", [80, 100, 200])
@@ -79,12 +76,12 @@ def test_every_line_fits_and_every_row_shows_both_ends_of_its_parametrization(de
     too_wide = [line for line in section if len(line) > columns]
     assert too_wide == [], "\n".join(section)
     for header in ("test ", "top tests by peak GPU memory"):
-        rows = table(section, header)
-        assert len(rows) == len(params()), "\n".join(section)
+        caption, rows = table(section, header, len(params()))
+        assert caption == f"tests in {FOLDER}/{FILE}::", "\n".join(section)  # the file, once
         for param in params():  # both ends of each parametrization id, on exactly one row
             showing = [row for row in rows if param[:3] in row and f"{param[-6:]} " in row + " "]
             assert len(showing) == 1, (param, "\n".join(section))
-        assert all(".py::test_model" in row for row in rows), "\n".join(rows)
+        assert not any(FILE[:-3] in row or FILE[-8:] in row for row in rows), "\n".join(rows)
 
 
 def test_a_wider_terminal_shows_more_columns(deep_suite, monkeypatch):
@@ -115,3 +112,79 @@ def test_the_totals_line_wraps_at_clause_boundaries(deep_suite, monkeypatch):
     first = next(i for i, line in enumerate(section) if line.startswith("session GPU busy"))
     assert section[first].endswith("of profiled test calls;"), section[first]
     assert section[first + 1].startswith("  8 tests profiled, 0 launched no GPU work"), section[first + 1]
+
+
+# -- timm's suite: two test functions, models as parametrization ids, no GPU memory ------------------
+
+TIMM_MODELS = ["aimv2_large_patch14_224", "convnext_tiny.fb_in22k", "eva02_base_patch14_448", "resnet50.a1_in1k"]
+TIMM_SUITE = f"""
+import pytest
+
+@pytest.mark.parametrize("model", {TIMM_MODELS!r})
+@pytest.mark.parametrize("batch", [1, 2])
+def test_model_forward(batch, model):
+    pass
+
+@pytest.mark.parametrize("model", {TIMM_MODELS!r})
+@pytest.mark.parametrize("batch", [1, 2])
+def test_model_backward(batch, model):
+    pass
+"""
+TIMM_IDS = [(kind, f"[{b}-{m}]") for kind in ("forward", "backward") for m in TIMM_MODELS for b in (1, 2)]
+
+
+@pytest.fixture
+def timm_suite(pytester: pytest.Pytester) -> pytest.Pytester:
+    """timm's tests/test_models.py as the issue met it: a launch-bound suite that allocates no GPU memory."""
+    pytester.makeconftest(PLANT_CONFTEST)
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_models.py").write_text(TIMM_SUITE)
+    idle = {"rule": "launch-bound", "severity": "high", "message": "2,000 kernels, median 2.0 µs", "fix": "graphs",
+            "impact_pct": 80.0, "evidence": {}}
+    plant(pytester, **{
+        f"test_model_{kind}{param}": {
+            "busy_pct": 3.0 + i, "gpu_busy_ms": 10.0 * (i + 1), "mm_conv_pct": 1.0, "kernel_count": 2000 + i,
+            "wall_ms": 300.0, "peak_alloc_mb": 0.0, "peak_reserved_mb": 0.0, "leaked_mb": 0.0, "alloc_retries": 0,
+            "ooms": 0, "top_kernel": "void at::native::vectorized_elementwise_kernel<4>(int)",
+            "findings": [dict(idle, impact_pct=80.0 - i, saving_ms=50.0 - i, saving_pct=16.0)],
+        }
+        for i, (kind, param) in enumerate(TIMM_IDS)
+    })
+    return pytester
+
+
+def test_timm_ids_at_80_columns_keep_forward_or_backward_and_the_model(timm_suite, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    result = run(timm_suite, "--gpu-util", "--gpu-util-top", "0")
+    assert result.ret == 0, output(result)
+    section = gpu_section(result)
+    assert [line for line in section if len(line) > 80] == [], "\n".join(section)
+    caption, rows = table(section, "test ", len(TIMM_IDS))
+    assert caption == "tests in tests/test_models.py::", "\n".join(section)  # printed once ...
+    assert not any("test_models" in row for row in rows), "\n".join(section)  # ... and cut from the rows
+    for kind, param in TIMM_IDS:  # the function's own word and the whole parametrization id, on exactly one row
+        showing = [row for row in rows if f"{kind}{param}" in row]
+        assert len(showing) == 1, (kind, param, "\n".join(rows))
+
+
+def test_an_all_zero_memory_table_is_one_line(timm_suite, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    section = gpu_section(run(timm_suite, "--gpu-util"))
+    memory = [line for line in section if "peak GPU memory" in line or "reserved MiB" in line]
+    assert memory == ["top tests by peak GPU memory: none, every peak is 0.0 MiB (16 tests measured)"], "\n".join(section)
+    assert sum(line.startswith("tests in ") for line in section) == 2, "\n".join(section)  # top tests, findings
+
+
+def test_findings_lines_print_the_shared_file_once_and_keep_what_differs(timm_suite, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    lines = run(timm_suite, "--gpu-util").stdout.lines
+    start = next(i for i, line in enumerate(lines) if "findings: what to fix" in line)
+    findings = lines[start + 1:next(i for i in range(start + 1, len(lines)) if lines[i].startswith("="))]
+    caption = findings.index("tests in tests/test_models.py::")
+    assert findings[caption - 1].startswith("worst tests"), "\n".join(findings)  # the worst tests' caption
+    assert not any("test_models" in line for line in findings[caption + 1:]), "\n".join(findings)
+    listed = findings[caption + 1:caption + 4]
+    assert all(line.endswith("launch-bound") for line in listed), "\n".join(findings)
+    assert all(len(line) <= 80 for line in findings), "\n".join(findings)
+    for (kind, param), line in zip(TIMM_IDS, listed):  # the worst three: the first three planted
+        assert f"{kind}{param}  launch-bound" in line, "\n".join(findings)

@@ -100,11 +100,11 @@ def test_marked():
         "*GPU regressions against baseline*main.json*",
         REGRESSION_HEADER,
         "*",
-        "test_a.py::test_fast*busy_pct*50*30*-20.0 pts*-5 pts",
-        "test_a.py::test_marked*busy_pct*30*10*-20.0 pts*-5 pts",
+        "test_fast*busy_pct*50*30*-20.0 pts*-5 pts",
+        "test_marked*busy_pct*30*10*-20.0 pts*-5 pts",
         "FAILED: 2 regression(s) in 2 test(s) (limits: busy_pct:5)",
     ])
-    assert "test_a.py::test_slow  busy_pct" not in result.stdout.str()
+    assert "test_slow  busy_pct" not in result.stdout.str()
 
     plant(pytester, test_fast=busy(50.0), test_slow=busy(50.0), test_marked=busy(30.0))
     result = run(pytester, *compare_args, "--gpu-util", "--gpu-util-compare", "main", "--gpu-util-fail", "busy_pct:5")

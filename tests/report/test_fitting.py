@@ -9,11 +9,13 @@ import pytest
 
 from pytest_gpuutil.report.tables import (
     Column,
+    common_prefix,
     fit_table,
     keep_ends,
     shorten,
     shorten_kernel,
     shorten_test_id,
+    shorten_test_ids,
     split_test_id,
     wrap,
 )
@@ -71,6 +73,59 @@ def test_the_param_alone_longer_than_the_width_keeps_both_ends():
     nodeid = "t.py::test_x[" + "abcdefghij" * 10 + "]"
     cut = shorten_test_id(nodeid, 40)
     assert len(cut) == 40 and cut.startswith("t.py::test_x[abc") and cut.endswith("hij]") and "…" in cut
+
+
+@pytest.mark.parametrize("ids, prefix", [
+    (["tests/test_models.py::test_a[1]", "tests/test_models.py::test_b[2]"], "tests/test_models.py::"),
+    (["tests/test_models.py::test_a[1]"], "tests/test_models.py::"),  # one row: its file all the same
+    (["t.py::TestC::test_a", "t.py::TestC::test_b"], "t.py::TestC::"),
+    (["tests/a/test_x.py::t", "tests/b/test_y.py::u"], "tests/"),
+    (["a.py::t[x/y]", "a.py::t[x/z]"], "a.py::"),  # a "/" inside a parametrization id is no folder
+    (["a.py::t[x::y]", "a.py::t[x::z]"], "a.py::"),
+    (["a.py", "b.py"], ""),
+    (["a.py::t", "a.py"], ""),  # nothing of "a.py" would be left
+    ([], ""),
+])
+def test_the_prefix_the_rows_share_ends_at_a_separator(ids, prefix):
+    assert common_prefix(ids) == prefix
+
+
+TIMM = [f"test_model_{kind}[{batch}-{model}]" for kind in ("forward", "backward", "forward_features")
+        for batch in (1, 2) for model in ("aimv2_large_patch14_224", "resnet50.a1_in1k",
+                                          "vit_large_patch14_clip_quickgelu_336.openai_ft_in12k_in1k")]
+
+
+@pytest.mark.parametrize("width", [16, 20, 30, 36, 40, 50, 80])
+def test_ids_cut_together_fit_and_stay_apart(width):
+    for ids in (TIMM, [f"tests/test_models.py::{i}" for i in TIMM], IDS):
+        cut = shorten_test_ids(ids, width)
+        assert all(len(c) <= width for c in cut) and [c for c, i in zip(cut, ids) if len(i) <= width] == \
+            [i for i in ids if len(i) <= width]
+        if width >= 36:
+            assert len(set(cut)) == len(set(ids)), cut
+
+
+def test_the_words_that_differ_and_the_parametrization_are_kept_the_shared_words_cut():
+    cut = dict(zip(TIMM, shorten_test_ids(TIMM, 36)))
+    assert cut["test_model_backward[2-aimv2_large_patch14_224]"] == "…backward[2-aimv2_large_patch14_224]"
+    assert cut["test_model_forward[1-aimv2_large_patch14_224]"] == "t…forward[1-aimv2_large_patch14_224]"
+    features = cut["test_model_forward_features[1-resnet50.a1_in1k]"]  # one character too long: the model's middle
+    assert features.startswith("…forward_features[1-res") and features.endswith(".a1_in1k]") and len(features) == 36
+    long = cut["test_model_backward[1-vit_large_patch14_clip_quickgelu_336.openai_ft_in12k_in1k]"]
+    assert long.startswith("…backward[1-vit_") and long.endswith("in1k]") and len(long) == 36
+    # one test function: its name says nothing, the parametrization gets the room
+    one = [f"test_model_forward_backward[{b}-{m}]" for b in (1, 8) for m in ("resnet50_gn_a1h_in1k", "seresnext101_32x8d")]
+    assert all(c.endswith(i[i.index("["):]) for c, i in zip(shorten_test_ids(one, 30), one)), shorten_test_ids(one, 30)
+
+
+def test_a_table_of_test_ids_prints_their_file_once_as_its_caption():
+    rows = [Row(f"tests/test_models.py::test_model_{k}[1-aimv2_large_patch14_224]", 5.0, 1.0) for k in ("a", "b")]
+    lines = fit_table((Column("test", "test", priority=0, min_width=20, cut=shorten_test_id, test_ids=True),
+                       *COLUMNS[1:3]), rows, 80).splitlines()
+    assert lines[0] == "tests in tests/test_models.py::"
+    assert lines[3].startswith("test_model_a[1-aimv2_large_patch14_224]  ") and "tests/" not in "".join(lines[1:])
+    plain = fit_table(COLUMNS[:3], rows, 80).splitlines()  # a column not marked test_ids is left alone
+    assert plain[2].startswith("tests/test_models.py::test_model_a")
 
 
 @pytest.mark.parametrize("name, width, expected", [

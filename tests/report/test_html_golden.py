@@ -23,3 +23,5 @@ def test_the_golden_pages_are_different_pages() -> None:
     assert b'class="verdict good">no regressions' in pages["h200_vs_baseline"]
     assert b'"tr":"traces/examples_test_gpu_workloads.py_test_scaled_dot_product_attention.json.gz"' in pages["h100"]
     assert b'<template id="more-rows">' in pages["synthetic"] and b"GPUs and workers" in pages["h200_two_gpus"]
+    assert b'id="gu-timelines"' in pages["planted_timeline"]
+    assert not any(b'id="gu-timelines"' in page for name, page in pages.items() if name != "planted_timeline")

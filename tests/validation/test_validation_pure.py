@@ -8,7 +8,7 @@ import pytest
 
 from pytest_gpuutil import analyze, read_trace
 from tests.helpers import DATA
-from validation import duty_cycle, seed_reference
+from validation import ground_truth, seed_reference
 
 ALL_TRACES = sorted(p.stem.replace(".json", "") for p in DATA.glob("*.json.gz"))
 
@@ -87,28 +87,28 @@ def test_seed_handles_a_trace_with_no_gpu_work():
 # --- duty-cycle maths -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("duty", duty_cycle.DEFAULT_DUTIES)
+@pytest.mark.parametrize("duty", ground_truth.DEFAULT_DUTIES)
 def test_duty_plan_hits_its_duty(duty):
-    plan = duty_cycle.plan_duty_cycle(duty, spin_ms=1.0, periods=30, cycles_per_ms=1_923_000)
+    plan = ground_truth.plan_duty_cycle(duty, spin_ms=1.0, periods=30, cycles_per_ms=1_923_000)
     assert plan.expected_busy_pct == pytest.approx(100 * duty)
     assert plan.total_ms == pytest.approx(30 / duty)
     assert plan.spin_cycles == 1_923_000
 
 
 def test_duty_maths_values_and_errors():
-    assert duty_cycle.sleep_ms_for_duty(0.25, 0.5) == pytest.approx(1.5)
-    assert duty_cycle.sleep_ms_for_duty(1.0, 2.0) == 0.0
-    assert duty_cycle.cycles_for_ms(1.04, 2_000_000 / 1.04) == 2_000_000
-    assert duty_cycle.truth_busy_pct([0.5] * 10, 20.0) == pytest.approx(25.0)
+    assert ground_truth.sleep_ms_for_duty(0.25, 0.5) == pytest.approx(1.5)
+    assert ground_truth.sleep_ms_for_duty(1.0, 2.0) == 0.0
+    assert ground_truth.cycles_for_ms(1.04, 2_000_000 / 1.04) == 2_000_000
+    assert ground_truth.truth_busy_pct([0.5] * 10, 20.0) == pytest.approx(25.0)
     for bad in (0.0, 1.5, -0.1):
         with pytest.raises(ValueError, match="duty"):
-            duty_cycle.sleep_ms_for_duty(bad, 1.0)
+            ground_truth.sleep_ms_for_duty(bad, 1.0)
     with pytest.raises(ValueError, match="periods"):
-        duty_cycle.plan_duty_cycle(0.5, 1.0, 0, 1e6)
+        ground_truth.plan_duty_cycle(0.5, 1.0, 0, 1e6)
     with pytest.raises(ValueError, match="cycles_per_ms"):
-        duty_cycle.cycles_for_ms(1.0, 0)
+        ground_truth.cycles_for_ms(1.0, 0)
     with pytest.raises(ValueError, match="window"):
-        duty_cycle.truth_busy_pct([1.0], 0)
+        ground_truth.truth_busy_pct([1.0], 0)
 
 
 def test_duty_truth_on_recorded_traces_is_what_the_schedule_says():

@@ -174,6 +174,11 @@ def more_rows(rows: Sequence[str]) -> str:
             f"{FIRST_ROWS} tests: the other {len(rows)} need JavaScript.</p></noscript>")
 
 
+def table_order(tests: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The table's rows as the page opens (and the detail data's order): most GPU time first."""
+    return sorted(tests, key=lambda t: (-(_finite(t.get("gpu_busy_ms")) or -1.0), t["test"]))
+
+
 def tests_section(tests: Sequence[Mapping[str, Any]], palette: Palette, thresholds: Mapping[str, Any],
                   baseline: Optional[BaselineView], links: Mapping[str, str],
                   trends: Optional[Mapping[str, Trend]] = None) -> tuple[str, list[dict[str, Any]]]:
@@ -183,7 +188,7 @@ def tests_section(tests: Sequence[Mapping[str, Any]], palette: Palette, threshol
     for row in baseline.rows if baseline else ():
         compared.setdefault(row.test, []).append(row)
     regressed = {r.test for r in baseline.regressions} if baseline else set()
-    order = sorted(tests, key=lambda t: (-(_finite(t.get("gpu_busy_ms")) or -1.0), t["test"]))
+    order = table_order(tests)
     counters = has_counters(tests)
     rows, details = [], []
     for record in order:

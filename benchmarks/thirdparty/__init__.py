@@ -1,0 +1,1 @@
+"""Third-party GPU suites run under the plugin (their sources are fetched, never committed)."""

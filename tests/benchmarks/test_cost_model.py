@@ -1,0 +1,201 @@
+"""The cost model's fit, suites and deadline, on the CPU (synthetic timings; no timing is asserted)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks import cost_model
+
+TRUTH = {"plain": (0.0, 1200e-6, 7.0e-6), "default": (0.08, 40e-6, 1.2e-6), "lean": (0.05, 25e-6, 0.9e-6),
+         "counters": (0.2, 65e-6, 1.3e-6)}
+
+
+def suites(tmp_path: Path) -> list[cost_model.Suite]:
+    return cost_model.write_suites(tmp_path / "suites", launch_tests=10)
+
+
+def synthetic(found: list[cost_model.Suite], start: float, per_test: float, per_kernel: float, rounds: int,
+              noise_s: float, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    clean = np.array([start + s.tests * per_test + s.kernels * per_kernel for s in found])
+    return clean + rng.normal(0.0, noise_s, size=(rounds, len(found)))
+
+
+def test_noiseless_timings_give_back_their_start_up_and_slopes_exactly(tmp_path: Path):
+    found = suites(tmp_path)
+    fitted = cost_model.fit_rounds(found, synthetic(found, 0.08, 40e-6, 1.2e-6, 4, 0.0, 0))
+    assert fitted["startup_s"] == pytest.approx(0.08, abs=1e-9)
+    assert fitted["per_test_us"] == pytest.approx(40.0, abs=1e-6)
+    assert fitted["per_kernel_us"] == pytest.approx(1.2, abs=1e-6)
+    for key, (lo, hi) in fitted["ci95"].items():
+        assert lo == pytest.approx(hi, abs=1e-6), key  # nothing to resample
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_noisy_rounds_are_recovered_and_the_intervals_cover_the_truth(tmp_path: Path, seed: int):
+    found = suites(tmp_path)
+    values = synthetic(found, 0.08, 40e-6, 1.2e-6, rounds=12, noise_s=0.01, seed=seed)
+    fitted = cost_model.fit_rounds(found, values, bootstrap=2000, seed=seed)
+    ci = fitted["ci95"]
+    assert ci["startup_s"][0] <= 0.08 <= ci["startup_s"][1] or abs(fitted["startup_s"] - 0.08) < 0.01
+    assert ci["per_test_us"][0] <= 40 <= ci["per_test_us"][1] or abs(fitted["per_test_us"] - 40) < 10
+    assert ci["per_kernel_us"][0] <= 1.2 <= ci["per_kernel_us"][1] or abs(fitted["per_kernel_us"] - 1.2) < 0.1
+    # the intervals are about the noise's size, not degenerate and not absurd
+    assert 0 < ci["per_test_us"][1] - ci["per_test_us"][0] < 60
+    assert 0 < ci["per_kernel_us"][1] - ci["per_kernel_us"][0] < 0.5
+
+
+def test_interval_coverage_over_many_synthetic_runs_is_near_95_percent(tmp_path: Path):
+    found = suites(tmp_path)
+    covered = 0
+    trials = 100
+    for seed in range(trials):
+        values = synthetic(found, 0.08, 40e-6, 1.2e-6, rounds=10, noise_s=0.02, seed=100 + seed)
+        lo, hi = cost_model.fit_rounds(found, values, bootstrap=400, seed=seed)["ci95"]["per_test_us"]
+        covered += lo <= 40 <= hi
+    # a bootstrap over 10 rounds is a little narrow; far below 80% would be a wrong interval
+    assert covered >= 80
+
+
+def test_one_round_has_a_fit_and_no_interval(tmp_path: Path):
+    found = suites(tmp_path)
+    fitted = cost_model.fit_rounds(found, synthetic(found, 0.1, 50e-6, 1e-6, 1, 0.0, 0))
+    assert fitted["ci95"] is None and fitted["per_test_us"] == pytest.approx(50)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def fake_runner(clock: FakeClock, seconds: dict[str, float], noise: float = 0.0, seed: int = 0, fail_at: int = -1):
+    """Runs that take span = the config's model, and advance the clock by 2 s + that."""
+    rng = np.random.default_rng(seed)
+    calls = []
+
+    def run(suite: cost_model.Suite, config: str, left: float) -> dict:
+        calls.append((suite.name, config))
+        if len(calls) == fail_at:
+            raise RuntimeError(f"{suite.name} {config} exited 1: boom")
+        plain = TRUTH["plain"]
+        base = plain[0] + suite.tests * plain[1] + suite.kernels * plain[2]
+        extra = 0.0
+        if config != "plain":
+            start, per_test, per_kernel = TRUTH[config]
+            extra = start + suite.tests * per_test + suite.kernels * per_kernel
+        span = base + extra + rng.normal(0.0, noise)
+        clock.t += 2.0 + span + seconds.get(config, 0.0)
+        return {"span_s": span, "wall_s": span + 1.5, "session_s": round(span, 2),
+                "startup_s": TRUTH[config][0] if config != "plain" else None, "measure_s": 0.01,
+                "counters_thread_cpu_pct": 3.0 if config == "counters" else None}
+
+    run.calls = calls  # type: ignore[attr-defined]
+    return run
+
+
+def test_measure_and_document_give_each_configs_model_beyond_plain(tmp_path: Path):
+    found = suites(tmp_path)
+    clock = FakeClock()
+    rounds = cost_model.measure(found, list(cost_model.CONFIGS), fake_runner(clock, {}), deadline_s=1e9,
+                                clock=clock, max_rounds=3)
+    assert len(rounds.runs) == 3 and rounds.stopped == "3 rounds"
+    doc = cost_model.document(rounds, found, list(cost_model.CONFIGS), bootstrap=200, meta={"gpu": "fake"})
+    json.dumps(doc)  # JSON-able
+    assert set(doc["configs"]) == {"default", "lean", "counters"} and doc["rounds"] == 3 and doc["gpu"] == "fake"
+    for name in ("default", "lean", "counters"):
+        start, per_test, per_kernel = TRUTH[name]
+        got = doc["configs"][name]
+        assert got["startup_s"] == pytest.approx(start, abs=1e-9)
+        assert got["per_test_us"] == pytest.approx(per_test * 1e6, abs=1e-6)
+        assert got["per_kernel_us"] == pytest.approx(per_kernel * 1e6, abs=1e-6)
+        assert set(got["ci95"]) == {"startup_s", "per_test_us", "per_kernel_us"}
+    assert doc["plain_per_test_us"] == pytest.approx(1200, abs=1e-6)
+    assert doc["plain_per_kernel_us"] == pytest.approx(7.0, abs=1e-6)
+    assert doc["counters_thread_cpu_pct"] == 3.0
+    assert doc["configs"]["lean"]["args"] == ["--gpu-util", "--gpu-util-findings=off", "--gpu-util-memory=off"]
+    assert set(doc["bases"]) == {"span_s", "wall_s", "session_s"}
+    text = cost_model.table(doc)
+    assert "default" in text and "µs per kernel" in text and "3.0% of one core" in text
+
+
+def test_rounds_stop_before_one_would_pass_the_deadline(tmp_path: Path):
+    found = suites(tmp_path)
+    clock = FakeClock()
+    run = fake_runner(clock, {})
+    one_round = 0.0
+    probe = FakeClock()
+    cost_model.measure(found, list(cost_model.CONFIGS), fake_runner(probe, {}), deadline_s=1e9, clock=probe, max_rounds=1)
+    one_round = probe.t
+    written = []
+    rounds = cost_model.measure(found, list(cost_model.CONFIGS), run, deadline_s=3.5 * one_round, clock=clock,
+                                after_round=lambda r: written.append(len(r.runs)))
+    assert len(rounds.runs) == 3 and written == [1, 2, 3]  # a fourth would end after 4 x one round
+    assert rounds.stopped.startswith("deadline") and clock.t <= 3.5 * one_round
+
+
+def test_the_first_round_always_runs_and_a_run_past_the_deadline_ends_the_rounds(tmp_path: Path):
+    found = suites(tmp_path)
+    clock = FakeClock()
+    rounds = cost_model.measure(found, ["plain", "default"], fake_runner(clock, {}), deadline_s=5.0, clock=clock)
+    assert rounds.runs == [] and "incomplete" in rounds.stopped  # the deadline came inside the first round
+
+
+def test_a_failing_run_drops_its_round_and_keeps_the_earlier_ones(tmp_path: Path):
+    found = suites(tmp_path)
+    clock = FakeClock()
+    per_round = len(found) * len(cost_model.CONFIGS)
+    rounds = cost_model.measure(found, list(cost_model.CONFIGS), fake_runner(clock, {}, fail_at=per_round + 3),
+                                deadline_s=1e9, clock=clock)
+    assert len(rounds.runs) == 1 and "boom" in rounds.stopped and rounds.errors
+    doc = cost_model.document(rounds, found, list(cost_model.CONFIGS), bootstrap=10)
+    assert doc["configs"]["default"]["ci95"] is None  # one round: a fit, no interval
+
+
+def test_each_round_shuffles_the_order_and_runs_every_suite_in_every_config(tmp_path: Path):
+    found = suites(tmp_path)
+    clock = FakeClock()
+    run = fake_runner(clock, {})
+    cost_model.measure(found, list(cost_model.CONFIGS), run, deadline_s=1e9, clock=clock, max_rounds=2)
+    per_round = len(found) * len(cost_model.CONFIGS)
+    first, second = run.calls[:per_round], run.calls[per_round:]
+    assert sorted(first) == sorted(second) == sorted((s.name, c) for s in found for c in cost_model.CONFIGS)
+    assert first != second
+
+
+def test_the_suites_hold_the_tests_and_kernels_they_say(tmp_path: Path):
+    found = suites(tmp_path)
+    assert [(s.name, s.tests, s.kernels) for s in found] == [
+        ("small_100", 100, 500), ("small_300", 300, 1500), ("small_1000", 1000, 5000),
+        ("launch_200", 10, 2020), ("launch_2000", 10, 20020), ("launch_20000", 10, 200020)]
+    for suite in (found[0], found[4]):
+        out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                              str(suite.path), "--rootdir", str(suite.path.parent)],
+                             capture_output=True, text=True, cwd=tmp_path, timeout=120)
+        assert f"{suite.tests} tests collected" in out.stdout, out.stdout[-2000:]
+        assert "COSTSPAN" in out.stdout  # the conftest stamps the span
+    assert "range(20000)" in found[5].path.read_text()
+
+
+def test_one_runs_output_is_read(tmp_path: Path):
+    output = ("....\n300 passed in 1.23s\n--- gpu-util ---\nprofiler start-up 0.052 s (CUPTI), not charged to any test\n"
+              "measurement cost 0.041 s (0.030 s with the tests, the rest at the end)\n"
+              "hardware counters start-up 0.300 s, not charged\n\nCOSTSPAN 2.345678\n")
+    doc = {"totals": {"counters_thread_cpu_s": 0.05, "test_s": 1.0}, "machine_info": {"gpu_model": "H", "torch": "2.x"}}
+    got = cost_model.parse_run(output, 4.5, doc)
+    assert got["span_s"] == 2.345678 and got["session_s"] == 1.23 and got["startup_s"] == 0.052
+    assert got["measure_s"] == 0.041 and got["counters_startup_s"] == 0.3 and got["wall_s"] == 4.5
+    assert got["counters_thread_cpu_pct"] == pytest.approx(5.0) and got["gpu"] == "H" and got["torch"] == "2.x"
+
+
+def test_dry_run_writes_the_suites_and_runs_nothing(tmp_path: Path, capsys):
+    assert cost_model.main(["--out", str(tmp_path / "out"), "--dry-run", "--launch-tests", "4"]) == 0
+    text = capsys.readouterr().out
+    assert "launch_20000" in text and "80008 kernels" in text and not (tmp_path / "out" / "cost.json").exists()
