@@ -6,6 +6,10 @@ with the one the newest run left, and fails on a test skipped only at the floors
 """
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -31,5 +35,16 @@ class _SkipLog:
             self.config.cache.set("gpuutil/skipped", dict(sorted(self.skipped.items())))
 
 
+def _temp_root_inside(rootpath: Path) -> Path | None:
+    """The temporary root pytest will use, where it lies inside ``rootpath`` (else None)."""
+    temproot = Path(os.environ.get("PYTEST_DEBUG_TEMPROOT") or tempfile.gettempdir()).resolve()
+    return temproot if temproot == rootpath or rootpath in temproot.parents else None
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    inside = None if config.option.basetemp else _temp_root_inside(config.rootpath.resolve())
+    if inside is not None:
+        # pytester's sandboxes would lie under the project and take its pyproject.toml as their ini file
+        raise pytest.UsageError(f"the temporary directory {inside} (TMPDIR) is inside the project {config.rootpath}: "
+                                "the pytester runs would take the project's pyproject.toml as theirs; set TMPDIR elsewhere")
     config.pluginmanager.register(_SkipLog(config), "gpuutil-skip-log")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from packaging.version import Version
@@ -61,3 +62,15 @@ def test_the_lowest_session_installed_exactly_the_floors():
                  and first_with_a_wheel(uv, next(f for f in declared if f.name == name), installed[name])}
     print("installed:", {name: str(v) for name, v in installed.items()})
     assert {name: why for name, why in wrong.items() if name not in explained} == {}
+
+
+def test_a_temporary_directory_inside_the_project_is_refused():
+    """nox's ``session.create_tmp()`` once pointed TMPDIR into ``.nox/``: the pytester sandboxes then took the
+    project's pyproject.toml as their ini file and tests failed that pass elsewhere; the root conftest now refuses that."""
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "TMP", "TEMP"))}
+    env["TMPDIR"] = str(root)
+    result = subprocess.run([sys.executable, "-m", "pytest", "--co", "-q", "-p", "no:cacheprovider", "tests/test_versions.py"],
+                            cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert f"the temporary directory {root} (TMPDIR) is inside the project" in result.stderr
