@@ -84,9 +84,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(GpuUtilHooks(state, reports_carry_records=pytest_html), "gpuutil-session")
     if pytest_html:
         # pytest-html writes a report: its rows get the GPU figures
-        from pytest_gpuutil.report.html_report import PytestHtmlInterop
+        from pytest_gpuutil.report.html_report import PytestHtmlInterop, pytest_html_too_old
 
-        config.pluginmanager.register(PytestHtmlInterop(), "gpuutil-pytest-html")
+        too_old = pytest_html_too_old()
+        if too_old:
+            state.unavailable.append(too_old)
+        else:
+            config.pluginmanager.register(PytestHtmlInterop(), "gpuutil-pytest-html")
 
 
 if TYPE_CHECKING:

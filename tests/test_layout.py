@@ -4,8 +4,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parents[1] / "pytest_gpuutil"
 
 #: Each folder or top-level module, by layer: a module may import only from its own layer or lower ones.
@@ -113,8 +111,9 @@ def test_html_page_assets_are_package_files_not_python_strings():
     for path in (PACKAGE / "report" / "html_report").glob("*.py"):
         text = path.read_text(encoding="utf-8")
         assert "function(" not in text.replace(" ", "") and "{display:" not in text.replace(" ", ""), path.name
-    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    package_data = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    from tests.helpers.versions import read_pyproject  # tomllib, or tomli before Python 3.11
+
+    package_data = read_pyproject(PACKAGE.parent / "pyproject.toml")["tool"]["setuptools"]["package-data"]
     assert set(package_data["pytest_gpuutil.report.html_report"]) >= {"assets/*.css", "assets/*.js"}
 
 

@@ -100,7 +100,7 @@ def _wrap_methods() -> None:
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     _wrap_methods()
-    for caller in vars(config.hook).values():
+    for caller in vars(config.pluginmanager.hook).values():  # config.hook is a proxy on pytest 7
         get = getattr(caller, "get_hookimpls", None)
         if get is None:
             continue

@@ -158,7 +158,8 @@ class PmSamplingSource:
         missing = [n for n in ("cuptiPmSamplingEnable", "cuptiProfilerHostInitialize", "cuptiPmSamplingDecodeData")
                    if not hasattr(self._lib, n)]
         if missing:
-            raise PmSamplingError(f"{os.path.basename(library_path)} has no PM sampling API (CUPTI 12.6 or later needed)")
+            raise PmSamplingError(f"{os.path.basename(library_path)} has no PM sampling API (CUPTI 12.6 or later "
+                                  "needed: torch 2.7 or later from PyPI, or a torch built with CUDA 12.6 or later)")
         self._lib.cuptiGetResultString.argtypes = [C.c_int, C.POINTER(C.c_char_p)]
         self._lib.cuptiGetTimestamp.argtypes = [C.POINTER(C.c_uint64)]
         self.library_path = library_path

@@ -243,7 +243,7 @@ def write_summary(state: RunState, tr: Any) -> None:
     tr.write_sep("-", SECTION)
     for error in state.usage_errors:  # messages stay one line each (they name files; CI logs are grepped)
         tr.write_line(f"ERROR: {error}", red=True)
-    for problem in measurement_warnings(state) + state.trace_errors:
+    for problem in measurement_warnings(state) + state.trace_errors + state.unavailable:
         tr.write_line(f"WARNING: {problem}", yellow=True)
     if state.settings.enabled and state.no_cuda():
         tr.write_line(f"no CUDA device found: GPU fields are empty in the files ({_count(len(state.records), 'test')} ran)")

@@ -58,6 +58,8 @@ class GpuUtilSession:
         #: problems that end the run with a usage error, and trace files that could not be written
         self.usage_errors: list[str] = []
         self.trace_errors: list[str] = []
+        #: features that this environment's versions do not give, one line each (the summary shows them)
+        self.unavailable: list[str] = []
         measurement = Measurement(self.classifier, keep_events=settings.traces != "none",
                                   cpu_activity=settings.cpu_activity, policy=settings.flush,
                                   use_cupti=settings.source == "cupti", memory=settings.memory,

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional, Union
 
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
     import numpy as np
 
 _LINE_BREAK = rb",\s*"  # between members torch writes on separate lines
+#: every space there, never fewer: possessive ``\s*+`` from Python 3.11 on; before it, spaces that no space follows
+_ALL_SPACES = rb"\s*+" if sys.version_info >= (3, 11) else rb"\s*(?!\s)"
 
 
 @functools.lru_cache(maxsize=None)  # compiled when first needed: each layout's pattern costs ~2 ms
@@ -82,9 +85,9 @@ def _kept_event_pattern(same_line: bytes) -> "re.Pattern[bytes]":
     # a sync category is looked at unless the layout's name follows and is not a host wait
     not_a_wait = same_line + rb'"name": "(?!(?:' + waits + rb')")'
     return re.compile(  # a "cat" that is not a string gives an empty row too: the general reader reports it
-        rb'"cat"\s*+:\s*+(?:"(?=(?:kernel|gpu_memcpy|gpu_memset|Trace)"|cuda_(?:runtime|driver|sync)"(?!'
+        rb'"cat"' + _ALL_SPACES + rb':' + _ALL_SPACES + rb'(?:"(?=(?:kernel|gpu_memcpy|gpu_memset|Trace)"|cuda_(?:runtime|driver|sync)"(?!'
         + not_a_wait + rb'))(?:' + gpu_event + rb"|" + span_event + rb"|" + sync_event
-        + rb')?|(?!"))'  # possessive spaces: no second try at each of the many other "cat" keys
+        + rb')?|(?!"))'  # all the spaces, never fewer: no second try at each of the many other "cat" keys
     )
 
 

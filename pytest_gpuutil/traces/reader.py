@@ -189,13 +189,18 @@ def _may_have_more_members(data: Any, first_length: int) -> bool:
     return False
 
 
+#: mmap's MAP_POPULATE flag, which Python names from 3.10 on; Linux's value on the usual machines before that
+MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0) or (
+    0x8000 if sys.platform == "linux" and os.uname().machine in ("x86_64", "aarch64") else 0)
+
+
 def _map_big_file(handle: Any) -> Optional[mmap.mmap]:
     """A read-only mapping of a big file, filled at once; None where that is not available.
 
     Mapping skips copying tens of MB; without MAP_POPULATE the page faults cost more than the
     copy, so other platforms read the file.
     """
-    populate = getattr(mmap, "MAP_POPULATE", 0)
+    populate = MAP_POPULATE
     if not populate or os.fstat(handle.fileno()).st_size < MAP_FILES_FROM_BYTES:
         return None
     return mmap.mmap(handle.fileno(), 0, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ)

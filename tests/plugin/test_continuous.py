@@ -407,7 +407,8 @@ def test_6_crash(gpu): os._exit(1)
 def test_7(gpu): gpu.run("k", 1000)
 """
     )
-    result = run(pytester, "-n", "1", "-p", "no:randomly", "--gpu-util", "--gpu-util-flush", "tests=2")
+    # seconds=3600: on a loaded machine the default 10 s since the last flush could flush test 5 too
+    result = run(pytester, "-n", "1", "-p", "no:randomly", "--gpu-util", "--gpu-util-flush", "tests=2 seconds=3600")
     result.assert_outcomes(passed=6, failed=1)
     got = records(pytester)
     measured = sorted(name.split("::")[1] for name, r in got.items() if r["kernel_count"] == 1)

@@ -84,3 +84,16 @@ def pytest_sessionfinish(session):
     pytester.makepyfile(test_work=TESTS)
     result = run(pytester, "--gpu-util", "-s", "-k", "attention")
     result.stdout.fnmatch_lines(["*interop: False*"])
+
+
+def test_a_pytest_html_older_than_4_1_is_named_in_one_line(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-html 4.0 renders a row before the record arrives: the columns would stay empty, so the run says so."""
+    from pytest_gpuutil.report.html_report import pytest_html_too_old
+
+    assert pytest_html_too_old() == ""  # the installed one (the test extra asks for 4.1 or later)
+    info = tmp_path / "pytest_html-4.0.2.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pytest-html\nVersion: 4.0.2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert pytest_html_too_old() == ("the pytest-html report gets no GPU columns: they need pytest-html 4.1 or later "
+                                     "(4.0.2 here)")

@@ -14,6 +14,7 @@ from pytest_gpuutil.traces.model import CodedColumn, Trace
 from pytest_gpuutil.traces.msgspec_reader import _DOCUMENT
 from pytest_gpuutil.traces.reader import (
     MAP_FILES_FROM_BYTES,
+    MAP_POPULATE,
     _read_bytes,
     trace_from_json,
     trace_from_json_tolerant,
@@ -220,7 +221,7 @@ def test_gpu_work_that_is_not_a_complete_event_goes_to_the_tolerant_reader(tmp_p
         read_trace(path)
 
 
-MAPPED = pytest.mark.skipif(not hasattr(mmap, "MAP_POPULATE"), reason="big files are mapped only with MAP_POPULATE")
+MAPPED = pytest.mark.skipif(not MAP_POPULATE, reason="big files are mapped only with MAP_POPULATE")
 CPU_OP = '\n  {\n    "ph": "X", "cat": "cpu_op", "name": "aten::add_%s", "pid": 1, "tid": 1,\n    "ts": 5.000, "dur": 1.000\n  },'
 
 

@@ -27,6 +27,7 @@ from pytest_gpuutil.report.html_report.page import (
 )
 from pytest_gpuutil.report.html_report.pytest_html_interop import (
     PytestHtmlInterop,
+    pytest_html_too_old,
     record_extra_html,
 )
 
@@ -37,6 +38,7 @@ __all__ = [
     "PytestHtmlInterop",
     "baseline_view",
     "baseline_view_of",
+    "pytest_html_too_old",
     "record_extra_html",
     "render_report",
     "trace_links",

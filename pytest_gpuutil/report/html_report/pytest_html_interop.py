@@ -8,6 +8,25 @@ from pytest_gpuutil.report.html_report.fields import as_text, bar_parts, fixed, 
 from pytest_gpuutil.report.html_report.svg import Palette, esc, inline_bar
 
 
+#: pytest-html builds a test's row once the test's teardown is logged from 4.1 on (4.0 built the call's
+#: row at once, before the record that comes with the teardown)
+PYTEST_HTML_NEEDED = (4, 1)
+
+
+def pytest_html_too_old() -> str:
+    """The line saying the pytest-html report gets no GPU columns, or "" where its version gives them."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        found = version("pytest-html")
+    except PackageNotFoundError:
+        return ""
+    numbers = tuple(int(part) for part in found.split(".")[:2] if part.isdigit())
+    if numbers >= PYTEST_HTML_NEEDED:
+        return ""
+    return f"the pytest-html report gets no GPU columns: they need pytest-html 4.1 or later ({found} here)"
+
+
 def record_extra_html(record: Mapping[str, Any]) -> str:
     """A test's GPU figures and category bar as an HTML fragment with inline styles (pytest-html extras)."""
     parts = bar_parts(record)
@@ -48,9 +67,15 @@ class PytestHtmlInterop:
 
     def __init__(self) -> None:
         self.records: dict[str, Mapping[str, Any]] = {}
+        #: each test's call report until its teardown: the figures go into its extras, which every
+        #: pytest-html from 4.1 shows (4.1 shows only the call's; 4.2 joins every phase's)
+        self.calls: dict[str, Any] = {}
 
     def pytest_runtest_logreport(self, report: Any) -> None:
+        if report.when == "call":
+            self.calls[report.nodeid] = report
         batch = getattr(report, "gpu_util", None)
+        call = self.calls.pop(report.nodeid, None) if report.when == "teardown" else None
         if report.when != "teardown" or not batch:
             return
         for payload in batch.get("payloads", ()):
@@ -61,7 +86,8 @@ class PytestHtmlInterop:
         if own is not None and _finite(own.get("gpu_busy_ms")) is not None:  # measured on a GPU
             from pytest_html import extras
 
-            report.extras = [*getattr(report, "extras", []), extras.html(record_extra_html(own))]
+            shown = call if call is not None else report
+            shown.extras = [*getattr(shown, "extras", []), extras.html(record_extra_html(own))]
 
     def pytest_html_results_table_header(self, cells: list) -> None:
         cells.insert(3, '<th title="GPU busy time (pytest-gpuutil)">GPU ms</th>')
