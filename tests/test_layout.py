@@ -74,7 +74,8 @@ def imported_modules(name: str, path: Path) -> set[str]:
 
 
 #: The package's folders, each a layer or part of one (see LAYERS); a new folder is a decision, made here.
-FOLDERS = {"traces", "capture", "children", "analysis", "gates", "history", "report", "cli", "session", "hardware"}
+FOLDERS = {"traces", "capture", "children", "analysis", "gates", "history", "report", "cli", "session", "hardware",
+           "measurement"}
 #: Packages inside a folder: the HTML report (its modules obey the same limits)
 NESTED = {"report": {"html_report"}}
 #: No package module is longer than this (the C reader, traces/_scan.c, is not a Python module)

@@ -26,7 +26,9 @@ import pytest
 METHODS = (
     ("pytest_gpuutil.session.measuring", "Measuring", ("begin_test", "end_test", "flush", "ready", "close",
                                                        "payload")),
-    ("pytest_gpuutil.measurement", "Measurement", ("begin", "end", "flush", "_with_counters", "_end_memory")),
+    ("pytest_gpuutil.measurement.process", "Measurement", ("begin", "end", "flush", "_completed")),
+    ("pytest_gpuutil.measurement.memory_reads", "MemoryReads", ("begin", "end")),
+    ("pytest_gpuutil.measurement.counter_reads", "CounterReads", ("begin", "opened", "end", "complete")),
     ("pytest_gpuutil.capture.continuous", "ContinuousCapture", ("begin", "end", "flush", "ensure_started",
                                                                 "_findings", "_attribute")),
     ("pytest_gpuutil.capture.memory", "MemoryMeter", ("begin", "end")),

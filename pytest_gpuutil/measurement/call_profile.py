@@ -1,0 +1,76 @@
+"""What measuring one test's call phase gives: its profile, its GPU memory, and the ways of measuring."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from pytest_gpuutil.analysis.rules import Finding
+    from pytest_gpuutil.analysis.windows import WindowStats
+    from pytest_gpuutil.capture.memory import DeviceMemory
+    from pytest_gpuutil.capture.profiler import RegionProfiler
+    from pytest_gpuutil.hardware.capture import TestCounters
+    from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
+
+#: the ways of measuring a call: windows of one continuous capture, a profiler per test, or none
+CONTINUOUS = "continuous"
+PER_TEST = "per_test"
+OFF = "off"
+
+
+@dataclass(frozen=True)
+class TestProfile:
+    """What measuring one test's call phase gave (``stats`` None: not measured, ``note`` says why)."""
+
+    __test__ = False
+
+    wall_ms: Optional[float]
+    stats: Optional[WindowStats]
+    note: str = ""
+    #: what measuring this test cost (None when it was not measured at all)
+    measure_ms: Optional[float] = None
+    #: the window and its events, kept for a trace file (continuous capture with --gpu-util-traces)
+    window: Optional[Window] = None
+    events: Optional[GpuColumns] = None
+    #: the per-test torch.profiler session, kept for a trace file (per-test profiling)
+    profiler: Optional[RegionProfiler] = None
+    #: what to fix (None: findings were not looked for)
+    findings: Optional[tuple[Finding, ...]] = None
+    #: the host's waits in the window, kept with ``events`` for a trace file
+    syncs: Optional[SyncColumns] = None
+    #: the hardware counters over the call (None: not read)
+    counters: Optional[TestCounters] = None
+    #: the counters are not read yet: a later flush gives this profile again, with them
+    counters_pending: bool = False
+    #: the processes that took part when child processes did (ProcessShare), this one first
+    processes: tuple[Any, ...] = ()
+    #: the call's timeline in its compact form (analysis/timeline.py), when it is among those drawn
+    timeline: Optional[dict[str, Any]] = None
+
+    def timeline_with_counters(self) -> Optional[dict[str, Any]]:
+        """The timeline with the strip of hardware-counter samples under it, where the counters ran."""
+        strip = getattr(self.counters, "strip", None)
+        if self.timeline is None or not strip:
+            return self.timeline
+        return {**self.timeline, "c": dict(strip)}
+
+
+@dataclass(frozen=True)
+class TestMemory:
+    """GPU memory of one test's call phase, per device (empty: CUDA was not in use)."""
+
+    __test__ = False
+
+    devices: tuple[DeviceMemory, ...]
+    #: the meter's mark at the call's start (the memory history is replayed from there)
+    start: Any
+    cost_ms: float
+
+
+def profiles_of(results: list[Any]) -> dict[str, TestProfile]:
+    """TestProfiles, by node id, from a continuous capture's WindowResults."""
+    return {r.key: TestProfile(r.wall_ms, r.stats, r.note, r.measure_ms,
+                               r.stats.window if r.stats is not None else None, r.events,
+                               findings=r.findings, syncs=r.syncs, processes=getattr(r, "processes", ()),
+                               timeline=getattr(r, "timeline", None))
+            for r in results}

@@ -1,0 +1,188 @@
+"""This process's measurement of each test's call: the call's window and the parts beside it.
+
+The window (:mod:`~pytest_gpuutil.measurement.windows`) gives each call its GPU figures; the
+parts (:class:`~pytest_gpuutil.measurement.part.MeasurementPart`: GPU memory, hardware counters,
+child processes) add theirs at the same moments; a
+:class:`~pytest_gpuutil.measurement.flush_schedule.FlushSchedule` says when the windows closed so
+far become profiles. torch is imported only by :meth:`Measurement.prepare`, which the plugin
+calls only under ``--gpu-util``.
+"""
+from __future__ import annotations
+
+import gc
+import time
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from pytest_gpuutil.measurement.child_processes import ChildProcesses
+from pytest_gpuutil.measurement.counter_reads import CounterReads
+from pytest_gpuutil.measurement.flush_schedule import FlushSchedule
+from pytest_gpuutil.measurement.memory_reads import MemoryReads
+from pytest_gpuutil.measurement.part import Setup
+from pytest_gpuutil.measurement.windows import CallWindows, WindowSettings, choose_windows
+
+if TYPE_CHECKING:
+    from pytest_gpuutil.analysis.classify import KernelClassifier
+    from pytest_gpuutil.capture.continuous import ContinuousCapture, EventSource
+    from pytest_gpuutil.capture.flush_policy import FlushPolicy
+    from pytest_gpuutil.capture.memory import MemoryMeter
+    from pytest_gpuutil.hardware.capture import CounterCapture
+    from pytest_gpuutil.measurement.part import MeasurementPart
+    from pytest_gpuutil.measurement.call_profile import TestMemory, TestProfile
+
+
+class Measurement:
+    """Per-test measurement of one process (a plain run or one xdist worker)."""
+
+    def __init__(self, classifier: KernelClassifier, keep_events: bool, cpu_activity: bool, policy: FlushPolicy,
+                 use_cupti: bool = True, memory: bool = True, memory_history: bool = False, findings: bool = False,
+                 findings_ignore: frozenset[str] = frozenset(), counters: str = "off",
+                 counters_interval_ms: float = 1.0, children: bool = True, timelines: Optional[int] = 0,
+                 timeline_gap_ms: float = 0.1):
+        self.settings = WindowSettings(classifier, keep_events, cpu_activity, use_cupti, findings, findings_ignore,
+                                       timelines, timeline_gap_ms)
+        self.windows: CallWindows = CallWindows()
+        self.schedule = FlushSchedule(policy)
+        self.memory_reads = MemoryReads(memory, memory_history)
+        self.child_processes = ChildProcesses(children, classifier)
+        self.counter_reads = CounterReads(counters, counters_interval_ms, strips=timelines != 0)
+        #: the sources of per-test figures beside the window, called in this order
+        self.parts: tuple[MeasurementPart, ...] = (self.memory_reads, self.child_processes, self.counter_reads)
+        self.cuda = False
+        #: why the continuous capture is not used where it was wanted ("" when it is)
+        self.fallback_reason = ""
+        self._prepare_s: Optional[float] = None
+        #: the full garbage collection done before the first test (part of the start-up)
+        self.startup_gc_s: Optional[float] = None
+
+    # -- what the rest of the plugin reads -------------------------------------------------------
+    @property
+    def mode(self) -> str:
+        return self.windows.mode
+
+    @property
+    def capture(self) -> Optional[ContinuousCapture]:
+        return self.windows.capture
+
+    @property
+    def source_name(self) -> str:
+        return self.windows.source_name
+
+    @property
+    def records_host_waits(self) -> bool:
+        return self.settings.records_host_waits
+
+    @property
+    def memory(self) -> dict[str, TestMemory]:
+        """Each finished call's GPU memory, by node id, until its record takes it."""
+        return self.memory_reads.memory
+
+    @property
+    def meter(self) -> Optional[MemoryMeter]:
+        return self.memory_reads.meter
+
+    @property
+    def counters(self) -> Optional[CounterCapture]:
+        return self.counter_reads.capture
+
+    @property
+    def counters_fallback(self) -> str:
+        return self.counter_reads.fallback
+
+    @property
+    def startup_s(self) -> Optional[float]:
+        """Everything done once before the first test: loading the capture, starting its source."""
+        return self._prepare_s if self.capture is not None else None
+
+    # -- set-up -----------------------------------------------------------------------------------
+    def prepare(self, torch: Any, cuda: bool, source: Optional[EventSource], counter_source: Any = None) -> None:
+        """Choose how to measure and start the capture, before the first test (its start-up is charged to none)."""
+        began = time.perf_counter()
+        try:
+            self.cuda = cuda
+            chosen = choose_windows(self.settings, torch, cuda, source)
+            self.windows, self.fallback_reason = chosen.windows, chosen.fallback_reason
+            setup = Setup(torch, cuda, self.windows, counter_source)
+            for part in self.parts:
+                if not part.starts_late:
+                    part.start(setup)
+            self.startup_gc_s = _collect_garbage()
+        finally:
+            self._prepare_s = time.perf_counter() - began
+        for part in self.parts:
+            if part.starts_late:
+                part.start(setup)
+
+    # -- per test ---------------------------------------------------------------------------------
+    def begin(self, nodeid: str, results: Any) -> Optional[TestProfile]:
+        """Open the test's window (or start its profiler); a profile at once if it cannot be measured."""
+        for part in self.parts:
+            part.begin(nodeid)
+        profile = self.windows.begin(nodeid, results)
+        if profile is None:
+            for part in self.parts:
+                part.opened(nodeid)
+        return profile
+
+    def end(self, nodeid: str, results: Any) -> Optional[TestProfile]:
+        """Close the window; the profile now if it is already known (per-test profiling), else None."""
+        profile = self.windows.end(nodeid, results)
+        for part in self.parts:
+            part.end(nodeid)
+        if profile is None or profile.measure_ms is None:
+            return profile  # none yet (a flush gives it), or one that says why it was not measured
+        return self._completed({nodeid: profile}, wait=False)[nodeid]  # counters: now if read, else later
+
+    # -- flushing -------------------------------------------------------------------------------
+    @property
+    def pending_tests(self) -> int:
+        return self.windows.pending_tests
+
+    def flush_due(self) -> Optional[str]:
+        """Why a flush is due now (the policy's reason), or None."""
+        pending = self.windows.pending_tests + sum(part.waiting() for part in self.parts)
+        return self.schedule.due(pending, self.windows.pending_bytes())
+
+    def flush(self, wait: bool = True) -> dict[str, TestProfile]:
+        """Profiles of every window closed since the last flush, by node id.
+
+        ``wait=False`` (a flush the policy asked for) does not wait for the hardware counters of
+        the last windows: their profiles come now marked ``counters_pending`` and again, complete,
+        from a later flush.
+        """
+        self.schedule.flushed()
+        return self._completed(self.windows.flush(), wait)
+
+    def close(self) -> dict[str, TestProfile]:
+        """The session's end: what is left, then the sources stop, the guard comes off and the
+        children's spool is removed (children still running are noted, never waited for long)."""
+        try:
+            profiles = self.windows.close()
+            for part in self.parts:
+                part.end("")  # a call the session's end left open
+            return self._completed(profiles, wait=True)
+        finally:
+            for part in reversed(self.parts):
+                part.close()
+
+    def _completed(self, profiles: dict[str, TestProfile], wait: bool) -> dict[str, TestProfile]:
+        for part in self.parts:
+            profiles = part.complete(profiles, wait)
+        return profiles
+
+    def info(self) -> dict[str, Any]:
+        """What the summary says of the parts in this process (JSON-able): the counters' keys, then
+        ``children``."""
+        return {**self.counter_reads.info(), "children": self.child_processes.info()}
+
+
+def _collect_garbage() -> float:
+    """One full garbage collection before the first test; its seconds.
+
+    What the session imported (torch: ~200,000 objects) leaves Python's collector a full collection
+    owed; without this, the plugin's own allocations brought it due inside a test's window (one
+    full collection of ~0.1 s among 300 small tests on the development machine, none in a plain
+    run, which pays it at its exit instead). Done here, it is part of the start-up and no test's.
+    """
+    began = time.perf_counter()
+    gc.collect()
+    return time.perf_counter() - began
