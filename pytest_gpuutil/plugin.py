@@ -113,30 +113,15 @@ def _results(item: pytest.Item) -> TestResults:
     return results
 
 
-def _hooked_record(item: pytest.Item, record: Any, when: str) -> Any:
-    """The record after the pytest_gpuutil_record hook (see hookspecs.py)."""
-    from pytest_gpuutil.records import TestRecord
-
-    replaced = item.ihook.pytest_gpuutil_record(item=item, record=record, when=when)
-    if replaced is None:
-        return record
-    if not isinstance(replaced, TestRecord):
-        raise TypeError(
-            f"pytest_gpuutil_record for {item.nodeid} returned {type(replaced).__name__}; "
-            "return a TestRecord (dataclasses.replace(record, ...)) or None"
-        )
-    return replaced
-
-
 class GpuUtilHooks:
     """Hooks that need the run's state; registered in pytest_configure."""
 
     def __init__(self, state: GpuUtilSession, reports_carry_records: bool = False):
+        from pytest_gpuutil.session.record_timing import RecordTiming
+
         self.state = state
-        #: per collector (a module or class), whether a pytest_gpuutil_record hook applies to its tests
-        self._record_hooks: dict[Any, bool] = {}
-        #: whether a JUnit or pytest-html file wants every record at its test's teardown (read once)
-        self._files_want_records: Optional[bool] = None
+        #: when each test's record is needed, and the record hook
+        self.timing = RecordTiming(state.settings.enabled, state.default_thresholds)
         #: records also travel on this process's own teardown reports (pytest-html's rows read them there)
         self._reports_carry_records = reports_carry_records
 
@@ -193,7 +178,7 @@ class GpuUtilHooks:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         state = self.state
         began = time.perf_counter()
-        leftovers = state.measuring.close(self._finalize)
+        leftovers = state.measuring.close(self.timing.finalize)
         if state.is_worker:
             # what no report could carry (the run stopped early): the controller reads it when this worker ends
             session.config.workeroutput["gpu_util"] = {"payloads": [state.measuring.payload(t) for t in leftovers],
@@ -236,9 +221,9 @@ class GpuUtilHooks:
         finally:
             if state.settings.enabled:
                 state.measuring.end_test(item.nodeid, results)
-                if self._needs_profile_at_call(item):
+                if self.timing.needs_profile_at_call(item):
                     # its limits are checked, and pytest-benchmark told, right after the call
-                    state.measuring.flush(wait=self._needs_counters_at_call(item))
+                    state.measuring.flush(wait=self.timing.needs_counters_at_call(item))
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Generator[None, Any, None]:
@@ -248,11 +233,15 @@ class GpuUtilHooks:
         phases[report.when] = report
         state = self.state
         if report.when == "call":
-            self._check_thresholds(item, report)
+            from pytest_gpuutil.session.call_limits import add_memory_section, check_call_limits, ran_out_of_memory
+
+            if self.timing.thresholds_apply(item):
+                checked = check_call_limits(state, item, report, _results(item))
+                if checked:
+                    item.stash[THRESHOLD_KEY] = checked
             self._benchmark_extra_info(item)
-            memory = state.measuring.measurement.memory.get(item.nodeid)
-            if report.failed and memory is not None and any(d.ooms for d in memory.devices):
-                self._memory_section(item, report)
+            if report.failed and ran_out_of_memory(state, item.nodeid):
+                add_memory_section(state, item.nodeid, report)
         elif report.when == "teardown":
             results = _results(item)
             if not (state.settings.enabled or results.kernel_bench or results.gpu_trace or results.metric_rows
@@ -262,10 +251,10 @@ class GpuUtilHooks:
 
             state.measuring.test_finished(PendingTest(item, item.nodeid, outcome_of(phases), results,
                                             item.stash.get(THRESHOLD_KEY, "")))
-            now = self._needs_record_now(item)
+            now = self.timing.needs_record_now(item, item.stash.get(LAST_KEY, False))
             if now or state.measuring.flush_due():
                 state.measuring.flush(wait=now)
-            finished = state.measuring.ready(self._finalize)
+            finished = state.measuring.ready(self.timing.finalize)
             if finished:
                 if state.is_worker or self._reports_carry_records:
                     report.gpu_util = {"payloads": [state.measuring.payload(t) for t in finished],
@@ -294,76 +283,6 @@ class GpuUtilHooks:
         for test in finished:
             receiver.take(test.record, test.results.metric_rows, test.results.tables, test.thresholds, test.timeline)
 
-    def _finalize(self, item: pytest.Item, record: Any) -> Any:
-        if not self._has_record_hook(item):
-            return record  # no pytest_gpuutil_record here: no hook call (pluggy's and the item's ihook)
-        return _hooked_record(item, record, "teardown")
-
-    def _thresholds_apply(self, item: pytest.Item) -> bool:
-        return self.state.settings.enabled and bool(self.state.default_thresholds or item.get_closest_marker("gpu_util"))
-
-    def _needs_profile_at_call(self, item: pytest.Item) -> bool:
-        """Its record is needed right after the call: limits to check, or pytest-benchmark to tell."""
-        return self._thresholds_apply(item) or "benchmark" in getattr(item, "funcargs", {})
-
-    def _needs_counters_at_call(self, item: pytest.Item) -> bool:
-        """Its limits include the hardware counters' (min_sm_pct, min_tensor_pct, max_energy_j)."""
-        from pytest_gpuutil.gates.thresholds import COUNTER_LIMITS
-
-        default = self.state.default_thresholds
-        if default is not None and any(getattr(default, name) is not None for name in COUNTER_LIMITS):
-            return True
-        return any(name in marker.kwargs for marker in item.iter_markers("gpu_util") for name in COUNTER_LIMITS)
-
-    def _needs_record_now(self, item: pytest.Item) -> bool:
-        """Its record is needed at its teardown: the last test, a JUnit or pytest-html file, or a record hook."""
-        if self._files_want_records is None:
-            option = item.config.option
-            self._files_want_records = bool(getattr(option, "xmlpath", None) or getattr(option, "htmlpath", None))
-        return self._files_want_records or item.stash.get(LAST_KEY, False) or self._has_record_hook(item)
-
-    def _has_record_hook(self, item: pytest.Item) -> bool:
-        """Whether a pytest_gpuutil_record hook applies to the item (conftest files can implement it
-        per folder); asked once per collector, whose tests share a folder."""
-        parent = item.parent
-        known = self._record_hooks.get(parent)
-        if known is None:
-            known = self._record_hooks[parent] = bool(item.ihook.pytest_gpuutil_record.get_hookimpls())
-        return known
-
-    def _check_thresholds(self, item: pytest.Item, report: pytest.TestReport) -> None:
-        if not self._thresholds_apply(item):
-            return
-        markers = list(item.iter_markers("gpu_util"))
-        state = self.state
-        from pytest_gpuutil.gates.thresholds import Thresholds, check, merge
-        from pytest_gpuutil.session.measuring import outcome_of
-
-        thresholds = state.default_thresholds
-        for marker in reversed(markers):  # farthest first, so the closest marker wins
-            thresholds = merge(thresholds, Thresholds.from_kwargs(marker.kwargs, f"@pytest.mark.gpu_util on {item.nodeid}"))
-        if thresholds is None or thresholds.is_empty:
-            return
-        record = state.make_record(item.nodeid, outcome_of({"call": report}), state.measuring.profiles.get(item.nodeid),
-                                   _results(item), state.measuring.measurement.memory.get(item.nodeid))
-        record = _hooked_record(item, record, "call")
-        misses = check(thresholds, record)
-        if misses is None:
-            item.stash[THRESHOLD_KEY] = "not_checked"
-            return
-        item.stash[THRESHOLD_KEY] = "failed" if misses else "passed"
-        if misses and report.passed:
-            report.outcome = "failed"
-            report.longrepr = "\n".join(m.message for m in misses)
-        if any(m.threshold_name in ("max_memory", "max_leak") for m in misses):
-            self._memory_section(item, report)
-
-    def _memory_section(self, item: pytest.Item, report: pytest.TestReport) -> None:
-        """Where the memory went, in the failure report of a test over a memory limit or out of memory."""
-        text = self.state.memory_report(item.nodeid)
-        if text:
-            report.sections.append(("GPU memory (pytest-gpuutil)", text))
-
     def _benchmark_extra_info(self, item: pytest.Item) -> None:
         """pytest-benchmark interop: GPU metrics of this test into benchmark.extra_info."""
         benchmark = getattr(item, "funcargs", {}).get("benchmark")
@@ -371,14 +290,9 @@ class GpuUtilHooks:
         extra = getattr(benchmark, "extra_info", None)
         if extra is None or profile is None or profile.stats is None or not self.state.cuda():
             return  # without CUDA (--gpu-util-cpu) the figures' zeros mean "not measured", not "idle"
-        s = profile.stats
-        extra["gpu_util"] = {
-            "gpu_busy_ms": s.busy_us / 1000,
-            "busy_pct": s.busy_pct,
-            "mm_conv_pct": s.mm_conv_pct,
-            "kernel_count": s.kernel_count,
-            "top_kernel": s.top_kernel,
-        }
+        from pytest_gpuutil.report.benchmark_interop import gpu_extra_info
+
+        extra["gpu_util"] = gpu_extra_info(profile.stats)
 
     # -- reporting -----------------------------------------------------------------------------
     def pytest_report_header(self, config: pytest.Config) -> Optional[str]:
@@ -394,15 +308,10 @@ class GpuUtilHooks:
     def pytest_benchmark_update_machine_info(self, config: pytest.Config, machine_info: dict) -> None:
         import sys
 
-        # the GPUs this run may use (CUDA_VISIBLE_DEVICES), as gpu_util.json and baselines describe them
-        info = self.state.machine_info()
+        from pytest_gpuutil.report.benchmark_interop import machine_extra_info
+
         torch = self.state.torch() if self.state.settings.enabled else sys.modules.get("torch")
-        machine_info["gpu_util"] = {
-            "gpu_model": info.get("gpu_model"),
-            "gpu_count": info.get("gpu_count"),
-            "driver": info.get("driver"),
-            "cuda": getattr(getattr(torch, "version", None), "cuda", None),
-        }
+        machine_info["gpu_util"] = machine_extra_info(self.state.machine_info(), torch)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.state.is_worker:

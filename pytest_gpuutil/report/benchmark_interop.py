@@ -53,3 +53,25 @@ def as_benchmark(benchmark: Any, result: TimingResult) -> None:
     stats.options = {**stats.options, "timer": f"pytest_gpuutil.kernel_bench[{result.timer}]"}
     for time_ms in result.times_ms:
         stats.update(time_ms / 1000.0)  # pytest-benchmark keeps seconds
+
+
+def gpu_extra_info(stats: Any) -> dict[str, Any]:
+    """A test's GPU figures for ``benchmark.extra_info["gpu_util"]`` (``stats``: its WindowStats)."""
+    return {
+        "gpu_busy_ms": stats.busy_us / 1000,
+        "busy_pct": stats.busy_pct,
+        "mm_conv_pct": stats.mm_conv_pct,
+        "kernel_count": stats.kernel_count,
+        "top_kernel": stats.top_kernel,
+    }
+
+
+def machine_extra_info(info: dict[str, Any], torch: Any) -> dict[str, Any]:
+    """The GPUs this run may use (CUDA_VISIBLE_DEVICES), as gpu_util.json and baselines describe
+    them, for pytest-benchmark's ``machine_info["gpu_util"]``."""
+    return {
+        "gpu_model": info.get("gpu_model"),
+        "gpu_count": info.get("gpu_count"),
+        "driver": info.get("driver"),
+        "cuda": getattr(getattr(torch, "version", None), "cuda", None),
+    }

@@ -1,0 +1,74 @@
+"""When a test's record is needed, and the ``pytest_gpuutil_record`` hook that may replace it.
+
+A record is normally built when a flush has the test's profile; some tests need it sooner: right
+after their call (limits to check, pytest-benchmark to tell), or at their teardown (the last
+test, a JUnit or pytest-html file, a record hook that wants it then).
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+
+def hooked_record(item: Any, record: Any, when: str) -> Any:
+    """The record after the pytest_gpuutil_record hook (see hookspecs.py)."""
+    from pytest_gpuutil.records import TestRecord
+
+    replaced = item.ihook.pytest_gpuutil_record(item=item, record=record, when=when)
+    if replaced is None:
+        return record
+    if not isinstance(replaced, TestRecord):
+        raise TypeError(
+            f"pytest_gpuutil_record for {item.nodeid} returned {type(replaced).__name__}; "
+            "return a TestRecord (dataclasses.replace(record, ...)) or None"
+        )
+    return replaced
+
+
+class RecordTiming:
+    """What each test needs of its record, asked of its item; answers that hold for a run are kept."""
+
+    def __init__(self, enabled: bool, default_thresholds: Any):
+        self._enabled = enabled
+        self._default_thresholds = default_thresholds
+        #: per collector (a module or class), whether a pytest_gpuutil_record hook applies to its tests
+        self._record_hooks: dict[Any, bool] = {}
+        #: whether a JUnit or pytest-html file wants every record at its test's teardown (read once)
+        self._files_want_records: Optional[bool] = None
+
+    def thresholds_apply(self, item: Any) -> bool:
+        return self._enabled and bool(self._default_thresholds or item.get_closest_marker("gpu_util"))
+
+    def needs_profile_at_call(self, item: Any) -> bool:
+        """Its record is needed right after the call: limits to check, or pytest-benchmark to tell."""
+        return self.thresholds_apply(item) or "benchmark" in getattr(item, "funcargs", {})
+
+    def needs_counters_at_call(self, item: Any) -> bool:
+        """Its limits include the hardware counters' (min_sm_pct, min_tensor_pct, max_energy_j)."""
+        from pytest_gpuutil.gates.thresholds import COUNTER_LIMITS
+
+        default = self._default_thresholds
+        if default is not None and any(getattr(default, name) is not None for name in COUNTER_LIMITS):
+            return True
+        return any(name in marker.kwargs for marker in item.iter_markers("gpu_util") for name in COUNTER_LIMITS)
+
+    def needs_record_now(self, item: Any, last: bool) -> bool:
+        """Its record is needed at its teardown: the last test, a JUnit or pytest-html file, or a record hook."""
+        if self._files_want_records is None:
+            option = item.config.option
+            self._files_want_records = bool(getattr(option, "xmlpath", None) or getattr(option, "htmlpath", None))
+        return self._files_want_records or last or self.has_record_hook(item)
+
+    def has_record_hook(self, item: Any) -> bool:
+        """Whether a pytest_gpuutil_record hook applies to the item (conftest files can implement it
+        per folder); asked once per collector, whose tests share a folder."""
+        parent = item.parent
+        known = self._record_hooks.get(parent)
+        if known is None:
+            known = self._record_hooks[parent] = bool(item.ihook.pytest_gpuutil_record.get_hookimpls())
+        return known
+
+    def finalize(self, item: Any, record: Any) -> Any:
+        """The record as the hook leaves it at the test's teardown (no hook: no call at all)."""
+        if not self.has_record_hook(item):
+            return record  # no pytest_gpuutil_record here: no hook call (pluggy's and the item's ihook)
+        return hooked_record(item, record, "teardown")
