@@ -4,7 +4,7 @@
 
 Builds the columns a CUPTI drain gives (names and kinds coded together, numpy ids and times) for
 two shapes and times the two steps of a flush that turn them into per-test figures,
-``ContinuousCapture._attribute`` (each window's statistics) and ``ContinuousCapture._findings``:
+``window_split.attribute`` (each window's statistics) and ``window_split.findings_of``:
 
 - ``small``: 100 windows of a small test (fill, mul and reduce kernels, a device-to-host copy, one
   stream synchronize), the shape of the 300-test overhead suite between two flushes;
@@ -62,19 +62,20 @@ def columns(windows: int, per_window: int, pairs: list[tuple[str, str]], wait: s
 def time_flush(shape: str, repeats: int) -> tuple[float, float]:
     """Minimum milliseconds of the attribution and of the findings over ``repeats`` runs."""
     from pytest_gpuutil.analysis.classify import KernelClassifier
-    from pytest_gpuutil.capture.continuous import ContinuousCapture, _Window
+    from pytest_gpuutil.capture.continuous import _Window
+    from pytest_gpuutil.capture.window_split import attribute, findings_of
 
     gpu, syncs, spans = (columns(100, 4, SMALL, "Stream Sync") if shape == "small"
                          else columns(20, 2_000, TINY, "Context Sync"))
-    capture = ContinuousCapture(source=None, classifier=KernelClassifier(), synchronize=lambda: None, findings=True)
+    classifier = KernelClassifier()
     best_attribute = best_findings = float("inf")
     for _ in range(repeats + 3):  # the first three warm up
         windows = [_Window(f"t{i}", start, 0.0, "", end_ns=end, sync_end_ns=end - 500)
                    for i, (start, end) in enumerate(spans)]
         began = time.perf_counter()
-        stats, _ = capture._attribute(gpu, windows)
+        stats, _ = attribute(gpu, windows, classifier, keep_events=False)
         between = time.perf_counter()
-        capture._findings(gpu, syncs, windows, stats)
+        findings_of(gpu, syncs, windows, stats, classifier, frozenset())
         ended = time.perf_counter()
         best_attribute, best_findings = min(best_attribute, between - began), min(best_findings, ended - between)
     return best_attribute * 1000, best_findings * 1000

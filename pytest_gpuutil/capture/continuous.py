@@ -23,14 +23,13 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Protocol
+from typing import Any, Callable, Optional, Protocol
 
-import numpy as np
-
-from pytest_gpuutil.analysis.classify import ATTENTION, COMMUNICATION, CONV, GEMM, KernelClassifier
-from pytest_gpuutil.analysis.findings import Finding, find, glance, may_fire, with_child_start
-from pytest_gpuutil.analysis.windows import WindowStats, assign_windows, window_stats
+from pytest_gpuutil.analysis.classify import KernelClassifier
+from pytest_gpuutil.analysis.findings import Finding, with_child_start
+from pytest_gpuutil.analysis.windows import WindowStats
 from pytest_gpuutil.capture import timeline as timelines
+from pytest_gpuutil.capture.window_split import FirstUses, attribute, findings_of, syncs_of, timelines_of
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
 ALREADY_ACTIVE = "a torch.profiler session was already active"
@@ -47,10 +46,6 @@ class EventSource(Protocol):
     def now(self) -> int: ...  # the clock events are stamped with, in ns
     def pending_bytes(self) -> int: ...  # collected and waiting (for the memory bound)
     def drain(self) -> tuple[GpuColumns, int]: ...  # everything since the last drain, and records lost
-
-
-#: kernel categories whose library (cuBLAS, cuDNN, NCCL) starts up on its first use in a process
-LIBRARY_CATEGORIES = frozenset({GEMM, CONV, ATTENTION, COMMUNICATION})
 
 
 @dataclass(frozen=True)
@@ -111,7 +106,6 @@ class ContinuousCapture:
     findings_ignore: frozenset[str] = frozenset()
     #: the GPU's name once CUDA is up (None before): the findings' estimates for it (hardware.peaks.findings_figures)
     device_name: Callable[[], Optional[str]] = lambda: None
-    _device_figures: Optional[Mapping[str, float]] = None
     started: bool = False
     #: seconds the source took to start the first time (CUPTI's one-time start-up)
     startup_s: Optional[float] = None
@@ -136,8 +130,7 @@ class ContinuousCapture:
     _closed: list[_Window] = field(default_factory=list)
     _last_flush: float = field(default_factory=time.perf_counter)
     #: what earlier windows of this process ran (gpu-idle names a library's start-up by its first use)
-    _seen_work: bool = False
-    _seen_libraries: set = field(default_factory=set)
+    _first_uses: Optional[FirstUses] = None
 
     # -- the source -----------------------------------------------------------------------------
     def ensure_started(self) -> bool:
@@ -293,13 +286,16 @@ class ContinuousCapture:
                 children_error = f"child processes could not be read: {exc}"
         if measured and not error:
             try:
-                stats, events = self._attribute(columns, measured)
+                stats, events = attribute(columns, measured, self.classifier, self.keep_events)
             except Exception as exc:  # noqa: BLE001 - a failing analysis must not end the session
                 error = f"the capture could not be split into tests: {exc}"
         if self.findings and stats:
             try:
-                contexts = self._contexts([w for w in measured if id(w) in stats], stats, extras)
-                findings = self._findings(columns, syncs, [w for w in measured if id(w) in stats], stats, contexts)
+                if self._first_uses is None:
+                    self._first_uses = FirstUses(self.device_name)
+                looked = [w for w in measured if id(w) in stats]
+                contexts = self._first_uses.contexts(looked, stats, extras)
+                findings = findings_of(columns, syncs, looked, stats, self.classifier, self.findings_ignore, contexts)
             except Exception as exc:  # noqa: BLE001 - the figures stand without findings; this batch says why
                 error = f"findings could not be looked for: {exc}"
         for w in measured:  # gpu-idle names a child's start-up where the window's first GPU work was a child's
@@ -309,7 +305,9 @@ class ContinuousCapture:
         drawn: dict[int, dict[str, Any]] = {}
         if self.timeline_wanted is not None and stats:
             try:
-                drawn = self._timelines(columns, syncs, [w for w in measured if id(w) in stats], stats, findings)
+                drawn = timelines_of(columns, syncs, [w for w in measured if id(w) in stats], stats, findings,
+                                     wanted=self.timeline_wanted, classifier=self.classifier, children=self.children,
+                                     gap_ns=self.timeline_gap_ns)
             except Exception as exc:  # noqa: BLE001 - the figures stand without timelines; this batch says why
                 error = error or f"timelines could not be drawn: {exc}"
         note = error or (f"{self.source.name} dropped {dropped} records in this batch: figures may be low" if dropped else "")
@@ -324,162 +322,17 @@ class ContinuousCapture:
                 measure_ms=(w.own_s + share) * 1000,
                 events=events.get(id(w)),
                 findings=findings.get(id(w)),
-                syncs=self._syncs_of(syncs, w) if self.keep_events and syncs is not None and id(w) in events else None,
+                syncs=syncs_of(syncs, w) if self.keep_events and syncs is not None and id(w) in events else None,
                 processes=getattr(extras.get(id(w)), "processes", ()),
                 timeline=drawn.get(id(w)),
             )
             for w in windows
         ]
 
-    def _timelines(self, columns: GpuColumns, syncs: Optional[SyncColumns], windows: list[_Window],
-                   stats: dict[int, WindowStats], findings: dict[int, tuple[Finding, ...]]) -> dict[int, dict[str, Any]]:
-        """The compact timelines of the windows ``timeline_wanted`` picks (their events, the host's
-        waits, and which process ran each event when children took part)."""
-        wanted = [w for w in windows if self.timeline_wanted(w.key, w.wall_ms, stats[id(w)], findings.get(id(w)))]
-        if not wanted:
-            return {}
-        owners, labels = getattr(self.children, "last_owners", None) or (None, ("",))
-        if owners is not None and len(owners) != len(columns):
-            owners, labels = None, ("",)
-        spans = [Window(w.start_ns, w.end_ns, "test_call") for w in wanted]
-        rows = self._rows_by_window(columns, wanted, spans)
-        out = {}
-        for w, span in zip(wanted, spans):
-            events = columns.take(rows[id(w)])
-            out[id(w)] = timelines.encode(timelines.build(
-                events, span, self.classifier, syncs=None if syncs is None else self._syncs_of(syncs, w),
-                owners=None if owners is None else owners[rows[id(w)]], owner_labels=labels,
-                sync_end_ns=w.sync_end_ns, gap_ns=self.timeline_gap_ns))
-        return out
-
     @property
     def _records_waits(self) -> bool:
         """Whether the source records the host's waits (CUPTI with activity kind 38 does)."""
         return callable(getattr(self.source, "drain_syncs", None))
-
-    def _contexts(self, windows: list[_Window], stats: dict[int, WindowStats],
-                  extras: dict[int, Any]) -> dict[int, dict[str, float]]:
-        """What the findings know of each window besides its events (in the order the windows ran):
-        whether it held this process's first GPU work or a library's first use, and a child's start-up."""
-        found = {}
-        if self._device_figures is None:
-            name = self.device_name()
-            if name:
-                from pytest_gpuutil.hardware.peaks import findings_figures
-
-                self._device_figures = findings_figures(name)
-        for w in windows:
-            figures = dict(self._device_figures or {})
-            window_stats = stats[id(w)]
-            libraries = {name for name, *_, count in window_stats.category_rows
-                         if count and name in LIBRARY_CATEGORIES}  # rows: no stats objects made
-            if window_stats.event_count and not self._seen_work:
-                figures["first_gpu_work"] = 1.0
-            if libraries - self._seen_libraries:
-                figures["first_library_use"] = 1.0
-            self._seen_work = self._seen_work or bool(window_stats.event_count)
-            self._seen_libraries |= libraries
-            if w.cuda_came_up:
-                figures["cuda_came_up"] = 1.0
-            started = getattr(extras.get(id(w)), "child_start", None)
-            if started is not None:  # the window's first GPU work was a child's that started in the window
-                figures["child_startup_ms"] = started.startup_ns / 1e6
-            found[id(w)] = figures
-        return found
-
-    def _findings(self, columns: GpuColumns, syncs: Optional[SyncColumns], windows: list[_Window],
-                  stats: dict[int, WindowStats], contexts: Optional[dict[int, dict[str, float]]] = None
-                  ) -> dict[int, tuple[Finding, ...]]:
-        """Each window's findings: the events and waits of those that may have some, looked at one by one."""
-        spans = [Window(w.start_ns, w.end_ns, "test_call") for w in windows]
-        waits = self._waits_by_window(syncs, windows, spans)
-        found: dict[int, tuple[Finding, ...]] = {id(w): () for w in windows}
-        looked = [i for i, w in enumerate(windows)
-                  if may_fire(glance(stats[id(w)], None if waits is None else len(waits[i])), self.findings_ignore)]
-        if not looked:
-            return found
-        picked, picked_spans = [windows[i] for i in looked], [spans[i] for i in looked]
-        if all(a.end_ns <= b.start_ns for a, b in zip(picked_spans, picked_spans[1:])):
-            events = self._events_by_window(columns, picked, picked_spans)
-        else:  # the wall clock stepped back between tests: one window at a time
-            events = {}
-            for w, span in zip(picked, picked_spans):
-                events.update(self._events_by_window(columns, [w], [span]))
-        for i in looked:
-            w = windows[i]
-            found[id(w)] = find(events[id(w)], spans[i], self.classifier,
-                                None if waits is None or syncs is None else syncs.take(waits[i]),
-                                ignore=self.findings_ignore, sync_end_ns=w.sync_end_ns,
-                                context=(contexts or {}).get(id(w)))
-        return found
-
-    @staticmethod
-    def _waits_by_window(syncs: Optional[SyncColumns], windows: list[_Window], spans: list[Window]) -> Optional[list[list[int]]]:
-        """For each window, the indices of the waits that overlap it and began before its closing synchronize."""
-        if syncs is None:
-            return None
-        by_window: list[list[int]] = [[] for _ in windows]
-        if not len(syncs):
-            return by_window
-        starts = np.asarray(syncs.starts_ns, dtype=np.int64)
-        durs = np.asarray(syncs.durs_ns, dtype=np.int64)
-        order = np.argsort(starts, kind="stable")
-        sorted_starts, longest = starts[order], int(durs.max())
-        span_starts = np.asarray([span.start_ns for span in spans], dtype=np.int64)
-        limits = np.asarray([span.end_ns if w.sync_end_ns is None else min(span.end_ns, w.sync_end_ns)
-                             for w, span in zip(windows, spans)], dtype=np.int64)
-        # per window, the waits that began after (its start - the longest wait) and before its limit
-        los = np.searchsorted(sorted_starts, span_starts - longest, side="left").tolist()
-        his = np.searchsorted(sorted_starts, limits, side="left").tolist()
-        for i, (lo, hi) in enumerate(zip(los, his)):
-            if lo < hi:
-                near = order[lo:hi]
-                by_window[i] = sorted(near[starts[near] + durs[near] > span_starts[i]].tolist())
-        return by_window
-
-    def _syncs_of(self, syncs: SyncColumns, window: _Window) -> SyncColumns:
-        """The waits of one window (for its trace file)."""
-        span = Window(window.start_ns, window.end_ns, "test_call")
-        found = self._waits_by_window(syncs, [window], [span])
-        return syncs.take(found[0]) if found else SyncColumns()
-
-    def _attribute(self, columns: GpuColumns, windows: list[_Window]) -> tuple[dict[int, WindowStats], dict[int, GpuColumns]]:
-        """Each window's figures (and events, when kept), in one pass when the windows are in order.
-
-        Windows out of order (the wall clock stepped back between tests) are done one at a time.
-        """
-        spans = [Window(w.start_ns, w.end_ns, "test_call") for w in windows]
-        in_order = all(a.end_ns <= b.start_ns for a, b in zip(spans, spans[1:]))
-        groups = [(windows, spans)] if in_order else [([w], [s]) for w, s in zip(windows, spans)]
-        stats: dict[int, WindowStats] = {}
-        events: dict[int, GpuColumns] = {}
-        for group, group_spans in groups:
-            for w, s in zip(group, window_stats(columns, group_spans, self.classifier)):
-                stats[id(w)] = s
-            if self.keep_events:
-                events.update(self._events_by_window(columns, group, group_spans))
-        return stats, events
-
-    @classmethod
-    def _events_by_window(cls, columns: GpuColumns, windows: list[_Window], spans: list[Window]) -> dict[int, GpuColumns]:
-        return {key: columns.take(rows) for key, rows in cls._rows_by_window(columns, windows, spans).items()}
-
-    @staticmethod
-    def _rows_by_window(columns: GpuColumns, windows: list[_Window], spans: list[Window]) -> dict[int, np.ndarray]:
-        """The indices of each window's events (windows in order; else one window at a time)."""
-        starts = np.asarray(columns.starts_ns, dtype=np.int64)
-        ends = starts + np.asarray(columns.durs_ns, dtype=np.int64)
-        if not all(a.end_ns <= b.start_ns for a, b in zip(spans, spans[1:])):
-            found: dict[int, np.ndarray] = {}
-            for w, s in zip(windows, spans):
-                found.update(ContinuousCapture._rows_by_window(columns, [w], [s]))
-            return found
-        event, win = assign_windows(starts, ends, np.asarray([s.start_ns for s in spans], dtype=np.int64),
-                                    np.asarray([s.end_ns for s in spans], dtype=np.int64))
-        order = np.argsort(win, kind="stable")
-        event, win = event[order], win[order]
-        bounds = np.searchsorted(win, np.arange(len(windows) + 1))
-        return {id(w): event[bounds[i]:bounds[i + 1]] for i, w in enumerate(windows)}
 
     def close(self) -> list[WindowResult]:
         """Flush what is left and stop the source (the end of the session)."""

@@ -10,6 +10,7 @@ from pytest_gpuutil.capture.continuous import (
     ContinuousCapture,
 )
 from pytest_gpuutil.capture.flush_policy import FlushPolicy
+from pytest_gpuutil.capture.window_split import waits_by_window
 
 
 class ScriptedSource:
@@ -266,12 +267,12 @@ def test_the_clock_is_read_before_the_closing_synchronize_only_when_waits_are_re
 
 
 def test_a_failing_rule_keeps_the_figures_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
-    import pytest_gpuutil.capture.continuous as continuous
+    import pytest_gpuutil.capture.window_split as window_split
 
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(continuous, "find", broken)
+    monkeypatch.setattr(window_split, "find", broken)
     source = WaitingSource()
     cap = capture(source, findings=True)
     cap.begin("t")
@@ -345,7 +346,7 @@ def test_each_windows_waits_are_those_that_overlap_it_and_began_before_its_closi
                                    sync_end_ns=rng.choice([None, end - rng.randrange(0, 500)])))
             t = end
         spans = [Window(w.start_ns, w.end_ns, "test_call") for w in windows]
-        got = ContinuousCapture._waits_by_window(syncs, windows, spans)
+        got = waits_by_window(syncs, windows, spans)
         for w, span, found in zip(windows, spans, got):
             limit = span.end_ns if w.sync_end_ns is None else min(span.end_ns, w.sync_end_ns)
             assert found == [i for i, (s, d) in enumerate(waits) if s < limit and s + d > span.start_ns]

@@ -1,0 +1,182 @@
+"""One flush's batch of GPU work split among the windows it covers: each window's figures, its
+events and host waits, its findings and its timeline.
+
+The windows are the continuous capture's closed windows (anything with ``key``, ``start_ns``,
+``end_ns``, ``wall_ms``, ``sync_end_ns`` and ``cuda_came_up``), in the order they ran. Windows in
+order are done in one pass over the batch; where the wall clock stepped back between tests, one
+window at a time. Results are keyed by ``id(window)``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import numpy as np
+
+from pytest_gpuutil.analysis.classify import ATTENTION, COMMUNICATION, CONV, GEMM, KernelClassifier
+from pytest_gpuutil.analysis.findings import Finding, find, glance, may_fire
+from pytest_gpuutil.analysis.windows import WindowStats, assign_windows, window_stats
+from pytest_gpuutil.capture import timeline as timelines
+from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
+
+#: kernel categories whose library (cuBLAS, cuDNN, NCCL) starts up on its first use in a process
+LIBRARY_CATEGORIES = frozenset({GEMM, CONV, ATTENTION, COMMUNICATION})
+
+
+def spans_of(windows: Sequence[Any]) -> list[Window]:
+    return [Window(w.start_ns, w.end_ns, "test_call") for w in windows]
+
+
+def in_order(spans: Sequence[Window]) -> bool:
+    return all(a.end_ns <= b.start_ns for a, b in zip(spans, spans[1:]))
+
+
+def attribute(columns: GpuColumns, windows: Sequence[Any], classifier: KernelClassifier,
+              keep_events: bool) -> tuple[dict[int, WindowStats], dict[int, GpuColumns]]:
+    """Each window's figures (and events, when kept)."""
+    spans = spans_of(windows)
+    groups = [(windows, spans)] if in_order(spans) else [([w], [s]) for w, s in zip(windows, spans)]
+    stats: dict[int, WindowStats] = {}
+    events: dict[int, GpuColumns] = {}
+    for group, group_spans in groups:
+        for w, s in zip(group, window_stats(columns, group_spans, classifier)):
+            stats[id(w)] = s
+        if keep_events:
+            events.update(events_by_window(columns, group, group_spans))
+    return stats, events
+
+
+class FirstUses:
+    """What earlier windows of this process ran: gpu-idle names a library's start-up by its first use,
+    and the GPU's figures (its peaks) once its name is known."""
+
+    def __init__(self, device_name: Callable[[], Optional[str]]):
+        self._device_name = device_name
+        self._device_figures: Optional[Mapping[str, float]] = None
+        self._seen_work = False
+        self._seen_libraries: set[str] = set()
+
+    def contexts(self, windows: Sequence[Any], stats: dict[int, WindowStats],
+                 extras: dict[int, Any]) -> dict[int, dict[str, float]]:
+        """What the findings know of each window besides its events (in the order the windows ran):
+        whether it held this process's first GPU work or a library's first use, and a child's start-up."""
+        found = {}
+        if self._device_figures is None:
+            name = self._device_name()
+            if name:
+                from pytest_gpuutil.hardware.peaks import findings_figures
+
+                self._device_figures = findings_figures(name)
+        for w in windows:
+            figures = dict(self._device_figures or {})
+            window_stats = stats[id(w)]
+            libraries = {name for name, *_, count in window_stats.category_rows
+                         if count and name in LIBRARY_CATEGORIES}  # rows: no stats objects made
+            if window_stats.event_count and not self._seen_work:
+                figures["first_gpu_work"] = 1.0
+            if libraries - self._seen_libraries:
+                figures["first_library_use"] = 1.0
+            self._seen_work = self._seen_work or bool(window_stats.event_count)
+            self._seen_libraries |= libraries
+            if w.cuda_came_up:
+                figures["cuda_came_up"] = 1.0
+            started = getattr(extras.get(id(w)), "child_start", None)
+            if started is not None:  # the window's first GPU work was a child's that started in the window
+                figures["child_startup_ms"] = started.startup_ns / 1e6
+            found[id(w)] = figures
+        return found
+
+
+def findings_of(columns: GpuColumns, syncs: Optional[SyncColumns], windows: Sequence[Any],
+                stats: dict[int, WindowStats], classifier: KernelClassifier, ignore: frozenset[str],
+                contexts: Optional[dict[int, dict[str, float]]] = None) -> dict[int, tuple[Finding, ...]]:
+    """Each window's findings: the events and waits of those that may have some, looked at one by one."""
+    spans = spans_of(windows)
+    waits = waits_by_window(syncs, windows, spans)
+    found: dict[int, tuple[Finding, ...]] = {id(w): () for w in windows}
+    looked = [i for i, w in enumerate(windows)
+              if may_fire(glance(stats[id(w)], None if waits is None else len(waits[i])), ignore)]
+    if not looked:
+        return found
+    picked, picked_spans = [windows[i] for i in looked], [spans[i] for i in looked]
+    events = events_by_window(columns, picked, picked_spans)
+    for i in looked:
+        w = windows[i]
+        found[id(w)] = find(events[id(w)], spans[i], classifier,
+                            None if waits is None or syncs is None else syncs.take(waits[i]),
+                            ignore=ignore, sync_end_ns=w.sync_end_ns, context=(contexts or {}).get(id(w)))
+    return found
+
+
+def timelines_of(columns: GpuColumns, syncs: Optional[SyncColumns], windows: Sequence[Any],
+                 stats: dict[int, WindowStats], findings: dict[int, tuple[Finding, ...]], *,
+                 wanted: Callable[..., bool], classifier: KernelClassifier, children: Any,
+                 gap_ns: int) -> dict[int, dict[str, Any]]:
+    """The compact timelines of the windows ``wanted`` picks (their events, the host's waits, and
+    which process ran each event when children took part)."""
+    picked = [w for w in windows if wanted(w.key, w.wall_ms, stats[id(w)], findings.get(id(w)))]
+    if not picked:
+        return {}
+    owners, labels = getattr(children, "last_owners", None) or (None, ("",))
+    if owners is not None and len(owners) != len(columns):
+        owners, labels = None, ("",)
+    spans = spans_of(picked)
+    rows = rows_by_window(columns, picked, spans)
+    out = {}
+    for w, span in zip(picked, spans):
+        events = columns.take(rows[id(w)])
+        out[id(w)] = timelines.encode(timelines.build(
+            events, span, classifier, syncs=None if syncs is None else syncs_of(syncs, w),
+            owners=None if owners is None else owners[rows[id(w)]], owner_labels=labels,
+            sync_end_ns=w.sync_end_ns, gap_ns=gap_ns))
+    return out
+
+
+def waits_by_window(syncs: Optional[SyncColumns], windows: Sequence[Any], spans: Sequence[Window]) -> Optional[list[list[int]]]:
+    """For each window, the indices of the waits that overlap it and began before its closing synchronize."""
+    if syncs is None:
+        return None
+    by_window: list[list[int]] = [[] for _ in windows]
+    if not len(syncs):
+        return by_window
+    starts = np.asarray(syncs.starts_ns, dtype=np.int64)
+    durs = np.asarray(syncs.durs_ns, dtype=np.int64)
+    order = np.argsort(starts, kind="stable")
+    sorted_starts, longest = starts[order], int(durs.max())
+    span_starts = np.asarray([span.start_ns for span in spans], dtype=np.int64)
+    limits = np.asarray([span.end_ns if w.sync_end_ns is None else min(span.end_ns, w.sync_end_ns)
+                         for w, span in zip(windows, spans)], dtype=np.int64)
+    # per window, the waits that began after (its start - the longest wait) and before its limit
+    los = np.searchsorted(sorted_starts, span_starts - longest, side="left").tolist()
+    his = np.searchsorted(sorted_starts, limits, side="left").tolist()
+    for i, (lo, hi) in enumerate(zip(los, his)):
+        if lo < hi:
+            near = order[lo:hi]
+            by_window[i] = sorted(near[starts[near] + durs[near] > span_starts[i]].tolist())
+    return by_window
+
+
+def syncs_of(syncs: SyncColumns, window: Any) -> SyncColumns:
+    """The waits of one window (for its trace file)."""
+    found = waits_by_window(syncs, [window], spans_of([window]))
+    return syncs.take(found[0]) if found else SyncColumns()
+
+
+def events_by_window(columns: GpuColumns, windows: Sequence[Any], spans: Sequence[Window]) -> dict[int, GpuColumns]:
+    return {key: columns.take(rows) for key, rows in rows_by_window(columns, windows, spans).items()}
+
+
+def rows_by_window(columns: GpuColumns, windows: Sequence[Any], spans: Sequence[Window]) -> dict[int, np.ndarray]:
+    """The indices of each window's events (windows in order; else one window at a time)."""
+    if not in_order(spans):
+        found: dict[int, np.ndarray] = {}
+        for w, s in zip(windows, spans):
+            found.update(rows_by_window(columns, [w], [s]))
+        return found
+    starts = np.asarray(columns.starts_ns, dtype=np.int64)
+    ends = starts + np.asarray(columns.durs_ns, dtype=np.int64)
+    event, win = assign_windows(starts, ends, np.asarray([s.start_ns for s in spans], dtype=np.int64),
+                                np.asarray([s.end_ns for s in spans], dtype=np.int64))
+    order = np.argsort(win, kind="stable")
+    event, win = event[order], win[order]
+    bounds = np.searchsorted(win, np.arange(len(windows) + 1))
+    return {id(w): event[bounds[i]:bounds[i + 1]] for i, w in enumerate(windows)}
