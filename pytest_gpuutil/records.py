@@ -143,6 +143,11 @@ class TestRecord:
             data["findings"] = [{**f, "evidence": dict(f.get("evidence") or {})} for f in self.findings]
         return data
 
+    def findings_part(self) -> dict[str, Any]:
+        """The part of :meth:`to_dict` that ``findings_summary`` reads (test, findings, below_floor),
+        without copying the rest of the record (the session's end reads it for every test)."""
+        return {"test": self.test, "findings": self.findings, "below_floor": self.below_floor}
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "TestRecord":
         names = {f.name for f in dataclasses.fields(cls)}

@@ -121,7 +121,7 @@ def finding_lines(records: Sequence[TestRecord], width: int = 120, verbose: bool
     """The terminal's findings part (no lines when findings were not looked for in any test): the
     counts, the session's ranking of fixes by summed saving (``TOP_SHOWN`` lines, all with -v) and
     the worst tests; at most ``MOST_LINES`` lines without -v, none wider than ``width``."""
-    summary = findings_summary([r.to_dict() for r in records], floor)
+    summary = findings_summary([r.findings_part() for r in records], floor)
     if summary is None:
         return []
     floor_text = f"{summary['floor']['ms']:g} ms and {summary['floor']['pct']:g} %"
