@@ -90,7 +90,8 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     import torch
 
-    from pytest_gpuutil.capture.cupti import CuptiSource, find_loaded_library
+    from pytest_gpuutil.capture.cupti import CuptiSource
+    from pytest_gpuutil.machine.loaded_libraries import find_loaded_library
     from pytest_gpuutil.hardware.nvml import open_device
 
     torch.ones(1, device="cuda").sum().item()

@@ -59,7 +59,7 @@ def find(events: GpuColumns, window: Window, classifier: Optional[KernelClassifi
     the window and the device, for the savings and gpu-idle's naming of its time before the first
     kernel (``first_gpu_work``, ``cuda_came_up``, ``first_library_use``, ``child_startup_ms``; the
     estimates' constants measured on this device, e.g. ``gemm_speedup`` from
-    :func:`pytest_gpuutil.hardware.peaks.findings_figures`).
+    :func:`pytest_gpuutil.machine.peaks.findings_figures`).
     """
     if window.duration_ns <= 0:
         return ()

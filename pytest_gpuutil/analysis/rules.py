@@ -546,7 +546,7 @@ RULES: tuple[Rule, ...] = (
          _fp32_matmul, gate=_category_at_least((GEMM, CONV), "min_total_us"),
          saving="the fp32 kernels' time minus the same FLOPs at the TF32 rate: time x (1 - 1 / speed-up), the "
                 "speed-up of this GPU's TF32 over its fp32 peak where the peaks table knows it "
-                "(pytest_gpuutil/hardware/peaks.py), else the H100 recording's; convolutions at their own",
+                "(pytest_gpuutil/machine/peaks.py), else the H100 recording's; convolutions at their own",
          estimates=_limits(
              gemm_speedup=Limit(7.4, "x", "H100 SXM datasheet: 494.7 TF32 against 67 fp32 TFLOP/s; the recording's "
                                          "4096^3 matmul ran 7.8x faster (fp32_matmul 2,629 µs, tf32_matmul 336 µs)"),

@@ -30,7 +30,7 @@ import numpy as np
 from pytest_gpuutil.analysis.classify import ATTENTION, COMMUNICATION, CONV, GEMM, KernelClassifier
 from pytest_gpuutil.analysis.findings import Finding, find, glance, may_fire, with_child_start
 from pytest_gpuutil.analysis.windows import WindowStats, assign_windows, window_stats
-from pytest_gpuutil.capture import timeline as timelines
+from pytest_gpuutil.analysis import timeline as timelines
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
 ALREADY_ACTIVE = "a torch.profiler session was already active"
@@ -365,7 +365,7 @@ class ContinuousCapture:
         if self._device_figures is None:
             name = self.device_name()
             if name:
-                from pytest_gpuutil.hardware.peaks import findings_figures
+                from pytest_gpuutil.machine.peaks import findings_figures
 
                 self._device_figures = findings_figures(name)
         for w in windows:

@@ -35,6 +35,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
+from pytest_gpuutil.machine.loaded_libraries import find_loaded_library
 from pytest_gpuutil.traces.model import CodedColumn, GpuColumns, SyncColumns
 
 KIND_MEMCPY = 1
@@ -282,19 +283,6 @@ def to_columns(records: ParsedRecords, kernel_name: Callable[[int], str]) -> Gpu
         starts_ns=starts,
         durs_ns=ends - starts,
     )
-
-
-def find_loaded_library(maps_path: str = "/proc/self/maps") -> Optional[str]:
-    """The path of the libcupti this process has already loaded (torch loads it), or None."""
-    try:
-        with open(maps_path, encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                path = line.rstrip("\n").split(None, 5)[-1] if line.count(" ") >= 5 else ""
-                if "libcupti.so" in os.path.basename(path):
-                    return path
-    except OSError:
-        return None
-    return None
 
 
 _REQUEST = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t),

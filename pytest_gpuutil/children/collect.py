@@ -35,7 +35,7 @@ from pytest_gpuutil.children.columns import (
     overlaps,
     take_columns,
 )
-from pytest_gpuutil.children.process_info import environment_value, is_running, started_realtime_ns
+from pytest_gpuutil.machine.processes import environment_value, is_running, started_realtime_ns
 from pytest_gpuutil.children.spool import SPOOL_ENV, Spool
 from pytest_gpuutil.children.spool_format import (
     CAPTURE_NAMES,

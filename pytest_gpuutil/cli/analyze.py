@@ -76,7 +76,7 @@ def analyze_main(argv: Sequence[str]) -> int:
             findings.append(find_in_trace(trace, classifier=classifier, ignore=ignore, summary=summaries[-1])
                             if args.findings == "on" else None)
             if args.html:
-                from pytest_gpuutil.capture.timeline import build, encode
+                from pytest_gpuutil.analysis.timeline import build, encode
 
                 timelines[path] = encode(build(trace.columns, summaries[-1].window, classifier, syncs=trace.syncs,
                                                gap_ns=int(args.timeline_gap * 1e6)))

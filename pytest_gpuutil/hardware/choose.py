@@ -171,7 +171,7 @@ def _with_energy_problem(opened: OpenedCounters) -> OpenedCounters:
 
 
 def _loaded_cupti() -> Optional[str]:
-    from pytest_gpuutil.capture.cupti import find_loaded_library
+    from pytest_gpuutil.machine.loaded_libraries import find_loaded_library
 
     return find_loaded_library()
 

@@ -8,7 +8,7 @@ import pytest
 
 from pytest_gpuutil.analysis.findings import find, find_in_trace
 from pytest_gpuutil.analysis.rules import DEFAULT_FLOOR, RULES_BY_ID, Finding, Floor, split_by_floor
-from pytest_gpuutil.hardware.peaks import findings_figures as device_figures
+from pytest_gpuutil.machine.peaks import findings_figures as device_figures
 from pytest_gpuutil.options import findings_floor
 from pytest_gpuutil.traces.model import GpuColumns, GpuEvent, Window
 from pytest_gpuutil.traces.reader import read_trace

@@ -12,7 +12,7 @@ from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.windows import window_stats
 from pytest_gpuutil.children.collect import ProcessTree
 from pytest_gpuutil.children.columns import concat_columns, take_columns
-from pytest_gpuutil.children.process_info import proc_start
+from pytest_gpuutil.machine.processes import proc_start
 from pytest_gpuutil.children.spool import child_file
 from pytest_gpuutil.children.spool_format import (
     INJECTION,
