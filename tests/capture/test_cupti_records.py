@@ -11,7 +11,7 @@ import struct
 import numpy as np
 import pytest
 
-from pytest_gpuutil.capture.cupti import (
+from pytest_gpuutil.capture.cupti_records import (
     KIND_CONCURRENT_KERNEL,
     KIND_MEMCPY,
     KIND_MEMCPY2,
