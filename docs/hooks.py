@@ -201,6 +201,7 @@ def rule_markdown(rule: Any, example: str) -> str:
 def findings_markdown(examples: Mapping[str, str]) -> str:
     """Every rule of the registry in report order, each with its example from ``examples``."""
     from pytest_gpuutil.analysis import rules as module
+    from pytest_gpuutil.analysis.finding_records import LOW, SEVERITY_FROM
 
     ids = [rule.id for rule in module.RULES]
     missing = [rule_id for rule_id in ids if rule_id not in examples]
@@ -211,11 +212,9 @@ def findings_markdown(examples: Mapping[str, str]) -> str:
     if unknown:
         raise DocsError(f"findings.md: example(s) for rule(s) not in the registry: {', '.join(unknown)}")
     parts = []
-    severity = getattr(module, "SEVERITY_FROM", None)
-    if severity:
-        levels = ", ".join(f"`{name}` from {_number(ms)} ms and {_number(pct)} %" for name, ms, pct in severity)
-        parts.append(f"Severity goes by the estimated saving (`saving_ms`) and its share of the test's wall "
-                     f"time: {levels}, else `{getattr(module, 'LOW', 'low')}`.\n")
+    levels = ", ".join(f"`{name}` from {_number(ms)} ms and {_number(pct)} %" for name, ms, pct in SEVERITY_FROM)
+    parts.append(f"Severity goes by the estimated saving (`saving_ms`) and its share of the test's wall "
+                 f"time: {levels}, else `{LOW}`.\n")
     parts += [rule_markdown(rule, examples[rule.id]) for rule in module.RULES]
     return "\n".join(parts)
 

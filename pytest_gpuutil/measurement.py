@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 if TYPE_CHECKING:
     from pytest_gpuutil.analysis.classify import KernelClassifier
-    from pytest_gpuutil.analysis.rules import Finding
+    from pytest_gpuutil.analysis.finding_records import Finding
     from pytest_gpuutil.hardware.capture import CounterCapture, TestCounters
     from pytest_gpuutil.analysis.windows import WindowStats
     from pytest_gpuutil.capture.continuous import ContinuousCapture, EventSource

@@ -62,7 +62,7 @@ def rule_ids(text: str) -> frozenset[str]:
 
 def findings_floor(text: str) -> Any:
     """The least saving a finding is reported with: ``MS`` and/or ``PCT%``, e.g. ``1ms,2%`` (``0``: all)."""
-    from pytest_gpuutil.analysis.rules import DEFAULT_FLOOR, Floor  # only when the option is used
+    from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, Floor  # only when the option is used
 
     words = [w for w in re.split(r"[,\s]+", str(text).strip().lower()) if w]
     ms, pct = DEFAULT_FLOOR.ms, DEFAULT_FLOOR.pct

@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier, parse_rules
 from pytest_gpuutil.analysis.findings import Finding, find_in_trace, parse_rule_ids
-from pytest_gpuutil.analysis.rules import DEFAULT_FLOOR, Floor, split_by_floor
+from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, Floor, split_by_floor
 from pytest_gpuutil.analysis.summary import TraceSummary, analyze
 from pytest_gpuutil.traces.reader import TraceError, read_trace
 

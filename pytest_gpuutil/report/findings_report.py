@@ -2,7 +2,7 @@
 HTML, gpu_util.json's ``findings_summary``), and the findings grouped by rule (HTML).
 
 Records keep their findings as plain mappings (gpu_util.json's shape); here they become
-:class:`~pytest_gpuutil.analysis.rules.Finding` again. The ranking groups the reported findings by
+:class:`~pytest_gpuutil.analysis.finding_records.Finding` again. The ranking groups the reported findings by
 rule and test file and sorts the groups by summed ``saving_ms``.
 """
 from __future__ import annotations
@@ -17,7 +17,8 @@ from pytest_gpuutil.analysis.findings import (
     rank_fixes,
     worst_tests,
 )
-from pytest_gpuutil.analysis.rules import DEFAULT_FLOOR, RULES_BY_ID, SEVERITIES, Finding, Floor, split_by_floor
+from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, SEVERITIES, Finding, Floor, split_by_floor
+from pytest_gpuutil.analysis.rules import RULES_BY_ID
 from pytest_gpuutil.report.tables import caption, common_prefix, shorten_test_ids, wrap
 
 if TYPE_CHECKING:

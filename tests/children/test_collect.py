@@ -306,7 +306,7 @@ def test_overlaps_counts_only_what_is_counted_more_than_once() -> None:
 
 def test_gpu_idle_names_a_childs_start_up() -> None:
     from pytest_gpuutil.analysis.findings import with_child_start
-    from pytest_gpuutil.analysis.rules import Finding
+    from pytest_gpuutil.analysis.finding_records import Finding
 
     idle = Finding("gpu-idle", "high", "the GPU was idle 90% of the 4,000 ms window: 3,661 ms before the first kernel "
                    "(a child process starting), 0.0 µs between kernels, 10 ms after the last", "start it once",
