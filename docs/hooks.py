@@ -69,11 +69,12 @@ def _slug(text: str) -> str:
 
 # -- options ------------------------------------------------------------------------------------
 
-def _choices(parse: Any, module: Any) -> tuple[str, ...]:
-    """The values a parse function accepts, where it checks them against a tuple of the module."""
+def _choices(parse: Any) -> tuple[str, ...]:
+    """The values a parse function accepts, where it checks them against a tuple of its own module."""
     code = getattr(parse, "__code__", None)
+    names = getattr(parse, "__globals__", {})
     for name in getattr(code, "co_names", ()):
-        value = getattr(module, name, None)
+        value = names.get(name)
         if isinstance(value, tuple) and value and all(isinstance(v, str) for v in value):
             return value
     return ()
@@ -93,7 +94,7 @@ def _default_text(spec: Any, module: Any) -> str:
     return _code(_number(value))
 
 
-def _value_text(spec: Any, module: Any) -> str:
+def _value_text(spec: Any) -> str:
     """What the option takes: its kind, its metavar, its choices, its parser's own words."""
     if spec.kind == "flag":
         return "a flag, no value (ini: `true` / `false`)"
@@ -103,7 +104,7 @@ def _value_text(spec: Any, module: Any) -> str:
         "optional": f"an optional value, {metavar}: the bare option takes its default; write `{spec.flag}=VALUE`",
         "append": f"{metavar}, one per use, repeatable (ini: several, space-separated)",
     }.get(spec.kind, metavar)
-    choices = _choices(spec.parse, module)
+    choices = _choices(spec.parse)
     if choices:
         text += "; one of " + ", ".join(_code(c) for c in choices)
     doc = (getattr(spec.parse, "__doc__", None) or "").strip().splitlines()
@@ -127,7 +128,7 @@ def options_markdown() -> str:
     for spec in module.OPTIONS:
         lines += [f"### {_code(spec.flag)} {{ #{_slug(spec.flag)} }}", "", _sentence(spec.help), "",
                   f"- **ini key:** {_code(spec.dest)} (ini type `{spec.ini_type}`)",
-                  f"- **takes:** {_value_text(spec, module)}",
+                  f"- **takes:** {_value_text(spec)}",
                   f"- **default:** {_default_text(spec, module)}"]
         if spec.flag in turns_on:
             lines.append("- **turns `--gpu-util` on** when given on the command line (its ini key does not)")

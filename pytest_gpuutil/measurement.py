@@ -347,8 +347,8 @@ class Measurement:
 
     def _start_children(self, torch: Any, source: EventSource) -> None:
         """The spool the tests' child processes hand their GPU work to (see pytest_gpuutil.children)."""
-        from pytest_gpuutil.machine.loaded_libraries import find_loaded_library
         from pytest_gpuutil.children.collect import start_process_tree
+        from pytest_gpuutil.machine.loaded_libraries import find_loaded_library
 
         try:
             self.children = start_process_tree(

@@ -24,6 +24,7 @@ LAYERS = {
     "session": 6,
     "fixtures": 6,
     "options": 6,
+    "option_types": 6,
     "hookspecs": 6,
     "plugin": 6,
     "cli": 6,

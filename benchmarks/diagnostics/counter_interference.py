@@ -91,8 +91,8 @@ def main(argv=None) -> int:
     import torch
 
     from pytest_gpuutil.capture.cupti import CuptiSource
-    from pytest_gpuutil.machine.loaded_libraries import find_loaded_library
     from pytest_gpuutil.hardware.nvml import open_device
+    from pytest_gpuutil.machine.loaded_libraries import find_loaded_library
 
     torch.ones(1, device="cuda").sum().item()
     activity = CuptiSource(demangle=torch._C._demangle)

@@ -24,7 +24,6 @@ from pytest_gpuutil.analysis.finding_records import Finding, Gate, Limit, Rule, 
 from pytest_gpuutil.analysis.window_facts import MEMCPY, WindowFacts
 
 
-
 def _finding(facts: Any, rule_id: str, message: str, fix: str, impact: float, saving_ns: float, basis: str,
              **evidence: Any) -> Finding:
     saving_ns = max(0.0, saving_ns)

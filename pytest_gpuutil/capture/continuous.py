@@ -27,10 +27,10 @@ from typing import Any, Callable, Mapping, Optional, Protocol
 
 import numpy as np
 
+from pytest_gpuutil.analysis import timeline as timelines
 from pytest_gpuutil.analysis.classify import ATTENTION, COMMUNICATION, CONV, GEMM, KernelClassifier
 from pytest_gpuutil.analysis.findings import Finding, find, glance, may_fire, with_child_start
 from pytest_gpuutil.analysis.windows import WindowStats, assign_windows, window_stats
-from pytest_gpuutil.analysis import timeline as timelines
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
 ALREADY_ACTIVE = "a torch.profiler session was already active"

@@ -35,7 +35,6 @@ from pytest_gpuutil.children.columns import (
     overlaps,
     take_columns,
 )
-from pytest_gpuutil.machine.processes import environment_value, is_running, started_realtime_ns
 from pytest_gpuutil.children.spool import SPOOL_ENV, Spool
 from pytest_gpuutil.children.spool_format import (
     CAPTURE_NAMES,
@@ -51,6 +50,7 @@ from pytest_gpuutil.children.spool_format import (
     Memory,
     Note,
 )
+from pytest_gpuutil.machine.processes import environment_value, is_running, started_realtime_ns
 from pytest_gpuutil.traces.model import CodedColumn, GpuColumns, Window
 
 #: how long a flush waits for running children to hand over what they have

@@ -8,8 +8,8 @@ import sys
 from typing import Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier, parse_rules
-from pytest_gpuutil.analysis.findings import Finding, find_in_trace, parse_rule_ids
 from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, Floor, split_by_floor
+from pytest_gpuutil.analysis.findings import Finding, find_in_trace, parse_rule_ids
 from pytest_gpuutil.analysis.summary import TraceSummary, analyze
 from pytest_gpuutil.traces.reader import TraceError, read_trace
 
@@ -100,7 +100,7 @@ def _floor(text: str) -> Optional[Floor]:
         return None
     from argparse import ArgumentTypeError
 
-    from pytest_gpuutil.options import findings_floor
+    from pytest_gpuutil.option_types import findings_floor
 
     try:
         return findings_floor(text)

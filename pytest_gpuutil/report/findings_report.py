@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from html import escape
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
+from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, SEVERITIES, Finding, Floor, split_by_floor
 from pytest_gpuutil.analysis.findings import (
     WORST_TESTS_KEPT,
     findings_summary,
     rank_fixes,
     worst_tests,
 )
-from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, SEVERITIES, Finding, Floor, split_by_floor
 from pytest_gpuutil.analysis.rules import RULES_BY_ID
 from pytest_gpuutil.report.tables import caption, common_prefix, shorten_test_ids, wrap
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis import timeline
+from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.records import TestRecord
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
