@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from pytest_gpuutil.hardware.capture import CounterCapture
-from pytest_gpuutil.hardware.cupti_pm import INSUFFICIENT_PRIVILEGES, PmSamplingSource
+from pytest_gpuutil.hardware.cupti_pm import PmSamplingSource
 from pytest_gpuutil.hardware.nvml import GpmSource, NvmlDevice, NvmlError, open_device
+from pytest_gpuutil.hardware.pm_structs import INSUFFICIENT_PRIVILEGES
 from pytest_gpuutil.hardware.sampler import CounterSampler, CounterSource
 
 MODES = ("auto", "cupti", "gpm", "off")
