@@ -69,11 +69,12 @@ def _slug(text: str) -> str:
 
 # -- options ------------------------------------------------------------------------------------
 
-def _choices(parse: Any, module: Any) -> tuple[str, ...]:
-    """The values a parse function accepts, where it checks them against a tuple of the module."""
+def _choices(parse: Any) -> tuple[str, ...]:
+    """The values a parse function accepts, where it checks them against a tuple of its own module."""
     code = getattr(parse, "__code__", None)
+    names = getattr(parse, "__globals__", {})
     for name in getattr(code, "co_names", ()):
-        value = getattr(module, name, None)
+        value = names.get(name)
         if isinstance(value, tuple) and value and all(isinstance(v, str) for v in value):
             return value
     return ()
@@ -93,7 +94,7 @@ def _default_text(spec: Any, module: Any) -> str:
     return _code(_number(value))
 
 
-def _value_text(spec: Any, module: Any) -> str:
+def _value_text(spec: Any) -> str:
     """What the option takes: its kind, its metavar, its choices, its parser's own words."""
     if spec.kind == "flag":
         return "a flag, no value (ini: `true` / `false`)"
@@ -103,7 +104,7 @@ def _value_text(spec: Any, module: Any) -> str:
         "optional": f"an optional value, {metavar}: the bare option takes its default; write `{spec.flag}=VALUE`",
         "append": f"{metavar}, one per use, repeatable (ini: several, space-separated)",
     }.get(spec.kind, metavar)
-    choices = _choices(spec.parse, module)
+    choices = _choices(spec.parse)
     if choices:
         text += "; one of " + ", ".join(_code(c) for c in choices)
     doc = (getattr(spec.parse, "__doc__", None) or "").strip().splitlines()
@@ -127,7 +128,7 @@ def options_markdown() -> str:
     for spec in module.OPTIONS:
         lines += [f"### {_code(spec.flag)} {{ #{_slug(spec.flag)} }}", "", _sentence(spec.help), "",
                   f"- **ini key:** {_code(spec.dest)} (ini type `{spec.ini_type}`)",
-                  f"- **takes:** {_value_text(spec, module)}",
+                  f"- **takes:** {_value_text(spec)}",
                   f"- **default:** {_default_text(spec, module)}"]
         if spec.flag in turns_on:
             lines.append("- **turns `--gpu-util` on** when given on the command line (its ini key does not)")
@@ -201,6 +202,7 @@ def rule_markdown(rule: Any, example: str) -> str:
 def findings_markdown(examples: Mapping[str, str]) -> str:
     """Every rule of the registry in report order, each with its example from ``examples``."""
     from pytest_gpuutil.analysis import rules as module
+    from pytest_gpuutil.analysis.finding_records import LOW, SEVERITY_FROM
 
     ids = [rule.id for rule in module.RULES]
     missing = [rule_id for rule_id in ids if rule_id not in examples]
@@ -211,11 +213,9 @@ def findings_markdown(examples: Mapping[str, str]) -> str:
     if unknown:
         raise DocsError(f"findings.md: example(s) for rule(s) not in the registry: {', '.join(unknown)}")
     parts = []
-    severity = getattr(module, "SEVERITY_FROM", None)
-    if severity:
-        levels = ", ".join(f"`{name}` from {_number(ms)} ms and {_number(pct)} %" for name, ms, pct in severity)
-        parts.append(f"Severity goes by the estimated saving (`saving_ms`) and its share of the test's wall "
-                     f"time: {levels}, else `{getattr(module, 'LOW', 'low')}`.\n")
+    levels = ", ".join(f"`{name}` from {_number(ms)} ms and {_number(pct)} %" for name, ms, pct in SEVERITY_FROM)
+    parts.append(f"Severity goes by the estimated saving (`saving_ms`) and its share of the test's wall "
+                 f"time: {levels}, else `{LOW}`.\n")
     parts += [rule_markdown(rule, examples[rule.id]) for rule in module.RULES]
     return "\n".join(parts)
 

@@ -130,7 +130,7 @@ class GpuUtilHooks:
     def pytest_configure_node(self, node: Any) -> None:
         """Controller: tell each worker which GPUs there are (counted without initialising CUDA)."""
         if self.state.settings.pin:
-            from pytest_gpuutil.machine import visible_gpu_ids
+            from pytest_gpuutil.machine.identity import visible_gpu_ids
 
             node.workerinput["gpu_util_gpus"] = visible_gpu_ids()
 

@@ -91,7 +91,7 @@ class TestRecord:
     #: why GPU fields are empty ("no CUDA device", "profiler already active", ...), else ""
     note: str = ""
     #: what to fix, one per rule that fired: {"rule", "severity", "message", "fix", "impact_pct",
-    #: "evidence"} (see pytest_gpuutil.analysis.rules.Finding); None: findings were not looked for
+    #: "evidence"} (see pytest_gpuutil.analysis.finding_records.Finding); None: findings were not looked for
     #: (turned off, not measured, or a file written before findings existed)
     findings: Optional[tuple[Mapping[str, Any], ...]] = None
     #: the findings whose saving is below the run's floor (--gpu-util-findings-floor): not reported,

@@ -9,12 +9,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pytest_gpuutil"
 #: Each folder or top-level module, by layer: a module may import only from its own layer or lower ones.
 LAYERS = {
     "traces": 0,  # trace files -> columns of GPU events
+    "machine": 0,  # the machine: identity, loaded CUDA libraries, datasheet peaks, /proc facts
     "analysis": 1,  # columns -> summaries
     "capture": 2,  # measuring on the GPU (live events -> analysis)
     "hardware": 2,  # hardware counters: CUPTI PM sampling, NVML GPM, energy (samples -> analysis)
     "children": 2,  # the GPU work of the processes a test starts (spool, child bootstrap, merge)
     "records": 3,  # the per-test record
-    "machine": 3,  # what machine the run is on
     "gates": 4,  # pass/fail decisions on records
     "history": 4,  # past runs: merging shards, the run history, the noise-aware gate
     "report": 5,  # what users read
@@ -24,6 +24,7 @@ LAYERS = {
     "session": 6,
     "fixtures": 6,
     "options": 6,
+    "option_types": 6,
     "hookspecs": 6,
     "plugin": 6,
     "cli": 6,
@@ -75,7 +76,7 @@ def imported_modules(name: str, path: Path) -> set[str]:
 
 #: The package's folders, each a layer or part of one (see LAYERS); a new folder is a decision, made here.
 FOLDERS = {"traces", "capture", "children", "analysis", "gates", "history", "report", "cli", "session", "hardware",
-           "measurement"}
+           "measurement", "machine"}
 #: Packages inside a folder: the HTML report (its modules obey the same limits)
 NESTED = {"report": {"html_report"}}
 #: No package module is longer than this (the C reader, traces/_scan.c, is not a Python module)

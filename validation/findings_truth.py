@@ -544,10 +544,10 @@ def savings(out: Path, only: str, rounds: int = 7) -> dict[str, Any]:
     import torch
 
     sys.path.insert(0, str(REPO))
+    from pytest_gpuutil.analysis.finding_records import Floor, split_by_floor
     from pytest_gpuutil.analysis.findings import find
-    from pytest_gpuutil.analysis.rules import Floor, split_by_floor
     from pytest_gpuutil.capture.cupti import CuptiSource
-    from pytest_gpuutil.hardware.peaks import findings_figures as device_figures
+    from pytest_gpuutil.machine.peaks import findings_figures as device_figures
     from pytest_gpuutil.traces.model import Window
 
     torch.zeros(1, device="cuda")

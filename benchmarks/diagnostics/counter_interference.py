@@ -90,8 +90,9 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     import torch
 
-    from pytest_gpuutil.capture.cupti import CuptiSource, find_loaded_library
+    from pytest_gpuutil.capture.cupti import CuptiSource
     from pytest_gpuutil.hardware.nvml import open_device
+    from pytest_gpuutil.machine.loaded_libraries import find_loaded_library
 
     torch.ones(1, device="cuda").sum().item()
     activity = CuptiSource(demangle=torch._C._demangle)

@@ -2,14 +2,14 @@
 
 A pure rule engine (no torch, no pytest): give it one window's GPU events, the window, the kernel
 classifier, and, where the source recorded them, the host's waits for the GPU and hardware
-counters; it gives frozen :class:`~pytest_gpuutil.analysis.rules.Finding` records, one per rule
+counters; it gives frozen :class:`~pytest_gpuutil.analysis.finding_records.Finding` records, one per rule
 that fired, in the order of :data:`~pytest_gpuutil.analysis.rules.RULES`. The rules, their limits
 and the reasons for them are in :mod:`pytest_gpuutil.analysis.rules`; what they read, in
 :mod:`pytest_gpuutil.analysis.window_facts`. A rule whose input is missing (no host waits
 recorded, no hardware counters) stays silent: it never guesses.
 
 A capture of many windows asks :func:`may_fire` first, with the figures it already has for each
-window (:class:`~pytest_gpuutil.analysis.rules.Glance`): most tests of a suite are skipped there,
+window (:class:`~pytest_gpuutil.analysis.finding_records.Glance`): most tests of a suite are skipped there,
 without looking at their events. Rules that read only counter figures (``low-sm-activity``) run
 from a record's figures with :func:`counter_findings`.
 """
@@ -22,17 +22,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
-from pytest_gpuutil.analysis.rules import (
-    BEFORE_CAUSES,
-    DEFAULT_FLOOR,
-    RULE_IDS,
-    RULES,
-    RULES_BY_ID,
-    Finding,
-    Floor,
-    Glance,
-    severity_of,
-)
+from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, Finding, Floor, Glance, severity_of
+from pytest_gpuutil.analysis.rules import BEFORE_CAUSES, RULE_IDS, RULES, RULES_BY_ID
 from pytest_gpuutil.analysis.window_facts import Timeline, WindowFacts
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Trace, Window
 
@@ -59,7 +50,7 @@ def find(events: GpuColumns, window: Window, classifier: Optional[KernelClassifi
     the window and the device, for the savings and gpu-idle's naming of its time before the first
     kernel (``first_gpu_work``, ``cuda_came_up``, ``first_library_use``, ``child_startup_ms``; the
     estimates' constants measured on this device, e.g. ``gemm_speedup`` from
-    :func:`pytest_gpuutil.hardware.peaks.findings_figures`).
+    :func:`pytest_gpuutil.machine.peaks.findings_figures`).
     """
     if window.duration_ns <= 0:
         return ()

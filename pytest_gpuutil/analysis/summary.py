@@ -10,7 +10,7 @@ Definitions (the README repeats them):
   double-count); its share of busy is that time over busy time.
 
 The figures' records are in :mod:`~pytest_gpuutil.analysis.stats`; grouping events by code and the
-unions of intervals, which :mod:`~pytest_gpuutil.analysis.windows` shares, in ``codes`` and ``intervals``.
+unions of intervals, which :mod:`~pytest_gpuutil.analysis.windows` shares, in ``grouping``.
 """
 from __future__ import annotations
 
@@ -27,19 +27,17 @@ from pytest_gpuutil.analysis.classify import (
     KernelClassifier,
     category_order,
 )
-from pytest_gpuutil.analysis.codes import (
+from pytest_gpuutil.analysis.grouping import (
+    blocks,
     kernel_keys,
     kernel_pairs,
+    plain_blocks,
     plain_text_codes,
+    plain_union_where,
     tally,
     text_codes,
-    value_codes,
-)
-from pytest_gpuutil.analysis.intervals import (
-    blocks,
-    plain_blocks,
-    plain_union_where,
     union_ns,
+    value_codes,
 )
 from pytest_gpuutil.analysis.stats import (
     CategoryStat,

@@ -31,8 +31,8 @@ from itertools import accumulate, compress
 from typing import Any, NamedTuple, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
-from pytest_gpuutil.analysis.codes import kernel_keys, kernel_pairs, plain_text_codes
-from pytest_gpuutil.analysis.intervals import blocks as array_blocks
+from pytest_gpuutil.analysis.grouping import blocks as array_blocks
+from pytest_gpuutil.analysis.grouping import kernel_keys, kernel_pairs, plain_text_codes
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
 KERNEL = "kernel"

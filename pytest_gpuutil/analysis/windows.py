@@ -29,8 +29,7 @@ from pytest_gpuutil.analysis.classify import (
     KernelClassifier,
     category_order,
 )
-from pytest_gpuutil.analysis.codes import column_codes, kernel_keys
-from pytest_gpuutil.analysis.intervals import segment_blocks, segment_unions
+from pytest_gpuutil.analysis.grouping import column_codes, kernel_keys, segment_blocks, segment_unions
 from pytest_gpuutil.analysis.stats import (
     CategoryStat,
     IdleGap,
@@ -41,7 +40,7 @@ from pytest_gpuutil.analysis.stats import (
 from pytest_gpuutil.analysis.summary import KERNEL_KIND, TraceSummary
 from pytest_gpuutil.traces.model import GpuColumns, Window
 
-#: int64 headroom for the per-segment offsets of the segmented union (see intervals.segment_blocks)
+#: int64 headroom for the per-segment offsets of the segmented union (see grouping.segment_blocks)
 _OFFSET_LIMIT = 1 << 62
 #: what a window keeps of its kernels and idle gaps (analyze's ``top`` and ``gap_count``)
 TOP_KERNELS = 5

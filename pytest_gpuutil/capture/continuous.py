@@ -28,7 +28,7 @@ from typing import Any, Callable, Optional, Protocol
 from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.findings import Finding, with_child_start
 from pytest_gpuutil.analysis.windows import WindowStats
-from pytest_gpuutil.capture import timeline as timelines
+from pytest_gpuutil.analysis import timeline as timelines
 from pytest_gpuutil.capture.window_split import FirstUses, attribute, findings_of, syncs_of, timelines_of
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
@@ -67,7 +67,7 @@ class WindowResult:
     syncs: Optional[SyncColumns] = None
     #: the processes that took part, when child processes did (see pytest_gpuutil.children)
     processes: tuple[Any, ...] = ()
-    #: the window's timeline in its compact form (capture/timeline.py), when one was asked for
+    #: the window's timeline in its compact form (analysis/timeline.py), when one was asked for
     timeline: Optional[dict[str, Any]] = None
 
 
@@ -104,7 +104,7 @@ class ContinuousCapture:
     #: look for findings in each window, leaving out these rules
     findings: bool = False
     findings_ignore: frozenset[str] = frozenset()
-    #: the GPU's name once CUDA is up (None before): the findings' estimates for it (hardware.peaks.findings_figures)
+    #: the GPU's name once CUDA is up (None before): the findings' estimates for it (machine.peaks.findings_figures)
     device_name: Callable[[], Optional[str]] = lambda: None
     started: bool = False
     #: seconds the source took to start the first time (CUPTI's one-time start-up)

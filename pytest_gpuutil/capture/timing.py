@@ -2,7 +2,7 @@
 
 Nothing here imports pytest, and torch is imported only inside the functions that time: without a
 CUDA device (or without torch) the same warm-up/repetition protocol runs on ``time.perf_counter``.
-The statistics and the result records are in :mod:`pytest_gpuutil.analysis.timing_stats`.
+The statistics and the result records are in :mod:`pytest_gpuutil.analysis.stats`.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol, Sequence
 
-from pytest_gpuutil.analysis.timing_stats import (
+from pytest_gpuutil.analysis.stats import (
     FwdBwdResult,
     Timer,
     TimingResult,
@@ -313,12 +313,12 @@ def _result(
 
 def peak_fields(device: str, gbps: float | None, tflops: float | None, flops_dtype: str,
                 copy_ceiling: Optional[Callable[[], float]] = None) -> dict[str, Any]:
-    """TimingResult's peak fields: the device's datasheet peaks (hardware/peaks.py) and the share reached.
+    """TimingResult's peak fields: the device's datasheet peaks (machine/peaks.py) and the share reached.
 
     For bandwidth on a GPU the table does not know, ``copy_ceiling()`` (GB/s of a large
     device-to-device copy) stands in for the peak.
     """
-    from pytest_gpuutil.hardware.peaks import device_peaks
+    from pytest_gpuutil.machine.peaks import device_peaks
 
     peaks = device_peaks(device)
     out: dict[str, Any] = {}
@@ -388,7 +388,7 @@ def bench(
     on a side stream, captures one call into a CUDA graph and times ``graph.replay()`` (the L2
     flush stays outside the graph). ``bytes``/``flops`` give ``gbps``/``tflops`` at the median,
     and the share of the device's peak (``flops_dtype``: "bf16" by default; see
-    :mod:`pytest_gpuutil.hardware.peaks`). With ``clock_ns`` the result's ``timed_span_ns`` is the
+    :mod:`pytest_gpuutil.machine.peaks`). With ``clock_ns`` the result's ``timed_span_ns`` is the
     timed reps' span on that clock (for the hardware counters over them).
     Without CUDA (or torch) the same protocol runs on ``time.perf_counter``
     (``timer="perf_counter"``, ``device="cpu"``, ``note`` says why; flush and graph do not apply).
@@ -400,7 +400,7 @@ def bench(
     n_bytes = _check_optional_count("bytes", bytes)
     n_flops = _check_optional_count("flops", flops)
     name = _check_label(label)
-    from pytest_gpuutil.hardware.peaks import check_dtype
+    from pytest_gpuutil.machine.peaks import check_dtype
 
     dtype = check_dtype(flops_dtype)
     span: list[int] = []

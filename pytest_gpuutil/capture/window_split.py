@@ -13,9 +13,10 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import numpy as np
 
 from pytest_gpuutil.analysis.classify import ATTENTION, COMMUNICATION, CONV, GEMM, KernelClassifier
-from pytest_gpuutil.analysis.findings import Finding, find, glance, may_fire
+from pytest_gpuutil.analysis.findings import find, glance, may_fire
+from pytest_gpuutil.analysis.finding_records import Finding
 from pytest_gpuutil.analysis.windows import WindowStats, assign_windows, window_stats
-from pytest_gpuutil.capture import timeline as timelines
+from pytest_gpuutil.analysis import timeline as timelines
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
 #: kernel categories whose library (cuBLAS, cuDNN, NCCL) starts up on its first use in a process
@@ -63,7 +64,7 @@ class FirstUses:
         if self._device_figures is None:
             name = self._device_name()
             if name:
-                from pytest_gpuutil.hardware.peaks import findings_figures
+                from pytest_gpuutil.machine.peaks import findings_figures
 
                 self._device_figures = findings_figures(name)
         for w in windows:

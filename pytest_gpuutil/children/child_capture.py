@@ -21,7 +21,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from pytest_gpuutil.children.process_info import command_line, describe, find_rank, proc_start, short_command
 from pytest_gpuutil.children.spool import append, child_file, open_for_append, poke_time
 from pytest_gpuutil.children.spool_format import (
     EXITED,
@@ -38,6 +37,7 @@ from pytest_gpuutil.children.spool_format import (
     encode_memory,
     encode_note,
 )
+from pytest_gpuutil.machine.processes import command_line, describe, find_rank, proc_start, short_command
 
 #: how often the hand-over thread looks at the poke file (seconds)
 POLL_S = 0.05

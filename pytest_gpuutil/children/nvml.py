@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from pytest_gpuutil.children.process_info import descends_from, has_children, proc_start, program_name
+from pytest_gpuutil.machine.processes import descends_from, has_children, proc_start, program_name
 
 PERIOD_S = 0.25
 SUCCESS, INSUFFICIENT_SIZE = 0, 7

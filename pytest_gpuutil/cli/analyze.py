@@ -8,8 +8,8 @@ import sys
 from typing import Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier, parse_rules
+from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, Floor, split_by_floor
 from pytest_gpuutil.analysis.findings import Finding, find_in_trace, parse_rule_ids
-from pytest_gpuutil.analysis.rules import DEFAULT_FLOOR, Floor, split_by_floor
 from pytest_gpuutil.analysis.summary import TraceSummary, analyze
 from pytest_gpuutil.traces.reader import TraceError, read_trace
 
@@ -76,7 +76,7 @@ def analyze_main(argv: Sequence[str]) -> int:
             findings.append(find_in_trace(trace, classifier=classifier, ignore=ignore, summary=summaries[-1])
                             if args.findings == "on" else None)
             if args.html:
-                from pytest_gpuutil.capture.timeline import build, encode
+                from pytest_gpuutil.analysis.timeline import build, encode
 
                 timelines[path] = encode(build(trace.columns, summaries[-1].window, classifier, syncs=trace.syncs,
                                                gap_ns=int(args.timeline_gap * 1e6)))
@@ -100,7 +100,7 @@ def _floor(text: str) -> Optional[Floor]:
         return None
     from argparse import ArgumentTypeError
 
-    from pytest_gpuutil.options import findings_floor
+    from pytest_gpuutil.option_types import findings_floor
 
     try:
         return findings_floor(text)

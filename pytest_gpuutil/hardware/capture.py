@@ -39,7 +39,7 @@ class TestCounters:
     avg_power_w: Optional[float]
     note: str
     sums: CounterSums = field(default_factory=CounterSums)
-    #: the samples over the call for a timeline's strip (capture/timeline.counter_strip); empty unless asked
+    #: the samples over the call for a timeline's strip (analysis/timeline.counter_strip); empty unless asked
     strip: Mapping[str, Any] = field(default_factory=dict)
 
     def record_fields(self) -> dict[str, Any]:
@@ -150,7 +150,7 @@ class CounterCapture:
 
     @staticmethod
     def _strip(samples: Any, start: int, end: int) -> dict[str, Any]:
-        from pytest_gpuutil.capture.timeline import counter_strip
+        from pytest_gpuutil.analysis.timeline import counter_strip
 
         wanted = {name: samples.values[name] for name in STRIP_METRICS if name in samples.values}
         return counter_strip(samples.start_ns, samples.end_ns, wanted, start, end) if wanted else {}

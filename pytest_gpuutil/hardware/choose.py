@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from pytest_gpuutil.hardware.capture import CounterCapture
-from pytest_gpuutil.hardware.cupti_pm import INSUFFICIENT_PRIVILEGES, PmSamplingSource
+from pytest_gpuutil.hardware.cupti_pm import PmSamplingSource
 from pytest_gpuutil.hardware.nvml import GpmSource, NvmlDevice, NvmlError, open_device
+from pytest_gpuutil.hardware.pm_structs import INSUFFICIENT_PRIVILEGES
 from pytest_gpuutil.hardware.sampler import CounterSampler, CounterSource
 
 MODES = ("auto", "cupti", "gpm", "off")
@@ -171,7 +172,7 @@ def _with_energy_problem(opened: OpenedCounters) -> OpenedCounters:
 
 
 def _loaded_cupti() -> Optional[str]:
-    from pytest_gpuutil.capture.cupti import find_loaded_library
+    from pytest_gpuutil.machine.loaded_libraries import find_loaded_library
 
     return find_loaded_library()
 

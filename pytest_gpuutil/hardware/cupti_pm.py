@@ -12,124 +12,47 @@ is kept small (a few seconds of samples) and decoded from the sampler's thread, 
 release the GIL; evaluating a sample costs ~0.03 ms. Needs profiling permission (root, or the
 driver option ``NVreg_RestrictProfilingToAdminUsers=0``); not on MIG instances.
 
-Every parameter struct carries ``structSize`` = offset + size of its last field, exactly as
-``CUPTI_PROFILER_STRUCT_SIZE`` computes it (``cupti_pmsampling.h``, ``cupti_profiler_host.h``).
+The parameter structs are in :mod:`pytest_gpuutil.hardware.pm_structs`; the choice of metrics that
+fit one pass on the chip, in :mod:`pytest_gpuutil.hardware.pm_metrics`.
 """
 from __future__ import annotations
 
 import ctypes as C
 import os
 import time
-from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from pytest_gpuutil.analysis.counters import CounterSamples
-
-_VP, _SZ, _U8P, _CP = C.c_void_p, C.c_size_t, C.POINTER(C.c_uint8), C.c_char_p
-
-#: CUpti_ProfilerType, CUpti_PmSampling_TriggerMode, DecodeStopReason, HardwareBuffer_AppendMode
-PROFILER_TYPE_PM_SAMPLING = 1
-TRIGGER_SYSCLK, TRIGGER_TIME = 0, 1
-STOP_COUNTER_DATA_FULL = 1
-APPEND_KEEP_OLDEST = 0
-SUCCESS = 0
-INSUFFICIENT_PRIVILEGES = 35
-#: a timestamp this close to time.time_ns() is wall-clock ns; further off, it is Kineto's clock
-_WALL_CLOCK_NS = 60_000_000_000
-
-
-class PmSamplingError(Exception):
-    """A PM sampling call failed; the message names the call and CUPTI's result string."""
-
-    def __init__(self, message: str, code: int = -1):
-        super().__init__(message)
-        self.code = code
-
-
-def _params(name: str, fields: Sequence[tuple[str, Any]]) -> type:
-    """A ctypes struct for a CUPTI params type whose ``structSize`` is set on construction."""
-    cls = type(name, (C.Structure,), {"_fields_": [("structSize", _SZ), ("pPriv", _VP), *fields]})
-    last, last_type = cls._fields_[-1]
-    size = getattr(cls, last).offset + C.sizeof(last_type)
-
-    def __init__(self: Any, **values: Any) -> None:
-        C.Structure.__init__(self, **values)
-        self.structSize = size
-
-    cls.__init__ = __init__
-    cls.STRUCT_SIZE = size
-    return cls
-
-
-ProfilerInitialize = _params("CUpti_Profiler_Initialize_Params", [])
-ChipName = _params("CUpti_Device_GetChipName_Params", [("deviceIndex", _SZ), ("pChipName", _CP)])
-CounterAvailability = _params("CUpti_PmSampling_GetCounterAvailability_Params", [
-    ("deviceIndex", _SZ), ("counterAvailabilityImageSize", _SZ), ("pCounterAvailabilityImage", _U8P)])
-HostInitialize = _params("CUpti_Profiler_Host_Initialize_Params", [
-    ("profilerType", C.c_int), ("pChipName", _CP), ("pCounterAvailabilityImage", _U8P), ("pHostObject", _VP)])
-HostDeinitialize = _params("CUpti_Profiler_Host_Deinitialize_Params", [("pHostObject", _VP)])
-ConfigAddMetrics = _params("CUpti_Profiler_Host_ConfigAddMetrics_Params", [
-    ("pHostObject", _VP), ("ppMetricNames", C.POINTER(_CP)), ("numMetrics", _SZ)])
-ConfigImageSize = _params("CUpti_Profiler_Host_GetConfigImageSize_Params", [("pHostObject", _VP), ("configImageSize", _SZ)])
-ConfigImage = _params("CUpti_Profiler_Host_GetConfigImage_Params", [
-    ("pHostObject", _VP), ("configImageSize", _SZ), ("pConfigImage", _U8P)])
-NumOfPasses = _params("CUpti_Profiler_Host_GetNumOfPasses_Params", [
-    ("configImageSize", _SZ), ("pConfigImage", _U8P), ("numOfPasses", _SZ)])
-Enable = _params("CUpti_PmSampling_Enable_Params", [("deviceIndex", _SZ), ("pPmSamplingObject", _VP)])
-SamplingObject = _params("CUpti_PmSampling_Start_Params", [("pPmSamplingObject", _VP)])  # also Stop, Disable
-SetConfig = _params("CUpti_PmSampling_SetConfig_Params", [
-    ("pPmSamplingObject", _VP), ("configSize", _SZ), ("pConfig", _U8P), ("hardwareBufferSize", _SZ),
-    ("samplingInterval", C.c_uint64), ("triggerMode", C.c_int), ("hwBufferAppendMode", C.c_int)])
-CounterDataSize = _params("CUpti_PmSampling_GetCounterDataSize_Params", [
-    ("pPmSamplingObject", _VP), ("pMetricNames", C.POINTER(_CP)), ("numMetrics", _SZ), ("maxSamples", C.c_uint32),
-    ("counterDataSize", _SZ)])
-CounterDataInitialize = _params("CUpti_PmSampling_CounterDataImage_Initialize_Params", [
-    ("pPmSamplingObject", _VP), ("counterDataSize", _SZ), ("pCounterData", _U8P)])
-DecodeData = _params("CUpti_PmSampling_DecodeData_Params", [
-    ("pPmSamplingObject", _VP), ("pCounterDataImage", _U8P), ("counterDataImageSize", _SZ),
-    ("decodeStopReason", C.c_int), ("overflow", C.c_uint8)])
-CounterDataInfo = _params("CUpti_PmSampling_GetCounterDataInfo_Params", [
-    ("pCounterDataImage", _U8P), ("counterDataImageSize", _SZ), ("numTotalSamples", _SZ),
-    ("numPopulatedSamples", _SZ), ("numCompletedSamples", _SZ)])
-SampleInfo = _params("CUpti_PmSampling_CounterData_GetSampleInfo_Params", [
-    ("pPmSamplingObject", _VP), ("pCounterDataImage", _U8P), ("counterDataImageSize", _SZ), ("sampleIndex", _SZ),
-    ("startTimestamp", C.c_uint64), ("endTimestamp", C.c_uint64)])
-Evaluate = _params("CUpti_Profiler_Host_EvaluateToGpuValues_Params", [
-    ("pHostObject", _VP), ("pCounterDataImage", _U8P), ("counterDataImageSize", _SZ), ("rangeIndex", _SZ),
-    ("ppMetricNames", C.POINTER(_CP)), ("numMetrics", _SZ), ("pMetricValues", C.POINTER(C.c_double))])
-
-
-@dataclass(frozen=True)
-class MetricChoice:
-    """A record field and the CUPTI metrics that can give it, best first (names differ by chip)."""
-
-    field: str
-    candidates: tuple[str, ...]
-    #: dropped first when the whole set does not fit in one pass
-    optional: bool = False
-
-
-_PCT = ".avg.pct_of_peak_sustained_elapsed"
-#: What is asked of PM sampling. On GH100 the first five (and ``gr_active_pct``) fit one pass.
-METRICS: tuple[MetricChoice, ...] = (
-    MetricChoice("sm_pct", ("sm__cycles_active" + _PCT,)),
-    MetricChoice("tensor_pct", ("sm__pipe_tensor_cycles_active" + _PCT, "sm__pipe_tensor_op_hmma_cycles_active" + _PCT)),
-    MetricChoice("dram_bw_pct", ("dram__throughput" + _PCT, "gpu__dram_throughput" + _PCT)),
-    MetricChoice("occupancy_pct", ("sm__warps_active" + _PCT,)),
-    MetricChoice("fp32_pct", ("sm__pipe_fma_cycles_active" + _PCT,), optional=True),
-    MetricChoice("fp64_pct", ("sm__pipe_fp64_cycles_active" + _PCT,), optional=True),
-    MetricChoice("gr_active_pct", ("gr__cycles_active" + _PCT,), optional=True),  # dropped first
+from pytest_gpuutil.hardware.pm_metrics import METRICS, MetricChoice, MetricChooser
+from pytest_gpuutil.hardware.pm_structs import (
+    APPEND_KEEP_OLDEST,
+    INSUFFICIENT_PRIVILEGES,
+    STOP_COUNTER_DATA_FULL,
+    SUCCESS,
+    TRIGGER_SYSCLK,
+    TRIGGER_TIME,
+    ChipName,
+    CounterAvailability,
+    CounterDataInfo,
+    CounterDataInitialize,
+    CounterDataSize,
+    DecodeData,
+    Enable,
+    Evaluate,
+    HostDeinitialize,
+    PmSamplingError,
+    ProfilerInitialize,
+    SampleInfo,
+    SamplingObject,
+    SetConfig,
+    c_strings,
+    u8_pointer,
 )
 
-
-def _array(values: Sequence[str]) -> Any:
-    return (_CP * len(values))(*[v.encode() for v in values])
-
-
-def _u8(buffer: np.ndarray) -> Any:
-    return buffer.ctypes.data_as(_U8P)
+#: a timestamp this close to time.time_ns() is wall-clock ns; further off, it is Kineto's clock
+_WALL_CLOCK_NS = 60_000_000_000
 
 
 class PmSamplingSource:
@@ -220,12 +143,13 @@ class PmSamplingSource:
                            CounterAvailability(deviceIndex=self.device_index)).counterAvailabilityImageSize
         availability = np.zeros(size, dtype=np.uint8)
         self._timed("availability", "cuptiPmSamplingGetCounterAvailability", CounterAvailability(
-            deviceIndex=self.device_index, counterAvailabilityImageSize=size, pCounterAvailabilityImage=_u8(availability)))
-        self._availability = availability
-        chosen, config = self._choose_metrics(chip)
+            deviceIndex=self.device_index, counterAvailabilityImageSize=size, pCounterAvailabilityImage=u8_pointer(availability)))
+        chooser = MetricChooser(self._call, chip, availability, self.startup_steps)
+        chosen, config = chooser.choose(self._wanted, self.chip)
+        self._host = chooser.host
         self.fields = tuple(field for field, _ in chosen)
         self.metric_names = tuple(name for _, name in chosen)
-        self._names_array = _array(self.metric_names)
+        self._names_array = c_strings(self.metric_names)
         self._object = self._timed("enable", "cuptiPmSamplingEnable", Enable(deviceIndex=self.device_index)).pPmSamplingObject
         try:
             self._configure(config)
@@ -241,57 +165,10 @@ class PmSamplingSource:
         self._started = True
         self._bind_hot_calls()
 
-    def _choose_metrics(self, chip: bytes) -> tuple[list[tuple[str, str]], np.ndarray]:
-        """The wanted fields whose metrics this chip has, dropping optional ones until one pass."""
-        usable: list[tuple[str, str, bool]] = []
-        for choice in self._wanted:
-            for candidate in choice.candidates:
-                if self._config([candidate], chip, keep=False) is not None:
-                    usable.append((choice.field, candidate, choice.optional))
-                    break
-        if not any(field == "sm_pct" for field, _, _ in usable):
-            raise PmSamplingError(f"PM sampling on {self.chip or 'this GPU'} has none of the SM metrics asked for")
-        while usable:
-            config = self._config([name for _, name, _ in usable], chip, keep=True)
-            if config is not None:
-                return [(field, name) for field, name, _ in usable], config
-            optional = [i for i, (_, _, opt) in enumerate(usable) if opt]
-            usable.pop(optional[-1] if optional else -1)
-        raise PmSamplingError(f"PM sampling on {self.chip}: no set of the metrics asked for fits in one pass")
-
-    def _config(self, names: list[str], chip: bytes, keep: bool) -> Optional[np.ndarray]:
-        """A one-pass config image for ``names`` (None if not one pass or not valid on this chip)."""
-        began = time.perf_counter()
-        host = self._call("cuptiProfilerHostInitialize", HostInitialize(
-            profilerType=PROFILER_TYPE_PM_SAMPLING, pChipName=chip,
-            pCounterAvailabilityImage=_u8(self._availability))).pHostObject
-        try:
-            try:
-                array = _array(names)
-                self._call("cuptiProfilerHostConfigAddMetrics",
-                           ConfigAddMetrics(pHostObject=host, ppMetricNames=array, numMetrics=len(names)))
-            except PmSamplingError:
-                return None
-            size = self._call("cuptiProfilerHostGetConfigImageSize", ConfigImageSize(pHostObject=host)).configImageSize
-            image = np.zeros(size, dtype=np.uint8)
-            self._call("cuptiProfilerHostGetConfigImage",
-                       ConfigImage(pHostObject=host, configImageSize=size, pConfigImage=_u8(image)))
-            passes = self._call("cuptiProfilerHostGetNumOfPasses",
-                                NumOfPasses(configImageSize=size, pConfigImage=_u8(image))).numOfPasses
-            if passes != 1:
-                return None
-            if keep:
-                self._host, host = host, None
-            return image
-        finally:
-            if host is not None:
-                self._call("cuptiProfilerHostDeinitialize", HostDeinitialize(pHostObject=host))
-            self.startup_steps["metrics"] = self.startup_steps.get("metrics", 0.0) + time.perf_counter() - began
-
     def _configure(self, config: np.ndarray) -> None:
         """SetConfig on a GPU-time interval; chips without it (GA100, Turing) get SYSCLK cycles."""
         self._config_image = config  # CUPTI may keep a pointer to it
-        params = SetConfig(pPmSamplingObject=self._object, configSize=config.size, pConfig=_u8(config),
+        params = SetConfig(pPmSamplingObject=self._object, configSize=config.size, pConfig=u8_pointer(config),
                            hardwareBufferSize=self.hardware_buffer_bytes, samplingInterval=self.interval_ns,
                            triggerMode=TRIGGER_TIME, hwBufferAppendMode=APPEND_KEEP_OLDEST)
         try:
@@ -308,17 +185,17 @@ class PmSamplingSource:
     def _initialize_image(self) -> None:
         self.image_resets += 1
         self._timed("counter data", "cuptiPmSamplingCounterDataImageInitialize", CounterDataInitialize(
-            pPmSamplingObject=self._object, counterDataSize=self._image.size, pCounterData=_u8(self._image)))  # type: ignore[union-attr]
+            pPmSamplingObject=self._object, counterDataSize=self._image.size, pCounterData=u8_pointer(self._image)))  # type: ignore[union-attr]
         self._evaluated = 0
 
     def _bind_hot_calls(self) -> None:
         """Parameter structs built once for the per-sample calls (only the index changes)."""
         image = self._image
         self._values = (C.c_double * len(self.metric_names))()
-        self._decode = DecodeData(pPmSamplingObject=self._object, pCounterDataImage=_u8(image), counterDataImageSize=image.size)
-        self._info = CounterDataInfo(pCounterDataImage=_u8(image), counterDataImageSize=image.size)
-        self._sample = SampleInfo(pPmSamplingObject=self._object, pCounterDataImage=_u8(image), counterDataImageSize=image.size)
-        self._evaluate = Evaluate(pHostObject=self._host, pCounterDataImage=_u8(image), counterDataImageSize=image.size,
+        self._decode = DecodeData(pPmSamplingObject=self._object, pCounterDataImage=u8_pointer(image), counterDataImageSize=image.size)
+        self._info = CounterDataInfo(pCounterDataImage=u8_pointer(image), counterDataImageSize=image.size)
+        self._sample = SampleInfo(pPmSamplingObject=self._object, pCounterDataImage=u8_pointer(image), counterDataImageSize=image.size)
+        self._evaluate = Evaluate(pHostObject=self._host, pCounterDataImage=u8_pointer(image), counterDataImageSize=image.size,
                                   ppMetricNames=self._names_array, numMetrics=len(self.metric_names), pMetricValues=self._values)
         self._fn_info = self._lib.cuptiPmSamplingCounterDataGetSampleInfo
         self._fn_evaluate = self._lib.cuptiProfilerHostEvaluateToGpuValues

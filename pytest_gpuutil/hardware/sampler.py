@@ -19,7 +19,7 @@ from typing import Callable, Optional, Protocol
 import numpy as np
 
 from pytest_gpuutil.analysis.counters import ENERGY, CounterSamples, ProcessChecks
-from pytest_gpuutil.children.process_info import descends_from
+from pytest_gpuutil.machine.processes import descends_from
 
 #: samples stamped further than this from the wall clock are on some other clock (a bug, not data)
 _CLOCK_SANITY_NS = 60_000_000_000

@@ -233,8 +233,8 @@ def merge_runs(shards: Sequence[Shard], created: str | None = None) -> dict[str,
     doc.update(_other_keys(shards))
     floors = [s.extra["findings_summary"].get("floor") for s in shards
               if isinstance(s.extra.get("findings_summary"), Mapping)]
+    from pytest_gpuutil.analysis.finding_records import Floor
     from pytest_gpuutil.analysis.findings import findings_summary
-    from pytest_gpuutil.analysis.rules import Floor
 
     floor = floors[0] if floors and isinstance(floors[0], Mapping) else {}
     summary = findings_summary(doc["tests"], Floor(**{k: float(v) for k, v in floor.items() if k in ("ms", "pct")}))

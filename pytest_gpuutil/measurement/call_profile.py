@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
-    from pytest_gpuutil.analysis.rules import Finding
+    from pytest_gpuutil.analysis.finding_records import Finding
     from pytest_gpuutil.analysis.windows import WindowStats
     from pytest_gpuutil.capture.memory import DeviceMemory
     from pytest_gpuutil.capture.profiler import RegionProfiler

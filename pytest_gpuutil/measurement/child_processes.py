@@ -30,7 +30,7 @@ class ChildProcesses(MeasurementPart):
         if windows.capture is None or windows.source is None:
             self.problem = windows.children_problem
             return
-        from pytest_gpuutil.capture.cupti import find_loaded_library
+        from pytest_gpuutil.machine.loaded_libraries import find_loaded_library
         from pytest_gpuutil.children.collect import start_process_tree
 
         source = windows.source

@@ -18,7 +18,7 @@ from pytest_gpuutil.measurement.call_profile import CONTINUOUS, OFF, PER_TEST, T
 
 if TYPE_CHECKING:
     from pytest_gpuutil.analysis.classify import KernelClassifier
-    from pytest_gpuutil.analysis.rules import Finding
+    from pytest_gpuutil.analysis.finding_records import Finding
     from pytest_gpuutil.analysis.windows import WindowStats
     from pytest_gpuutil.capture.continuous import ContinuousCapture, EventSource
     from pytest_gpuutil.capture.profiler import RegionProfiler

@@ -2,7 +2,7 @@
 HTML, gpu_util.json's ``findings_summary``), and the findings grouped by rule (HTML).
 
 Records keep their findings as plain mappings (gpu_util.json's shape); here they become
-:class:`~pytest_gpuutil.analysis.rules.Finding` again. The ranking groups the reported findings by
+:class:`~pytest_gpuutil.analysis.finding_records.Finding` again. The ranking groups the reported findings by
 rule and test file and sorts the groups by summed ``saving_ms``.
 """
 from __future__ import annotations
@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from html import escape
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
+from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, SEVERITIES, Finding, Floor, split_by_floor
 from pytest_gpuutil.analysis.findings import (
     WORST_TESTS_KEPT,
     findings_summary,
     rank_fixes,
     worst_tests,
 )
-from pytest_gpuutil.analysis.rules import DEFAULT_FLOOR, RULES_BY_ID, SEVERITIES, Finding, Floor, split_by_floor
+from pytest_gpuutil.analysis.rules import RULES_BY_ID
 from pytest_gpuutil.report.tables import caption, common_prefix, shorten_test_ids, wrap
 
 if TYPE_CHECKING:

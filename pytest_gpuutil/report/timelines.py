@@ -110,7 +110,7 @@ class TimelineStore:
             return
         data = dict(timeline)
         if self.choice.count is None and sum(self._bytes.values()) > HELD_BYTES:
-            from pytest_gpuutil.capture.timeline import shrink
+            from pytest_gpuutil.analysis.timeline import shrink
 
             data = shrink(data, COARSE_ROWS)
         self.timelines[test] = data
@@ -127,7 +127,7 @@ def fit(timelines: Mapping[str, Mapping[str, Any]], budget: Optional[int]) -> di
     an equal share of what is left; one larger than its share is reduced to fit (or left out)."""
     if budget is None:
         return {test: dict(t) for test, t in timelines.items()}
-    from pytest_gpuutil.capture.timeline import shrink
+    from pytest_gpuutil.analysis.timeline import shrink
 
     sized = sorted(((size_of(t), test) for test, t in timelines.items()), key=lambda s: (s[0], s[1]))
     left, out = budget, {}

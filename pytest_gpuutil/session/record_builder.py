@@ -51,8 +51,8 @@ def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], resu
                           note=_join(profile.note or NO_CUDA_NOTE, oom_note))
     findings, below = None, ()
     if profile.findings is not None:
+        from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, split_by_floor
         from pytest_gpuutil.analysis.findings import counter_findings
-        from pytest_gpuutil.analysis.rules import DEFAULT_FLOOR, split_by_floor
 
         found = (*profile.findings, *counter_findings(stats.busy_pct, common.get("sm_pct"), findings_ignore,
                                                       profile.wall_ms))

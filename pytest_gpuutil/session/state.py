@@ -18,7 +18,7 @@ from pytest_gpuutil.analysis.classify import KernelClassifier, parse_rules
 from pytest_gpuutil.gates.baseline import RunDoc
 from pytest_gpuutil.gates.regression import DEFAULT_FAIL_EXPRS, Comparison, parse_fail_exprs
 from pytest_gpuutil.gates.thresholds import Thresholds, parse_ini
-from pytest_gpuutil.machine import machine_info, visible_gpu_ids
+from pytest_gpuutil.machine.identity import machine_info, visible_gpu_ids
 from pytest_gpuutil.measurement import Measurement, TestMemory, TestProfile
 from pytest_gpuutil.options import Settings
 from pytest_gpuutil.records import TestRecord

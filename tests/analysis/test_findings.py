@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
+from pytest_gpuutil.analysis.finding_records import Finding, severity_of
 from pytest_gpuutil.analysis.findings import RULE_IDS, find, parse_rule_ids
-from pytest_gpuutil.analysis.rules import RULES, RULES_BY_ID, Finding, is_fp32_gemm, severity_of
+from pytest_gpuutil.analysis.rules import RULES, RULES_BY_ID, is_fp32_gemm
 from pytest_gpuutil.analysis.window_facts import WindowFacts
 from pytest_gpuutil.traces.model import GpuColumns, GpuEvent, SyncColumns, Window
 

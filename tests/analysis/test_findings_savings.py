@@ -6,10 +6,11 @@ import argparse
 
 import pytest
 
+from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, Finding, Floor, split_by_floor
 from pytest_gpuutil.analysis.findings import find, find_in_trace
-from pytest_gpuutil.analysis.rules import DEFAULT_FLOOR, RULES_BY_ID, Finding, Floor, split_by_floor
-from pytest_gpuutil.hardware.peaks import findings_figures as device_figures
-from pytest_gpuutil.options import findings_floor
+from pytest_gpuutil.analysis.rules import RULES_BY_ID
+from pytest_gpuutil.machine.peaks import findings_figures as device_figures
+from pytest_gpuutil.option_types import findings_floor
 from pytest_gpuutil.traces.model import GpuColumns, GpuEvent, Window
 from pytest_gpuutil.traces.reader import read_trace
 from tests.analysis.test_findings_traces import FINDINGS, TRACES, live_window

@@ -11,7 +11,7 @@ import struct
 import numpy as np
 import pytest
 
-from pytest_gpuutil.capture.cupti import (
+from pytest_gpuutil.capture.cupti_records import (
     KIND_CONCURRENT_KERNEL,
     KIND_MEMCPY,
     KIND_MEMCPY2,
@@ -19,7 +19,6 @@ from pytest_gpuutil.capture.cupti import (
     KIND_SYNCHRONIZATION,
     RUN_LOOKAHEAD,
     CuptiError,
-    find_loaded_library,
     label_name,
     parse_all,
     parse_buffer,
@@ -196,16 +195,3 @@ def test_an_empty_buffer_is_no_records() -> None:
 )
 def test_memcpy_and_memset_are_named_as_kineto_names_them(kind: int, label: int, expected: str) -> None:
     assert label_name(kind, label, str)[0] == expected
-
-
-def test_the_loaded_library_is_found_in_the_process_maps(tmp_path) -> None:
-    maps = tmp_path / "maps"
-    maps.write_text(
-        "7f00-7f01 r-xp 00000000 08:01 123 /usr/lib/libc.so.6\n"
-        "7f02-7f03 r-xp 00000000 08:01 456 /venv/site-packages/nvidia/cu13/lib/libcupti.so.13\n"
-        "7f04-7f05 rw-p 00000000 00:00 0 \n"
-    )
-    assert find_loaded_library(str(maps)) == "/venv/site-packages/nvidia/cu13/lib/libcupti.so.13"
-    maps.write_text("7f00-7f01 r-xp 00000000 08:01 123 /usr/lib/libc.so.6\n")
-    assert find_loaded_library(str(maps)) is None
-    assert find_loaded_library(str(tmp_path / "missing")) is None

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuutil.analysis import timing_stats
-from pytest_gpuutil.analysis.timing_stats import (
+from pytest_gpuutil.analysis.stats import (
     FwdBwdResult,
     TimingResult,
+    TimingStats,
     quantile,
     summarize,
     throughput,
@@ -66,7 +66,7 @@ def test_summarize_even_count_interpolates_median() -> None:
 
 def test_summarize_single_time() -> None:
     stats = summarize([0.25])
-    assert stats == timing_stats.TimingStats(
+    assert stats == TimingStats(
         median=0.25, mean=0.25, std=0.0, min=0.25, max=0.25, p20=0.25, p80=0.25, reps=1
     )
 

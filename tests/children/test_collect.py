@@ -12,7 +12,6 @@ from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.windows import window_stats
 from pytest_gpuutil.children.collect import ProcessTree
 from pytest_gpuutil.children.columns import concat_columns, take_columns
-from pytest_gpuutil.children.process_info import proc_start
 from pytest_gpuutil.children.spool import child_file
 from pytest_gpuutil.children.spool_format import (
     INJECTION,
@@ -28,6 +27,7 @@ from pytest_gpuutil.children.spool_format import (
     encode_memory,
     encode_note,
 )
+from pytest_gpuutil.machine.processes import proc_start
 from pytest_gpuutil.traces.model import GpuColumns, GpuEvent, Window
 
 BASE = time.time_ns() - 10_000_000_000  # the children's times: wall-clock ns, like CUPTI's
@@ -305,8 +305,8 @@ def test_overlaps_counts_only_what_is_counted_more_than_once() -> None:
 
 
 def test_gpu_idle_names_a_childs_start_up() -> None:
+    from pytest_gpuutil.analysis.finding_records import Finding
     from pytest_gpuutil.analysis.findings import with_child_start
-    from pytest_gpuutil.analysis.rules import Finding
 
     idle = Finding("gpu-idle", "high", "the GPU was idle 90% of the 4,000 ms window: 3,661 ms before the first kernel "
                    "(a child process starting), 0.0 µs between kernels, 10 ms after the last", "start it once",

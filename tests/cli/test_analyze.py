@@ -78,7 +78,7 @@ def test_top_level_usage(args, code):
 def test_html_draws_each_traces_timeline(tmp_path):
     import re
 
-    from pytest_gpuutil.capture.timeline import decode
+    from pytest_gpuutil.analysis.timeline import decode
 
     page = tmp_path / "out.html"
     traces = [str(DATA / "two_streams_overlap.json.gz"), str(DATA / "memcpy_h2d_d2h.json.gz")]

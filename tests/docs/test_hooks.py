@@ -7,7 +7,8 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import pytest
 
-from pytest_gpuutil.analysis.rules import RULES, Limit
+from pytest_gpuutil.analysis.finding_records import Limit
+from pytest_gpuutil.analysis.rules import RULES
 from pytest_gpuutil.options import OPTIONS
 from tests.helpers.docs_site import DOCS
 

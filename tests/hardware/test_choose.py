@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from pytest_gpuutil.hardware.choose import CudaDevice, open_counters
-from pytest_gpuutil.hardware.cupti_pm import PmSamplingError, PmSamplingSource
+from pytest_gpuutil.hardware.cupti_pm import PmSamplingSource
+from pytest_gpuutil.hardware.pm_structs import PmSamplingError
 from pytest_gpuutil.hardware.nvml import NvmlError, open_device
 from tests.helpers import HAS_CUDA
 from tests.helpers.counters import SyntheticCounters

@@ -1,7 +1,7 @@
 """Timelines for tests, the HTML benchmark and the screenshot script: a planted window and synthetic ones.
 
 ``planted_window`` is a known window (kernels, a copy, a memset, idle gaps, a host wait, a child
-process on a second GPU) built through the real ``capture.timeline.build``; ``planted_document``
+process on a second GPU) built through the real ``analysis.timeline.build``; ``planted_document``
 is a one-test run document with it and two findings. ``synthetic_timelines`` gives a timeline to
 each test of a ``synthetic_document`` (a CUPTI-like stream of kernels with launch gaps and idle
 stretches, seeded), for the page-size benchmark.
@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from pytest_gpuutil.analysis import timeline
 from pytest_gpuutil.analysis.classify import KernelClassifier
-from pytest_gpuutil.capture import timeline
 from pytest_gpuutil.records import TestRecord
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuutil.capture.timeline import decode
+from pytest_gpuutil.analysis.timeline import decode
 from pytest_gpuutil.cli.report import main as report_main
 from tests.helpers import SYNTHETIC_CONFTEST, output, run
 

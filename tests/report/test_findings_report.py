@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from pytest_gpuutil.records import TestRecord
-from pytest_gpuutil.analysis.rules import Floor
+from pytest_gpuutil.analysis.finding_records import Floor
 from pytest_gpuutil.analysis.findings import findings_summary, rank_fixes
 from pytest_gpuutil.report.findings_report import finding_lines, findings_section, group_findings
 from pytest_gpuutil.report.html_report import render_report

@@ -187,8 +187,8 @@ window.addEventListener("load", function () {
 def test_100000_kernels_draw_at_once_and_in_full_when_zoomed_in(tmp_path: Path) -> None:
     import numpy as np
 
+    from pytest_gpuutil.analysis import timeline
     from pytest_gpuutil.analysis.classify import KernelClassifier
-    from pytest_gpuutil.capture import timeline
     from pytest_gpuutil.traces.model import GpuColumns, Window
 
     n = 100_000

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuutil.capture.timeline import decode
+from pytest_gpuutil.analysis.timeline import decode
 from pytest_gpuutil.report import timelines as tl
 from pytest_gpuutil.report.html_report import render_report
 from tests.helpers.synthetic_run import synthetic_document

@@ -93,7 +93,7 @@ def render_report(doc: Mapping[str, Any], baseline: Optional[BaselineView] = Non
                   timeline_budget: Optional[int] = None) -> str:
     """The whole page for a run document (the dict ``gpu_util.json`` holds), as one HTML string; with
     ``trends`` (from a run history), a trend line per test; with ``timelines`` (test id -> compact
-    timeline, capture/timeline.py), a timeline in those tests' detail views, within
+    timeline, analysis/timeline.py), a timeline in those tests' detail views, within
     ``timeline_budget`` bytes (None: all of them as they are)."""
     tests = [t for t in (doc.get("tests") or ()) if isinstance(t, Mapping) and isinstance(t.get("test"), str)]
     totals = totals_of(doc, tests)

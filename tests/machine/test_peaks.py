@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_gpuutil.capture.timing import peak_fields
-from pytest_gpuutil.hardware.peaks import check_dtype, device_peaks
+from pytest_gpuutil.machine.peaks import check_dtype, device_peaks
 
 
 @pytest.mark.parametrize("name, model, bf16, gbps", [

@@ -24,7 +24,7 @@ from typing import Any, Mapping, Optional, Sequence
 import numpy as np
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
-from pytest_gpuutil.analysis.codes import column_codes, kernel_keys, value_codes
+from pytest_gpuutil.analysis.grouping import column_codes, kernel_keys, value_codes
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
 FORMAT = 1

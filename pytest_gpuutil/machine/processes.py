@@ -162,9 +162,3 @@ def find_rank(environ: dict[str, str]) -> tuple[str, str]:
     """(RANK, LOCAL_RANK) as the launcher set them, "" where unset."""
     return environ.get("RANK", ""), environ.get("LOCAL_RANK", "")
 
-
-def optional_int(text: Optional[str]) -> Optional[int]:
-    try:
-        return int(text) if text else None
-    except ValueError:
-        return None

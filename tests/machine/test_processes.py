@@ -7,7 +7,7 @@ import textwrap
 
 CHECK = textwrap.dedent("""
     import os, subprocess, sys
-    from pytest_gpuutil.children.process_info import has_children
+    from pytest_gpuutil.machine.processes import has_children
     before = has_children(os.getpid())
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     during = has_children(os.getpid())
@@ -26,7 +26,7 @@ def test_has_children_sees_a_child_process_only_while_it_lives() -> None:
 
 def test_a_process_that_is_gone_reads_as_having_children() -> None:
     """What cannot be read counts as a child (the sampler then looks, as it did before)."""
-    from pytest_gpuutil.children.process_info import has_children
+    from pytest_gpuutil.machine.processes import has_children
 
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
                           check=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_gpuutil.analysis.codes import array_codes, column_codes, value_codes
+from pytest_gpuutil.analysis.grouping import array_codes, column_codes, value_codes
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.uint32, np.int32])

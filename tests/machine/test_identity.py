@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_gpuutil.machine import nvidia_driver_version, visible_gpu_ids
+from pytest_gpuutil.machine.identity import nvidia_driver_version, visible_gpu_ids
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""A window's timeline (capture/timeline.py): lanes, clipping, waits, gaps, the compact form, the
+"""A window's timeline (analysis/timeline.py): lanes, clipping, waits, gaps, the compact form, the
 reduction of big windows, and the continuous capture drawing the windows it is asked for."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from pytest_gpuutil import GpuColumns, GpuEvent, KernelClassifier
-from pytest_gpuutil.capture import timeline
+from pytest_gpuutil.analysis import timeline
 from pytest_gpuutil.capture.continuous import ContinuousCapture
 from pytest_gpuutil.traces.model import SyncColumns, Window
 from pytest_gpuutil.traces.reader import read_trace

@@ -1,0 +1,192 @@
+"""How the analyses group events: by the repeated values of their columns, and by overlapping time.
+
+- Codes: small integers for the repeated values of event columns (names, kinds, devices,
+  streams). Both analyses group events by code: one classification per distinct (name, kind)
+  pair, one union per device or stream.
+- Unions of time intervals: what busy time, category time and idle gaps are made of. Intervals
+  overlap when several streams work at once; a union counts each nanosecond once, as blocks of
+  overlapping intervals. ``segment_blocks`` does many unions at once (one per window and device,
+  say) in a few array passes.
+
+The ``plain_`` functions take and give plain lists (small traces, in a process without numpy);
+the others give numpy arrays, and import numpy only when called.
+"""
+from __future__ import annotations
+
+import operator
+from collections import Counter
+from itertools import accumulate, compress
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from pytest_gpuutil.traces.model import CodedColumn
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+# -- codes for repeated values ------------------------------------------------------------------
+def value_codes(values: Sequence[Any]) -> tuple[list[int], list[Any]]:
+    """Small integer codes for the values, and the distinct values in first-seen order."""
+    distinct = list(dict.fromkeys(values))
+    index = {v: i for i, v in enumerate(distinct)}
+    return list(map(index.__getitem__, values)), distinct
+
+
+def column_codes(column: Sequence[Any]) -> tuple[Sequence[int], list[Any]]:
+    """Codes and their values: a :class:`CodedColumn` as it is, a numpy integer array (CUPTI's
+    device and stream ids) by :func:`array_codes`, else by :func:`value_codes`."""
+    if isinstance(column, CodedColumn):
+        return column.codes, list(column.values)
+    if getattr(column, "dtype", None) is not None and column.dtype.kind in "iu" and column.ndim == 1:
+        return array_codes(column)
+    return value_codes(column)
+
+
+def array_codes(values: "np.ndarray") -> tuple["np.ndarray", list[int]]:
+    """:func:`value_codes` of an integer array, in numpy: the same codes and first-seen order
+    (hashing 40,000 numpy scalars one by one took milliseconds in a flush)."""
+    import numpy as np
+
+    if values.size == 0:
+        return np.zeros(0, dtype=np.int64), []
+    distinct, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # distinct values by where they first occur
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size, dtype=np.int64)
+    return rank[inverse.ravel()], distinct[order].tolist()
+
+
+def kernel_pairs(names: Sequence[str], kinds: Sequence[str]) -> tuple[list[int], list[str], list[str]]:
+    """Each event's code for its (name, kind) pair, and the pairs' names and kinds (plain lists)."""
+    if isinstance(names, CodedColumn) and isinstance(kinds, CodedColumn) and names.codes is kinds.codes:
+        pair_of_code, pairs = value_codes(list(zip(names.values, kinds.values)))  # a few values, not every row
+        codes = list(map(pair_of_code.__getitem__, names.codes))
+    else:
+        codes, pairs = value_codes(list(zip(names, kinds)))
+    return codes, [name for name, _ in pairs], [kind for _, kind in pairs]
+
+
+def kernel_keys(names: Sequence[str], kinds: Sequence[str]) -> tuple["np.ndarray", list[str], list[str]]:
+    """Each event's code for its (name, kind) pair, and the pairs' names and kinds."""
+    import numpy as np
+
+    if isinstance(names, CodedColumn) and isinstance(kinds, CodedColumn) and names.codes is kinds.codes:
+        pair_of_code, pairs = value_codes(list(zip(names.values, kinds.values)))  # a few values, not every row
+        codes = np.asarray(pair_of_code, dtype=np.int64)[np.asarray(names.codes, dtype=np.int64)]
+        return codes, [name for name, _ in pairs], [kind for _, kind in pairs]
+    name_codes, distinct_names = value_codes(names)
+    kind_codes, distinct_kinds = value_codes(kinds)
+    n_kinds = max(1, len(distinct_kinds))
+    pair_codes, pairs = value_codes((np.asarray(name_codes, dtype=np.int64) * n_kinds
+                                     + np.asarray(kind_codes, dtype=np.int64)).tolist())
+    return (np.asarray(pair_codes, dtype=np.int64), [distinct_names[p // n_kinds] for p in pairs],
+            [distinct_kinds[p % n_kinds] for p in pairs])
+
+
+def text_codes(ids: Sequence[Any], keep_idx: "np.ndarray") -> tuple["np.ndarray", list[str]]:
+    """Codes of the kept events' ids, grouped by their text (device 0 and "0" are one device)."""
+    import numpy as np
+
+    codes, distinct = column_codes(ids)
+    codes_of_text, texts = value_codes([str(v) for v in distinct])
+    return np.asarray(codes_of_text, dtype=np.int64)[np.asarray(codes, dtype=np.int64)[keep_idx]], texts
+
+
+def plain_text_codes(ids: Sequence[Any]) -> tuple[list[int], list[str]]:
+    """Every event's code for the text of its id, and the texts (plain lists)."""
+    codes, distinct = column_codes(ids)
+    codes_of_text, texts = value_codes([str(v) for v in distinct])
+    as_list = getattr(codes, "tolist", None)  # numpy codes: Python ints first, not one numpy scalar at a time
+    return list(map(codes_of_text.__getitem__, as_list() if as_list is not None else codes)), texts
+
+
+def tally(codes: Iterable[int], size: int) -> list[int]:
+    """How many times each code in ``range(size)`` occurs (counted in C)."""
+    found = Counter(codes)
+    return [found.get(code, 0) for code in range(size)]
+
+
+
+# -- unions of time intervals ------------------------------------------------------------------
+def blocks(starts: "np.ndarray", ends: "np.ndarray") -> tuple["np.ndarray", "np.ndarray"]:
+    """Union of intervals sorted by start, as arrays of disjoint block starts and ends."""
+    if starts.size == 0:
+        return starts, ends
+    import numpy as np
+
+    reach = np.maximum.accumulate(ends)
+    first = np.flatnonzero(starts[1:] > reach[:-1]) + 1
+    first = np.concatenate(([0], first))
+    last = np.concatenate((first[1:] - 1, [starts.size - 1]))
+    return starts[first], reach[last]
+
+
+def union_ns(starts: "np.ndarray", ends: "np.ndarray") -> int:
+    block_starts, block_ends = blocks(starts, ends)
+    return int((block_ends - block_starts).sum())
+
+
+def plain_blocks(starts: Sequence[int], ends: Sequence[int]) -> tuple[list[int], list[int]]:
+    """:func:`blocks` on lists: a block ends where the next start is past every end so far."""
+    if not starts:
+        return [], []
+    reach = list(accumulate(ends, max))  # the furthest end so far, as numpy's maximum.accumulate
+    new_block = list(map(operator.gt, starts[1:], reach))  # the next start is past every end so far
+    return [starts[0], *compress(starts[1:], new_block)], [*compress(reach, new_block), reach[-1]]
+
+
+def plain_union_ns(starts: Sequence[int], ends: Sequence[int]) -> int:
+    """The length of the union of intervals sorted by start: :func:`plain_blocks`, summed as it goes."""
+    if not starts:
+        return 0
+    total, first, reach = 0, starts[0], ends[0]
+    for start, end in zip(starts, ends):
+        if start > reach:
+            total += reach - first
+            first = start
+        if end > reach:
+            reach = end
+    return total + reach - first
+
+
+def plain_union_where(starts: list[int], ends: list[int], chosen: Iterable[bool]) -> int:
+    """:func:`plain_union_ns` of the intervals where ``chosen`` is true (in C: one mask, two picks)."""
+    mask = list(chosen)
+    return plain_union_ns(list(compress(starts, mask)), list(compress(ends, mask)))
+
+
+def segment_blocks(segments: "np.ndarray", rel_starts: "np.ndarray",
+                   rel_ends: "np.ndarray", span: int) -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
+    """The union of each segment's intervals as blocks: (segment, start, end) per block, sorted by
+    segment and start.
+
+    Times are relative to their window (0..span). Sorted by (segment, start), every segment's
+    ends are lifted by ``segment × (span + 1)``, so one running maximum over all rows never
+    carries an end from one segment into the next.
+    """
+    import numpy as np
+
+    if segments.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    order = np.lexsort((rel_starts, segments))
+    seg, s, e = segments[order], rel_starts[order], rel_ends[order]
+    _, seg_index = np.unique(seg, return_inverse=True)
+    lift = seg_index.astype(np.int64) * (span + 1)
+    reach = np.maximum.accumulate(e + lift) - lift
+    new_block = np.concatenate(([True], seg_index[1:] != seg_index[:-1]))
+    new_block[1:] |= s[1:] > reach[:-1]
+    block_first = np.flatnonzero(new_block)
+    block_last = np.concatenate((block_first[1:] - 1, [seg.size - 1]))
+    return seg[block_first], s[block_first], reach[block_last]
+
+
+def segment_unions(segmented: tuple["np.ndarray", "np.ndarray", "np.ndarray"]) -> tuple["np.ndarray", "np.ndarray"]:
+    """Union length of each segment of :func:`segment_blocks`: (segment ids, lengths), ids ascending."""
+    import numpy as np
+
+    seg, start, end = segmented
+    if seg.size == 0:
+        return seg, seg
+    first = np.flatnonzero(np.concatenate(([True], seg[1:] != seg[:-1])))
+    return seg[first], np.add.reduceat(end - start, first)

@@ -1,0 +1,247 @@
+"""The parent's reading of its children: each child's state from the spool (and NVML's samples).
+
+At each flush :meth:`SpoolReader.read` takes the new chunks of every child file (new files found
+too) into one :class:`Child` per process: its header, the events it has handed over and not yet
+merged, its memory, notes and end. :meth:`SpoolReader.wait_for` asks children that still run to
+hand over first (bounded). :meth:`SpoolReader.columns_of` gives a child's pending events on this
+process's clock and device numbering, ready to merge with the parent's own.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from pytest_gpuutil.children.columns import concat_columns
+from pytest_gpuutil.children.spool import SPOOL_ENV, Spool
+from pytest_gpuutil.children.spool_format import (
+    INJECTION,
+    MONOTONIC,
+    ChunkReader,
+    End,
+    Events,
+    Header,
+    Memory,
+    Note,
+)
+from pytest_gpuutil.machine.processes import environment_value, is_running
+from pytest_gpuutil.traces.model import CodedColumn, GpuColumns
+
+#: how long a flush waits for running children to hand over what they have
+WAIT_S = 1.0
+
+
+@dataclass
+class Child:
+    """One child process as the spool (and NVML) tell of it."""
+
+    path: str
+    reader: Optional[ChunkReader]
+    header: Optional[Header] = None
+    pending: list[Events] = field(default_factory=list)
+    covered_ns: int = 0
+    end: Optional[End] = None
+    memory: Optional[Memory] = None
+    notes: list[Note] = field(default_factory=list)
+    #: notes already placed in a window
+    said: set = field(default_factory=set)
+    lost_noted: bool = False
+    gone: bool = False
+    #: did not answer a poke in time once: poked again, but not waited for (a stopped or hung child
+    #: must not cost every flush a second)
+    slow: bool = False
+    #: NVML: (device, max used bytes) and when it was seen
+    nvml_peak: dict[int, int] = field(default_factory=dict)
+    nvml_seen_ns: int = 0
+    nvml_program: str = ""
+
+    @property
+    def pid(self) -> int:
+        return self.header.pid if self.header is not None else int(self.path.rsplit(":", 1)[-1])
+
+    @property
+    def program(self) -> str:
+        return self.header.program if self.header is not None else (self.nvml_program or "?")
+
+    def label(self) -> str:
+        return f"pid {self.pid} ({self.program})"
+
+    def lane_label(self) -> str:
+        """How a timeline names the child's lanes: pid, program (shortened) and rank."""
+        program = self.program if len(self.program) <= 48 else self.program[:47] + "…"
+        rank = self.header.rank if self.header is not None and self.header.rank else ""
+        return f"pid {self.pid} {program}" + (f" rank {rank}" if rank else "")
+
+    def last_known_ns(self) -> int:
+        times = [self.covered_ns, self.header.created_ns if self.header else 0, self.nvml_seen_ns]
+        times += [n.at_ns for n in self.notes]
+        return max(times)
+
+
+@dataclass
+class SpoolReader:
+    """Every child of this process's tests, as its spool file and NVML tell of it (see the module docstring)."""
+
+    spool: Spool
+    #: this process's event-source clock, to put children's times on it
+    parent_now: Callable[[], int]
+    demangle: Callable[[str], str] = lambda name: name
+    #: CUDA_VISIBLE_DEVICES of this process (None: every GPU, in order)
+    visible_devices: Optional[str] = None
+    #: NVML per-process samples, when NVML is there (see nvml.py)
+    sampler: Any = None
+    wait_s: float = WAIT_S
+    #: the children by spool file (or ``nvml:PID`` for one only NVML saw)
+    children: dict[str, Child] = field(default_factory=dict)
+    _demangled: dict[str, str] = field(default_factory=dict)
+    #: pids NVML saw, and whether they report to another run's spool
+    _elsewhere: dict[int, bool] = field(default_factory=dict)
+
+    # -- reading --------------------------------------------------------------------------------
+    def read(self) -> None:
+        """New chunks from every child file (new files found too)."""
+        for path in self.spool.files():
+            child = self.children.get(path)
+            if child is None:
+                child = self.children[path] = Child(path, ChunkReader(path))
+            if child.reader is None or child.end is not None:
+                continue  # an END chunk is the last
+            for chunk in child.reader.read_new():
+                self._take(child, chunk)
+            if child.reader.error and "damaged" not in child.said:
+                child.said.add("damaged")
+                child.notes.append(Note(child.last_known_ns(), f"its spool file is damaged ({child.reader.error})"))
+        if self.sampler is not None:
+            self._take_samples()
+
+    def _take(self, child: Child, chunk: Any) -> None:
+        if isinstance(chunk, Header):
+            child.header = chunk
+            child.covered_ns = max(child.covered_ns, self._to_parent(chunk, chunk.created_ns))
+        elif isinstance(chunk, Events):
+            child.pending.append(chunk)
+            if child.header is not None:
+                child.covered_ns = max(child.covered_ns, self._to_parent(child.header, chunk.covered_ns))
+        elif isinstance(chunk, Memory):
+            child.memory = chunk
+        elif isinstance(chunk, Note):
+            child.notes.append(Note(self._to_parent(child.header, chunk.at_ns), chunk.text))
+        elif isinstance(chunk, End):
+            child.end = End(self._to_parent(child.header, chunk.at_ns), chunk.reason, chunk.note)
+
+    def _take_samples(self) -> None:
+        by_pid = {c.header.pid: c for c in self.children.values() if c.header is not None}
+        for sample in self.sampler.take():
+            child = by_pid.get(sample.pid)
+            if child is None and self._reports_elsewhere(sample.pid):
+                continue  # a nested pytest --gpu-util run measures it, in its own spool and report
+            if child is None:
+                key = f"nvml:{sample.pid}"
+                child = self.children.get(key)
+                if child is None:
+                    child = self.children[key] = Child(key, None, nvml_program=sample.program)
+                by_pid[sample.pid] = child
+            child.nvml_peak[sample.device] = max(child.nvml_peak.get(sample.device, 0), sample.used_bytes)
+            child.nvml_seen_ns = max(child.nvml_seen_ns, self.realtime_to_parent(sample.at_ns))
+
+    def _reports_elsewhere(self, pid: int) -> bool:
+        """Whether ``pid`` started with another run's spool in its environment: the children of a
+        nested pytest --gpu-util run (pytester's runpytest_subprocess) report to that run, which
+        measures them; the nested pytest process itself may never use CUDA, and so never say so
+        here. Decided once per pid (on an H100, NVML named such a child "not measured" before)."""
+        known = self._elsewhere.get(pid)
+        if known is None:
+            spool = environment_value(pid, SPOOL_ENV)
+            ours = os.path.realpath(self.spool.directory)
+            known = self._elsewhere[pid] = bool(spool) and os.path.realpath(spool) != ours
+        return known
+
+    def running(self, child: Child) -> bool:
+        """Whether the child still runs and has not ended its records (once gone, it stays gone)."""
+        if child.end is not None or child.header is None or child.gone:
+            return False
+        if is_running(child.header.pid, child.header.proc_start):
+            return True
+        child.gone = True
+        return False
+
+    def wait_for(self, until_ns: int) -> list[Child]:
+        """Ask running children to hand over up to ``until_ns`` and wait (bounded); the ones that did not."""
+        lagging = [c for c in self.children.values() if self.running(c) and c.covered_ns < until_ns]
+        if not lagging:
+            return []
+        self.spool.poke()
+        lagging = [c for c in lagging if not c.slow]
+        deadline = time.monotonic() + self.wait_s
+        while lagging and time.monotonic() < deadline:
+            time.sleep(0.01)
+            self.read()
+            lagging = [c for c in lagging if self.running(c) and c.covered_ns < until_ns]
+        for child in lagging:
+            child.slow = True
+        return lagging
+
+    # -- clocks and devices ---------------------------------------------------------------------
+    def _offset(self, clock: int) -> int:
+        """Add this to a child's time on ``clock`` to get this process's source clock."""
+        parent = self.parent_now()
+        real = time.time_ns()
+        to_parent = 0 if abs(parent - real) < 1_000_000_000 else parent - real
+        if clock == MONOTONIC:
+            return to_parent + (time.time_ns() - time.monotonic_ns())
+        return to_parent
+
+    def _to_parent(self, header: Optional[Header], ns: int) -> int:
+        return ns + self._offset(header.clock if header is not None else 0)
+
+    def realtime_to_parent(self, ns: int) -> int:
+        """A wall-clock time (ns) on this process's source clock."""
+        return ns + self._offset(0)
+
+    def _device_map(self, header: Header) -> Callable[[int], str]:
+        mine, theirs = _visible(self.visible_devices), _visible(header.visible_devices)
+        if mine == theirs:
+            return str
+
+        def to_parent(device: int) -> str:
+            physical = theirs[device] if theirs is not None and device < len(theirs) else str(device)
+            if mine is None:
+                return physical if physical.isdigit() else f"GPU {physical}"
+            return str(mine.index(physical)) if physical in mine else f"GPU {physical} (not visible to pytest)"
+
+        return to_parent
+
+    def columns_of(self, child: Child) -> GpuColumns:
+        """The child's pending events on this process's clock and device numbering (names demangled)."""
+        header = child.header
+        parts = [e.columns() for e in child.pending if len(e)]
+        if header is None or not parts:
+            return GpuColumns()
+        columns = concat_columns(parts)
+        offset = self._offset(header.clock)
+        device_of = self._device_map(header)
+        names = columns.names
+        if header.capture == INJECTION:
+            names = CodedColumn(names.codes, [self._demangle_once(n) for n in names.values])
+        devices = CodedColumn(columns.devices.codes, [device_of(int(d)) for d in columns.devices.values])
+        return GpuColumns(names, CodedColumn(columns.kinds.codes, columns.kinds.values), devices, columns.streams,
+                          np.asarray(columns.starts_ns, dtype=np.int64) + offset, columns.durs_ns)
+
+    def _demangle_once(self, name: str) -> str:
+        done = self._demangled.get(name)
+        if done is None:
+            try:
+                done = self.demangle(name)
+            except Exception:  # noqa: BLE001
+                done = name
+            self._demangled[name] = done
+        return done
+
+
+def _visible(text: Optional[str]) -> Optional[list[str]]:
+    if text is None:
+        return None
+    return [d.strip() for d in text.split(",") if d.strip()]
