@@ -15,6 +15,7 @@ LAYERS = {
     "hardware": 2,  # hardware counters: CUPTI PM sampling, NVML GPM, energy (samples -> analysis)
     "children": 2,  # the GPU work of the processes a test starts (spool, child bootstrap, merge)
     "records": 3,  # the per-test record
+    "rundoc": 3,  # the run document (gpu_util.json): format, reading, totals, metrics, number formatting
     "gates": 4,  # pass/fail decisions on records
     "history": 4,  # past runs: merging shards, the run history, the noise-aware gate
     "report": 5,  # what users read
@@ -75,8 +76,8 @@ def imported_modules(name: str, path: Path) -> set[str]:
 
 
 #: The package's folders, each a layer or part of one (see LAYERS); a new folder is a decision, made here.
-FOLDERS = {"traces", "capture", "children", "analysis", "gates", "history", "report", "cli", "session", "hardware",
-           "measurement", "machine"}
+FOLDERS = {"traces", "capture", "children", "analysis", "rundoc", "gates", "history", "report", "cli", "session",
+           "hardware", "measurement", "machine"}
 #: Packages inside a folder: the HTML report (its modules obey the same limits)
 NESTED = {"report": {"html_report"}}
 #: No package module is longer than this (the C reader, traces/_scan.c, is not a Python module)
@@ -157,3 +158,59 @@ def test_module_names_do_not_shadow_the_standard_library():
     stdlib = getattr(sys, "stdlib_module_names", frozenset())  # Python 3.10+
     clashes = [n for n in modules() if any(part in stdlib for part in n.split(".") if not part.startswith("__"))]
     assert clashes == []
+
+
+#: What the run document may import: the bottom layer only (LAYERS34: traces : rundoc : records : machine)
+RUNDOC_MAY_IMPORT = ("rundoc", "records", "traces", "machine")
+#: Where modules that read runs live besides the package
+ROOT = PACKAGE.parent
+SCRIPT_AND_TEST_FOLDERS = ("tests", "benchmarks", "validation", "scripts", "examples")
+
+
+def test_the_run_document_imports_only_the_bottom_layer():
+    found = {name: imported_modules(name, path) for name, path in modules().items() if name.split(".")[0] == "rundoc"}
+    assert "rundoc.reading" in found and "records" in found["rundoc.reading"]  # the scan sees rundoc's imports
+    wrong = {name: sorted(t for t in targets if t.split(".")[0] not in RUNDOC_MAY_IMPORT)
+             for name, targets in found.items()}
+    assert {name: targets for name, targets in wrong.items() if targets} == {}
+
+
+def rundoc_names() -> set[str]:
+    """Every name defined at the top of a module of ``rundoc/`` (functions, classes, constants)."""
+    names: set[str] = set()
+    for path in (PACKAGE / "rundoc").glob("*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def gates_imports(path: Path) -> list[tuple[str, str]]:
+    """(module, name) for each name ``path`` imports from ``pytest_gpuutil.gates`` or one of its modules."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and (
+                node.module == "pytest_gpuutil.gates" or node.module.startswith("pytest_gpuutil.gates.")):
+            found += [(node.module, alias.name) for alias in node.names]
+    return found
+
+
+def test_runs_are_read_and_numbers_formatted_through_rundoc_not_gates():
+    names = rundoc_names()
+    assert {"RunDoc", "RunDocError", "load_run_doc", "machine_id", "METRICS", "metric_values", "finite_number",
+            "format_value", "compact_number", "run_document", "safe_name", "RUN_FORMAT"} <= names
+    files = [p for p in PACKAGE.rglob("*.py") if "gates" not in p.relative_to(PACKAGE).parts[:1]]
+    files += [p for folder in SCRIPT_AND_TEST_FOLDERS for p in (ROOT / folder).rglob("*.py")]
+    assert any(gates_imports(p) for p in files)  # the scan sees imports of the gates (expressions, comparisons)
+    through_gates = sorted(f"{p.relative_to(ROOT)}: {module}.{name}" for p in files
+                           for module, name in gates_imports(p) if name in names)
+    assert through_gates == []
+    # gates/ defines none of the run document's names again (no second copy, no shim)
+    for path in (PACKAGE / "gates").glob("*.py"):
+        defined = {n.name for n in ast.parse(path.read_text(encoding="utf-8")).body
+                   if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        assert defined & names == set(), path.name
+

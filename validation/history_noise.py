@@ -219,8 +219,7 @@ def spread(records_by_run: list[dict[str, Any]]) -> dict[str, Any]:
     """Per (test, metric) over the unchanged runs: min, median, max and the relative spread."""
     import statistics
 
-    from pytest_gpuutil.gates.regression import METRICS
-    from pytest_gpuutil.gates.regression import metric_values
+    from pytest_gpuutil.rundoc.metrics import METRICS, metric_values
 
     series: dict[str, list[float]] = {}
     for run in records_by_run:
@@ -291,7 +290,7 @@ def main() -> int:
             result["errors"].append(f"gate {name}: {traceback.format_exc(limit=3)}")
         save()
     try:
-        from pytest_gpuutil.gates.baseline import load_run_doc
+        from pytest_gpuutil.rundoc.reading import load_run_doc
 
         records_by_run = []
         for i in range(1, args.runs + 1):

@@ -15,10 +15,8 @@ from pathlib import Path
 from typing import Sequence, TextIO
 
 from pytest_gpuutil.cli.arguments import EXIT_OK, EXIT_USAGE, Parser, parse_or_exit_code
-from pytest_gpuutil.gates.baseline import BaselineError, load_run_doc, machine_id
 from pytest_gpuutil.gates.regression import (
     DEFAULT_FAIL_EXPRS,
-    METRICS,
     Comparison,
     FailExpr,
     compare_records,
@@ -36,6 +34,9 @@ from pytest_gpuutil.history.noise import (
 from pytest_gpuutil.history.series import earlier_records
 from pytest_gpuutil.history.store import HistoryError, open_history
 from pytest_gpuutil.options import misplaced_expression
+from pytest_gpuutil.rundoc.document import RunDocError, machine_id
+from pytest_gpuutil.rundoc.metrics import METRICS
+from pytest_gpuutil.rundoc.reading import load_run_doc
 
 PROG = "gpuutil compare"
 
@@ -109,7 +110,7 @@ def main(
     try:
         baseline = load_run_doc(args.runs[0])
         current = load_run_doc(args.runs[1])
-    except BaselineError as exc:
+    except RunDocError as exc:
         return _error(err, str(exc))
 
     base_id, current_id = machine_id(baseline.machine_info), machine_id(current.machine_info)
@@ -131,7 +132,7 @@ def _compare_with_history(db: str, current_path: str, last: int, exprs: Sequence
         with open_history(db) as history:
             earlier = earlier_records(history, current.run.records.values(),
                                       lambda r: machine_id(current.machine_of(r)), last, current.run.created)
-    except (BaselineError, HistoryError) as exc:
+    except (RunDocError, HistoryError) as exc:
         return _error(err, str(exc))
     result = compare_with_history(earlier, current.run.records.values(), exprs)
     machines = ", ".join(sorted({machine_id(current.machine_of(r)) for r in current.run.records.values()}))

@@ -17,12 +17,12 @@ from typing import Any, Optional, Sequence, TextIO
 from tabulate import tabulate
 
 from pytest_gpuutil.cli.arguments import EXIT_OK, EXIT_USAGE, Parser, parse_or_exit_code
-from pytest_gpuutil.gates.baseline import BaselineError
-from pytest_gpuutil.gates.regression import format_value
 from pytest_gpuutil.history.merge import read_shard
 from pytest_gpuutil.history.provenance import commit_and_branch
 from pytest_gpuutil.history.series import history_document
 from pytest_gpuutil.history.store import DEFAULT_PATH, HistoryError, open_history
+from pytest_gpuutil.rundoc.document import RunDocError
+from pytest_gpuutil.rundoc.number_format import format_value
 
 PROG = "gpuutil history"
 #: values shown per series in the table (the newest)
@@ -115,7 +115,7 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None, 
                     print(f"error: {args.db}: no test matches {', '.join(map(repr, unmatched))}", file=err)
                     return EXIT_USAGE
             doc = history_document(history, wanted)
-    except (HistoryError, BaselineError) as exc:
+    except (HistoryError, RunDocError) as exc:
         print(f"error: {exc}", file=err)
         return EXIT_USAGE
     if args.format == "json":

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Sequence, TextIO
 
 from pytest_gpuutil.cli.arguments import EXIT_OK, EXIT_USAGE, Parser, parse_or_exit_code
-from pytest_gpuutil.gates.baseline import BaselineError
 from pytest_gpuutil.history.merge import PER_SHARD_KEYS, merge_runs, read_shard
-from pytest_gpuutil.report.files import atomic_write_bytes, json_bytes
+from pytest_gpuutil.report.files import atomic_write_bytes
+from pytest_gpuutil.rundoc.document import RunDocError, json_bytes
 
 PROG = "gpuutil merge"
 
@@ -45,7 +45,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
     try:
         shards = [read_shard(path) for path in args.runs]
         doc = merge_runs(shards)
-    except BaselineError as exc:
+    except RunDocError as exc:
         print(f"error: {exc}", file=err)
         return EXIT_USAGE
     target = Path(args.output)

@@ -16,12 +16,6 @@ from pathlib import Path
 from typing import Any, Sequence, TextIO
 
 from pytest_gpuutil.cli.arguments import EXIT_OK, EXIT_USAGE, Parser, parse_or_exit_code
-from pytest_gpuutil.gates.baseline import (
-    BaselineError,
-    RunDoc,
-    load_run_doc,
-    machine_id,
-)
 from pytest_gpuutil.gates.regression import DEFAULT_FAIL_EXPRS, FailExpr, parse_fail_exprs
 from pytest_gpuutil.history.merge import read_shard
 from pytest_gpuutil.history.series import TREND_RUNS, Trend, earlier_records, trends
@@ -32,7 +26,8 @@ from pytest_gpuutil.report.html_report import (
     write_html_report,
 )
 from pytest_gpuutil.report.timelines import PAGE_BUDGET_BYTES, read_sidecar
-from pytest_gpuutil.session.run_files import safe_name
+from pytest_gpuutil.rundoc.document import RunDoc, RunDocError, machine_id, safe_name
+from pytest_gpuutil.rundoc.reading import load_run_doc
 
 PROG = "gpuutil report"
 
@@ -60,9 +55,9 @@ def _document(run: RunDoc) -> dict[str, Any]:
     try:
         doc = json.loads(run.path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:  # changed since load_run_doc read it
-        raise BaselineError(run.path, f"cannot read: {exc}") from None
+        raise RunDocError(run.path, f"cannot read: {exc}") from None
     if not isinstance(doc, dict):
-        raise BaselineError(run.path, "expected a JSON object")
+        raise RunDocError(run.path, "expected a JSON object")
     return doc
 
 
@@ -91,14 +86,14 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         run = load_run_doc(args.run)
         doc = _document(run)
         base = load_run_doc(args.baseline) if args.baseline else None
-    except BaselineError as exc:
+    except RunDocError as exc:
         print(f"error: {exc}", file=err)
         return EXIT_USAGE
     trends = None
     if args.history is not None:
         try:
             trends = _trends(args.history, run, exprs)
-        except (BaselineError, HistoryError) as exc:
+        except (RunDocError, HistoryError) as exc:
             print(f"error: {exc}", file=err)
             return EXIT_USAGE
     view = None

@@ -4,56 +4,19 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Union
 
 from tabulate import tabulate
 
-from pytest_gpuutil.gates.number_format import compact_number
 from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.rundoc.metrics import METRICS, MetricSpec, metric_values
+from pytest_gpuutil.rundoc.number_format import compact_number, format_value
 
-
-@dataclass(frozen=True)
-class MetricSpec:
-    """How one comparable metric is read and which way is worse."""
-
-    name: str
-    higher_is_better: bool
-    unit: str  # "pts" for percentages, "ms", or "" (counts)
-
-
-#: Metrics that ``--fail`` accepts, in the order they are listed in error messages.
-METRICS: Mapping[str, MetricSpec] = MappingProxyType({
-    spec.name: spec
-    for spec in (
-        MetricSpec("busy_pct", True, "pts"),
-        MetricSpec("mm_conv_pct", True, "pts"),
-        MetricSpec("attention_pct", True, "pts"),
-        MetricSpec("gpu_busy_ms", False, "ms"),
-        MetricSpec("wall_ms", False, "ms"),
-        MetricSpec("kernel_count", False, ""),
-        MetricSpec("peak_alloc_mb", False, "MiB"),
-        MetricSpec("peak_reserved_mb", False, "MiB"),
-        MetricSpec("leaked_mb", False, "MiB"),
-        MetricSpec("sm_pct", True, "pts"),
-        MetricSpec("tensor_pct", True, "pts"),
-        MetricSpec("dram_bw_pct", True, "pts"),
-        MetricSpec("occupancy_pct", True, "pts"),
-        MetricSpec("energy_j", False, "J"),
-        MetricSpec("kernel_bench.median", False, "ms"),
-        MetricSpec("kernel_bench.mean", False, "ms"),
-        MetricSpec("kernel_bench.min", False, "ms"),
-        MetricSpec("kernel_bench.p20", False, "ms"),
-        MetricSpec("kernel_bench.p80", False, "ms"),
-        MetricSpec("findings", False, ""),
-    )
-})
 
 #: Used when no ``--fail`` expression is given: a drop of more than 5 points of GPU busy time or
 #: of matmul/conv share, or more than 10% more GPU busy time, is a regression.
 DEFAULT_FAIL_EXPRS: tuple[str, ...] = ("busy_pct:5", "mm_conv_pct:5", "gpu_busy_ms:10%")
 
-_KERNEL_BENCH = "kernel_bench."
 #: ``findings:N`` fails a test with more than N findings its baseline record did not have;
 #: ``findings.RULE:N`` counts that rule's only (N is 0 then: the rule newly fired)
 FINDINGS = "findings"
@@ -197,28 +160,6 @@ def _by_nodeid(records: RecordsLike) -> dict[str, TestRecord]:
     return out
 
 
-def finite_number(value: Any) -> float | None:
-    """``value`` as a float if it is a finite real number (not a bool), else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return float(value) if math.isfinite(value) else None
-
-
-def metric_values(record: TestRecord, metric: str) -> dict[str, tuple[float | None, str]]:
-    """Reported metric name -> (value, unit) for one record (several for ``kernel_bench.X``)."""
-    if metric.startswith(_KERNEL_BENCH):
-        stat = metric[len(_KERNEL_BENCH):]
-        return {
-            f"kernel_bench[{label}].{stat}": (
-                finite_number(stats.get(stat)),
-                str(stats.get("unit", "ms")),
-            )
-            for label, stats in record.kernel_bench.items()
-            if isinstance(stats, Mapping)
-        }
-    return {metric: (finite_number(getattr(record, metric)), "")}
-
-
 def change_of(expr: FailExpr, base: float, now: float) -> tuple[float, str] | None:
     """How ``now`` differs from ``base`` in ``expr``'s terms (points, %, units) and as the regression
     table writes it; None for a relative change from zero, which is undefined."""
@@ -317,19 +258,6 @@ def find_regressions(
 ) -> tuple[Regression, ...]:
     """Regressions of ``current_records`` against ``baseline_records`` (see compare_records)."""
     return compare_records(baseline_records, current_records, exprs).regressions
-
-
-def format_value(value: float) -> str:
-    """A compared value as shown (the gate's table, the HTML report): whole numbers plainly,
-    others to 3-4 significant figures."""
-    if float(value).is_integer() and abs(value) < 1e15:
-        return str(int(value))
-    magnitude = abs(value)
-    if magnitude >= 100:
-        return f"{value:.1f}"
-    if magnitude >= 1:
-        return f"{value:.2f}"
-    return f"{value:.3g}"
 
 
 REGRESSION_HEADERS = ("test", "metric", "baseline", "now", "change", "limit")

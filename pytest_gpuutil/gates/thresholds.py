@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from pytest_gpuutil.gates.number_format import compact_number
+from pytest_gpuutil.rundoc.number_format import compact_number
 from pytest_gpuutil.records import TestRecord
 
 

@@ -8,22 +8,15 @@ label (its host name), and each record's ``machine`` naming the label it ran on.
 """
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from pytest_gpuutil.gates.baseline import (
-    RUN_FORMAT,
-    RUN_VERSION,
-    BaselineError,
-    PathLike,
-    RunDoc,
-    load_run_doc,
-)
 from pytest_gpuutil.records import TestRecord, gpu_totals
+from pytest_gpuutil.rundoc.document import PathLike, RunDoc, RunDocError, now_utc, run_document
+from pytest_gpuutil.rundoc.reading import load_run_doc
 
 #: machine_info keys that may differ between shards of one machine (each shard's own command line)
 PER_SHARD_KEYS = ("argv",)
@@ -32,7 +25,7 @@ _BUILT = frozenset({"format", "version", "created", "machine_info", "machines", 
                     "thresholds", "merged_from", "findings_summary"})
 
 
-class MergeError(BaselineError):
+class MergeError(RunDocError):
     """Shards that cannot be merged; ``str()`` is one line ``<path>: <problem>``."""
 
 
@@ -56,18 +49,18 @@ class Shard:
 
 
 def read_shard(path: PathLike) -> Shard:
-    """Read and check a run document for merging; BaselineError (one line) when it cannot be used."""
+    """Read and check a run document for merging; RunDocError (one line) when it cannot be used."""
     run = load_run_doc(path)
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:  # changed since load_run_doc read it
-        raise BaselineError(path, f"cannot read: {exc}") from None
+        raise RunDocError(path, f"cannot read: {exc}") from None
     machines = doc.get("machines") or {}
     if not isinstance(machines, dict) or not all(isinstance(v, dict) for v in machines.values()):
-        raise BaselineError(path, "machines: expected an object of machine descriptions")
+        raise RunDocError(path, "machines: expected an object of machine descriptions")
     for record in run.records.values():
         if record.machine and record.machine not in machines:
-            raise BaselineError(path, f"{record.test}: machine {record.machine!r} is not in the document's machines")
+            raise RunDocError(path, f"{record.test}: machine {record.machine!r} is not in the document's machines")
     extra = {k: v for k, v in doc.items() if k not in ("format", "version", "created", "machine_info", "tests",
                                                          "machines")}
     return Shard(run, extra, machines)
@@ -213,21 +206,17 @@ def merge_runs(shards: Sequence[Shard], created: str | None = None) -> dict[str,
         if isinstance(shard.extra.get("thresholds"), Mapping):
             thresholds.update(shard.extra["thresholds"])
     shard_labels = [label_by_identity.get(_identity(s.run.machine_info), "") for s in shards]
-    doc: dict[str, Any] = {
-        "format": RUN_FORMAT,
-        "version": RUN_VERSION,
-        "created": created or (max(stamps) if stamps else _now()),
-        "machine_info": machine_info,
-        "tests": [r.to_dict() for r in records],
-        "totals": merged_totals(shards, records),
-        "gpus": _merged_gpus(shards, shard_labels, labelled),
-        "thresholds": thresholds,
-        "merged_from": [
+    doc = run_document(
+        records, machine_info, created or (max(stamps) if stamps else now_utc()),
+        totals=merged_totals(shards, records),
+        gpus=_merged_gpus(shards, shard_labels, labelled),
+        thresholds=thresholds,
+        merged_from=[
             {"file": str(s.path), "created": s.run.created, "tests": len(s.run.records),
              "argv": s.run.machine_info.get("argv"), "machine": label}
             for s, label in zip(shards, shard_labels)
         ],
-    }
+    )
     if machines:
         doc["machines"] = machines
     doc.update(_other_keys(shards))
@@ -244,9 +233,6 @@ def merge_runs(shards: Sequence[Shard], created: str | None = None) -> dict[str,
 
 
 def merge_files(paths: Iterable[PathLike], created: str | None = None) -> dict[str, Any]:
-    """``merge_runs`` of the files at ``paths``; BaselineError (one line) for a file that cannot be used."""
+    """``merge_runs`` of the files at ``paths``; RunDocError (one line) for a file that cannot be used."""
     return merge_runs([read_shard(p) for p in paths], created)
 
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")

@@ -21,16 +21,10 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
-from pytest_gpuutil.gates.regression import (
-    METRICS,
-    Comparison,
-    FailExpr,
-    Regression,
-    compare_records,
-    format_value,
-    metric_values,
-)
+from pytest_gpuutil.gates.regression import Comparison, FailExpr, Regression, compare_records
 from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.rundoc.metrics import METRICS, metric_values
+from pytest_gpuutil.rundoc.number_format import format_value
 
 #: the scaled MAD estimates a normal distribution's standard deviation
 MAD_SCALE = 1.4826

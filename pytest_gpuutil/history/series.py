@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
-from pytest_gpuutil.gates.regression import METRICS, metric_values
+from pytest_gpuutil.rundoc.metrics import METRICS, metric_values
 from pytest_gpuutil.history.store import History, Point, RunRow
 from pytest_gpuutil.records import TestRecord
 

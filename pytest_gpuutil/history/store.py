@@ -19,7 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Iterable, Iterator, Mapping, Optional, Sequence, Union
 
-from pytest_gpuutil.gates.baseline import machine_id
+from pytest_gpuutil.rundoc.document import machine_id
 from pytest_gpuutil.records import TestRecord
 
 #: "GPUH" in the database header (PRAGMA application_id)

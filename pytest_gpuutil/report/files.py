@@ -1,4 +1,5 @@
-"""Atomic file writing (temporary file in the same folder, then rename) and the run's CSV/JSON."""
+"""Atomic file writing (temporary file in the same folder, then rename) and the run's CSV/JSON files
+(the JSON document is :mod:`pytest_gpuutil.rundoc`'s)."""
 from __future__ import annotations
 
 import csv
@@ -10,6 +11,7 @@ from typing import Any, Iterable, Mapping, Sequence, Union
 
 from pytest_gpuutil.records import CSV_COLUMNS, TestRecord
 from pytest_gpuutil.report.metric_tables import format_value
+from pytest_gpuutil.rundoc.document import json_bytes
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -45,26 +47,6 @@ def records_csv(records: Iterable[TestRecord], columns: Sequence[str] = CSV_COLU
         row = record.csv_row()
         writer.writerow([format_value(row[c]) for c in columns])
     return out.getvalue()
-
-
-def run_document(records: Iterable[TestRecord], machine: Mapping[str, Any], created: str, **extra: Any) -> dict:
-    """The gpu_util.json document (also what baselines store)."""
-    doc = {
-        "format": "pytest-gpuutil",
-        "version": 1,
-        "created": created,
-        "machine_info": dict(machine),
-        "tests": [r.to_dict() for r in records],
-    }
-    doc.update(extra)
-    return doc
-
-
-def json_bytes(doc: Mapping[str, Any]) -> bytes:
-    """The document as indented JSON (msgspec: a run of 1,000 tests in a few ms; anything odd as str)."""
-    import msgspec
-
-    return msgspec.json.format(msgspec.json.encode(doc, enc_hook=str), indent=1) + b"\n"
 
 
 def write_run_files(directory: PathLike, records: Sequence[TestRecord], doc: Mapping[str, Any]) -> tuple[Path, Path]:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any, Optional, Protocol, Sequence
 from pytest_gpuutil.report.tables import Column, fit_table, shorten_kernel, shorten_test_id, wrap
 
 if TYPE_CHECKING:
-    from pytest_gpuutil.gates.baseline import RunDoc
     from pytest_gpuutil.gates.regression import Comparison, FailExpr
+    from pytest_gpuutil.rundoc.document import RunDoc
     from pytest_gpuutil.records import TestRecord
 
 

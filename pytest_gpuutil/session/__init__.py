@@ -11,8 +11,8 @@ state; its parts, by what they do:
 - ``receiving.py``: what the controller (or a plain run) does with a payload: keep the record,
   write the metric rows, note the thresholds;
 - ``comparison.py``: the baseline, chosen at the start and compared with at the end;
-- ``run_files.py``: what the run writes at its end (gpu_util.csv/json, baselines, HTML) and the
-  run's totals.
+- ``run_files.py``: what the run writes at its end (gpu_util.csv/json, baselines, HTML); the
+  document itself and the run's totals are :mod:`pytest_gpuutil.rundoc`'s.
 """
 from __future__ import annotations
 

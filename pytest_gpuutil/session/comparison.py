@@ -9,19 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from pytest_gpuutil.gates.baseline import (
-    BaselineError,
-    BaselineNotSaved,
-    RunDoc,
-    describe_saved,
-    load_run_doc,
-    machine_id,
-    resolve_baseline,
-)
+from pytest_gpuutil.gates.baseline import BaselineError, BaselineNotSaved, describe_saved, resolve_baseline
 from pytest_gpuutil.gates.regression import Comparison, FailExpr, compare_records
 from pytest_gpuutil.options import COMPARE_LATEST
 from pytest_gpuutil.records import TestRecord
 from pytest_gpuutil.report.terminal import display_path
+from pytest_gpuutil.rundoc.document import RunDoc, RunDocError, machine_id
+from pytest_gpuutil.rundoc.reading import load_run_doc
 from pytest_gpuutil.session import SetupError
 
 
@@ -43,7 +37,7 @@ def choose_baseline(spec: str, output_dir: Path, info: dict[str, Any],
         return None, not_saved("yet", output_dir, info)
     try:
         doc = load_run_doc(path)
-    except BaselineError as exc:
+    except RunDocError as exc:
         raise SetupError(f"--gpu-util-compare: corrupt baseline {display_path(exc.path)}: {exc.problem}") from None
     if doc.machine_id != machine_id(info) and not any_machine:
         return None, (

@@ -12,7 +12,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, Optional, Sequence
 
-from pytest_gpuutil.gates.baseline import RunDoc, machine_id
 from pytest_gpuutil.gates.regression import Comparison, FailExpr
 from pytest_gpuutil.history.noise import (
     HistoryComparison,
@@ -27,6 +26,7 @@ from pytest_gpuutil.history.store import HistoryError, open_history
 from pytest_gpuutil.options import Settings
 from pytest_gpuutil.records import TestRecord
 from pytest_gpuutil.report.terminal import display_path
+from pytest_gpuutil.rundoc.document import RunDoc, machine_id
 
 #: ``--gpu-util-compare history``: the run history (else a file with one of HISTORY_SUFFIXES)
 COMPARE_HISTORY = "history"

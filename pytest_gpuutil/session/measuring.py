@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from pytest_gpuutil.measurement import CONTINUOUS
 from pytest_gpuutil.report.terminal import display_path
-from pytest_gpuutil.session.run_files import safe_name
+from pytest_gpuutil.rundoc.document import safe_name
 
 if TYPE_CHECKING:
     from pytest_gpuutil.measurement import Measurement, TestMemory, TestProfile

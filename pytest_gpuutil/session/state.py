@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 from pytest_gpuutil.analysis.classify import KernelClassifier, parse_rules
-from pytest_gpuutil.gates.baseline import RunDoc
 from pytest_gpuutil.gates.regression import DEFAULT_FAIL_EXPRS, Comparison, parse_fail_exprs
 from pytest_gpuutil.gates.thresholds import Thresholds, parse_ini
 from pytest_gpuutil.machine.identity import machine_info, visible_gpu_ids
@@ -24,6 +23,8 @@ from pytest_gpuutil.options import Settings
 from pytest_gpuutil.records import TestRecord
 from pytest_gpuutil.report.metric_tables import MetricTableError, MetricTableRegistry
 from pytest_gpuutil.report.terminal import display_path
+from pytest_gpuutil.rundoc import totals as run_totals
+from pytest_gpuutil.rundoc.document import RunDoc, now_utc
 from pytest_gpuutil.session import SetupError, run_files
 from pytest_gpuutil.session.comparison import choose_baseline, compare_with_baseline
 from pytest_gpuutil.session.history_link import HistoryLink
@@ -243,7 +244,7 @@ class GpuUtilSession:
         """Write gpu_util.csv/json, save a baseline if asked, write the HTML report if asked (after comparing)."""
         if not self.has_output():
             return
-        created, info = run_files.now_utc(), self.machine_info()
+        created, info = now_utc(), self.machine_info()
         trends = (self.history.trends(self.records, info, self.fail_exprs, self.comparison)
                   if self.settings.html is not None and self.history.used else None)
         try:
@@ -274,11 +275,11 @@ class GpuUtilSession:
         return run_files.measured(self.records)
 
     def totals(self) -> dict[str, Any]:
-        return run_files.totals(self.records, self.processes, self.test_seconds, self.finish_s)
+        return run_totals.totals(self.records, self.processes, self.test_seconds, self.finish_s)
 
     def gpu_table(self) -> list[dict[str, Any]]:
         """Busy time per physical GPU and which workers used it."""
-        return run_files.gpu_table(self.records)
+        return run_totals.gpu_table(self.records)
 
 
 def worker_gpu_assignment(worker_id: str, gpus: list[str]) -> Optional[str]:

@@ -10,8 +10,8 @@ import pytest
 
 from pytest_gpuutil.cli import merge as merge_cli
 from pytest_gpuutil.cli import report as report_cli
-from pytest_gpuutil.gates.baseline import load_run_doc
 from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.rundoc.reading import load_run_doc
 
 H100 = {"gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 1, "host": "gpu-a", "git_commit": "abc"}
 

@@ -4,7 +4,6 @@ import pytest
 
 from pytest_gpuutil.gates.regression import (
     DEFAULT_FAIL_EXPRS,
-    METRICS,
     FailExpr,
     Regression,
     compare_records,
@@ -71,14 +70,6 @@ def test_parse_fail_exprs_splits_and_defaults_parse():
     assert [e.text for e in parse_fail_exprs(DEFAULT_FAIL_EXPRS)] == [
         "busy_pct:5", "mm_conv_pct:5", "gpu_busy_ms:10%",
     ]
-
-
-def test_directions():
-    higher = {m for m, spec in METRICS.items() if spec.higher_is_better}
-    assert higher == {"busy_pct", "mm_conv_pct", "attention_pct", "sm_pct", "tensor_pct", "dram_bw_pct", "occupancy_pct"}
-    assert not METRICS["energy_j"].higher_is_better
-    assert not METRICS["gpu_busy_ms"].higher_is_better
-    assert not METRICS["kernel_bench.p80"].higher_is_better
 
 
 def test_busy_pct_drop_regresses():

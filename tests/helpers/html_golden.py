@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from pytest_gpuutil.gates.baseline import RunDoc, machine_id
 from pytest_gpuutil.gates.regression import DEFAULT_FAIL_EXPRS, parse_fail_exprs
 from pytest_gpuutil.records import TestRecord
 from pytest_gpuutil.report.html_report import baseline_view_of, write_html_report
+from pytest_gpuutil.rundoc.document import RunDoc, machine_id
 
 GOLDEN = Path(__file__).resolve().parents[1] / "data" / "html_golden"
 UPDATE_COMMAND = "python -m tests.helpers.html_golden --update"

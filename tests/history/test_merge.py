@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from pytest_gpuutil.gates.baseline import BaselineError, load_run_doc, machine_id
 from pytest_gpuutil.history.merge import MergeError, common_machine_info, merge_files
 from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.rundoc.document import RunDocError, machine_id
+from pytest_gpuutil.rundoc.reading import load_run_doc
 
 H100 = {"gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 1, "driver": "580.1", "torch": "2.11", "host": "gpu-a",
         "git_commit": "abc123", "argv": "tests/ --splits 2 --group 1"}
@@ -113,15 +114,15 @@ def test_the_same_test_in_two_shards_names_both_files(tmp_path):
 def test_a_bad_shard_is_the_run_readers_one_line(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    with pytest.raises(BaselineError, match=r"bad.json: not valid JSON"):
+    with pytest.raises(RunDocError, match=r"bad.json: not valid JSON"):
         merge_files([shard(tmp_path / "a.json", {"t::a": gpu(1)}), bad])
-    with pytest.raises(BaselineError, match=r"missing.json: no such file"):
+    with pytest.raises(RunDocError, match=r"missing.json: no such file"):
         merge_files([tmp_path / "missing.json"])
 
 
 def test_a_record_naming_a_machine_the_document_lacks_is_refused(tmp_path):
     path = shard(tmp_path / "a.json", {"t.py::test_a": {**gpu(50), "machine": "nowhere"}})
-    with pytest.raises(BaselineError, match="machine 'nowhere' is not in the document's machines"):
+    with pytest.raises(RunDocError, match="machine 'nowhere' is not in the document's machines"):
         merge_files([path])
 
 

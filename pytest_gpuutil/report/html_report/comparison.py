@@ -5,7 +5,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Mapping, Optional, Sequence
 
 from pytest_gpuutil.gates.regression import (
-    METRICS,
     Comparison,
     FailExpr,
     change_of,
@@ -14,9 +13,10 @@ from pytest_gpuutil.gates.regression import (
     worsening,
 )
 from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.rundoc.metrics import METRICS
 
 if TYPE_CHECKING:
-    from pytest_gpuutil.gates.baseline import RunDoc
+    from pytest_gpuutil.rundoc.document import RunDoc
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,6 @@ def baseline_view(
 
 def baseline_view_of(run: RunDoc, current: Iterable[TestRecord], exprs: Sequence[FailExpr],
                      comparison: Optional[Comparison] = None, label: Optional[str] = None) -> BaselineView:
-    """``baseline_view`` for a baseline read with ``gates.baseline.load_run_doc``."""
+    """``baseline_view`` for a baseline read with ``rundoc.reading.load_run_doc``."""
     return baseline_view(label or str(run.path), run.records, list(current), exprs, machine_id=run.machine_id,
                          created=run.created, comparison=comparison)

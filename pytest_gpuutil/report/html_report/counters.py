@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from pytest_gpuutil.gates.regression import finite_number as _finite
+from pytest_gpuutil.rundoc.metrics import finite_number as _finite
 from pytest_gpuutil.report.html_report.fields import as_map, as_text, fixed
 from pytest_gpuutil.report.html_report.svg import esc, num
 

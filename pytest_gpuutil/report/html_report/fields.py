@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Optional
 
-from pytest_gpuutil.gates.regression import finite_number as _finite
+from pytest_gpuutil.rundoc.metrics import finite_number as _finite
 
 #: Memory fields a record may carry (sizes in MiB); the page's script labels them
 MEMORY_FIELDS = ("peak_alloc_mb", "peak_reserved_mb", "leaked_mb", "alloc_retries", "ooms")

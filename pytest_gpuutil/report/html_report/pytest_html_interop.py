@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from pytest_gpuutil.gates.regression import finite_number as _finite
+from pytest_gpuutil.rundoc.metrics import finite_number as _finite
 from pytest_gpuutil.report.html_report.fields import as_text, bar_parts, fixed, memory_of
 from pytest_gpuutil.report.html_report.svg import Palette, esc, inline_bar
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Mapping, Optional, Sequence
 
-from pytest_gpuutil.gates.regression import finite_number as _finite
-from pytest_gpuutil.gates.regression import format_value
+from pytest_gpuutil.rundoc.metrics import finite_number as _finite
+from pytest_gpuutil.rundoc.number_format import format_value
 from pytest_gpuutil.report.html_report.comparison import BaselineView
 from pytest_gpuutil.report.html_report.fields import as_map, as_text, categories_of, fixed
 from pytest_gpuutil.report.html_report.svg import BarItem, Palette, esc, hbar_chart, histogram

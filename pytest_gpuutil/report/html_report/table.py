@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
-from pytest_gpuutil.gates.regression import finite_number as _finite
+from pytest_gpuutil.rundoc.metrics import finite_number as _finite
 from pytest_gpuutil.report.tables import shorten
 from pytest_gpuutil.report.html_report.comparison import BaselineView, ComparedMetric
 from pytest_gpuutil.report.html_report.counters import counters_of, has_counters
