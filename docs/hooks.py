@@ -10,19 +10,24 @@ A page holds a marker where generated text goes (``mkdocs.yml`` names this file 
   table), and the page's own before/after example for the rule, written in the page between
   ``<!-- gpuutil:example RULE-ID -->`` and ``<!-- gpuutil:end -->``;
 - ``<!-- gpuutil:cli -->`` (cli.md): ``gpuutil --help`` and each command's ``--help``, run at build
-  time (the commands are read from the CLI's own usage text).
+  time (the commands are read from the CLI's own usage text);
+- ``<!-- gpuutil:layers -->`` (architecture.md): the package's layers, top first, from the
+  import-linter contracts in ``pyproject.toml`` that ``lint-imports`` holds the code to, each
+  folder or module with the first line of its docstring.
 
 A rule without an example, an example for no rule, an unknown marker or a command whose
 ``--help`` fails stops the build with one line saying which.
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import html
 import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 MARKER = re.compile(r"<!-- gpuutil:([a-z]+) -->")
@@ -258,6 +263,52 @@ def cli_markdown() -> str:
     return "\n".join(out)
 
 
+# -- layers.md ----------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _contracts() -> list[dict[str, Any]]:
+    try:
+        import tomllib
+    except ImportError:  # Python < 3.11
+        import tomli as tomllib  # type: ignore[no-redef]
+
+    with open(ROOT / "pyproject.toml", "rb") as handle:
+        return tomllib.load(handle)["tool"]["importlinter"]["contracts"]
+
+
+def _first_line(name: str) -> str:
+    """The first paragraph of a top-level module's or folder's docstring."""
+    package = ROOT / "pytest_gpuutil"
+    path = package / name / "__init__.py" if (package / name).is_dir() else package / f"{name}.py"
+    if not path.exists():
+        raise DocsError(f"pyproject.toml's layers name {name}, which is no module of pytest_gpuutil")
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    paragraph = " ".join(doc.strip().split("\n\n")[0].split())
+    return re.sub(r":[a-z]+:`~?([^`]+)`", r"`\1`", paragraph.replace("``", "`"))
+
+
+def layers_markdown() -> str:
+    """The layers contract as a table, top first; the independence contracts under it."""
+    contracts = _contracts()
+    (layers,) = [c for c in contracts if c["type"] == "layers"]
+    out = ["| layer | folder or module | what it holds |", "|---|---|---|"]
+    for number, layer in enumerate(layers["layers"], start=1):
+        independent = "|" in layer
+        names = [n.strip() for n in layer.replace("|", ":").split(":")]
+        for i, name in enumerate(names):
+            shown = f"`{name}/`" if (ROOT / "pytest_gpuutil" / name).is_dir() else f"`{name}.py`"
+            label = (f"{number}" + (" (independent)" if independent else "")) if i == 0 else ""
+            out.append(f"| {label} | {shown} | {_cell(_first_line(name))} |")
+    out.append("")
+    for contract in contracts:
+        if contract["type"] == "independence":
+            modules = ", ".join(f"`{m.split('.', 1)[1]}/`" for m in contract["modules"])
+            out.append(f"- independent of each other: {modules} ({_sentence(contract['name'])})")
+    return "\n".join(out)
+
+
 # -- the page ----------------------------------------------------------------------------------
 
 def fill(markdown: str, page_name: str = "page") -> str:
@@ -266,7 +317,8 @@ def fill(markdown: str, page_name: str = "page") -> str:
     if examples and "<!-- gpuutil:findings -->" not in markdown:
         raise DocsError(f"{page_name}: examples without a <!-- gpuutil:findings --> marker")
     markdown = EXAMPLE.sub("", markdown)
-    makers = {"options": options_markdown, "findings": lambda: findings_markdown(examples), "cli": cli_markdown}
+    makers = {"options": options_markdown, "findings": lambda: findings_markdown(examples), "cli": cli_markdown,
+              "layers": layers_markdown}
 
     def replace(match: re.Match) -> str:
         name = match.group(1)

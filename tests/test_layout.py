@@ -6,32 +6,21 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "pytest_gpuutil"
 
-#: Each folder or top-level module, by layer: a module may import only from its own layer or lower ones.
-LAYERS = {
-    "traces": 0,  # trace files -> columns of GPU events
-    "machine": 0,  # the machine: identity, loaded CUDA libraries, datasheet peaks, /proc facts
-    "analysis": 1,  # columns -> summaries
-    "capture": 2,  # measuring on the GPU (live events -> analysis)
-    "hardware": 2,  # hardware counters: CUPTI PM sampling, NVML GPM, energy (samples -> analysis)
-    "children": 2,  # the GPU work of the processes a test starts (spool, child bootstrap, merge)
-    "records": 3,  # the per-test record
-    "rundoc": 3,  # the run document (gpu_util.json): format, reading, totals, metrics, number formatting
-    "gates": 4,  # pass/fail decisions on records
-    "history": 4,  # past runs: merging shards, the run history, the noise-aware gate
-    "report": 5,  # what users read
-    # pytest glue, the run's state and the command line: may import every layer
-    "per_test": 6,
-    "measurement": 6,
-    "session": 6,
-    "fixtures": 6,
-    "options": 6,
-    "option_types": 6,
-    "hookspecs": 6,
-    "plugin": 6,
-    "cli": 6,
-    "__init__": 6,
-    "__main__": 6,
-}
+#: The layers are import-linter's contracts in pyproject.toml (``lint-imports``, run by .ci/run, names
+#: the import that breaks one); the tests here check what it does not: that the contracts name every
+#: folder and top-level module, that there are no cycles, and the room each folder has.
+
+
+def contracts() -> list[dict]:
+    from tests.helpers.versions import read_pyproject  # tomllib, or tomli before Python 3.11
+
+    return read_pyproject(PACKAGE.parent / "pyproject.toml")["tool"]["importlinter"]["contracts"]
+
+
+def layer_names() -> list[set[str]]:
+    """The layers contract's layers, top first, each as the names of its folders and modules."""
+    (layers,) = [c for c in contracts() if c["type"] == "layers"]
+    return [{name.strip() for name in layer.replace("|", ":").split(":")} for layer in layers["layers"]]
 
 
 def modules() -> dict[str, Path]:
@@ -43,10 +32,6 @@ def modules() -> dict[str, Path]:
             parts = parts[:-1]  # a folder's __init__ goes by the folder's name
         found[".".join(parts)] = path
     return found
-
-
-def layer_of(name: str) -> int:
-    return LAYERS[name.split(".")[0]]
 
 
 def imported_modules(name: str, path: Path) -> set[str]:
@@ -75,13 +60,15 @@ def imported_modules(name: str, path: Path) -> set[str]:
     return found
 
 
-#: The package's folders, each a layer or part of one (see LAYERS); a new folder is a decision, made here.
+#: The package's folders, each a layer or part of one (see pyproject.toml's contracts); a new folder is a decision, made here.
 FOLDERS = {"traces", "capture", "children", "analysis", "rundoc", "gates", "history", "report", "cli", "session",
            "hardware", "measurement", "machine"}
 #: Packages inside a folder: the HTML report (its modules obey the same limits)
 NESTED = {"report": {"html_report"}}
 #: No package module is longer than this (the C reader, traces/_scan.c, is not a Python module)
-MAX_MODULE_LINES = 600
+MAX_MODULE_LINES = 500
+#: No class is longer than this: a class that grows past it does more than one job
+MAX_CLASS_LINES = 300
 #: Files per folder, as tests/test_repo_layout.py counts them for every folder outside tests/
 MAX_FILES = 12
 
@@ -102,9 +89,18 @@ def test_at_most_12_modules_a_folder():
     assert {f: n for f, n in crowded.items() if n > MAX_FILES} == {}
 
 
-def test_no_module_over_600_lines():
+def test_no_module_over_500_lines():
     long = {str(p.relative_to(PACKAGE.parent)): n for p in PACKAGE.rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert long == {}
+
+
+def test_no_class_over_300_lines():
+    long = {}
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES:
+                long[f"{path.relative_to(PACKAGE.parent)}:{node.name}"] = node.end_lineno - node.lineno + 1
     assert long == {}
 
 
@@ -120,18 +116,16 @@ def test_html_page_assets_are_package_files_not_python_strings():
     assert set(package_data["pytest_gpuutil.report.html_report"]) >= {"assets/*.css", "assets/*.js"}
 
 
-def test_every_module_has_a_layer():
-    for name in modules():
-        assert name.split(".")[0] in LAYERS, f"{name} is not in LAYERS"
+def test_the_layers_contract_names_every_folder_and_top_level_module_once():
+    named = [name for layer in layer_names() for name in layer]
+    tops = {name.split(".")[0] for name in modules()} - {"__init__"}
+    assert sorted(named) == sorted(set(named)), "a name in two layers"
+    assert set(named) == tops
 
 
-def test_no_module_imports_a_higher_layer():
-    wrong = []
-    for name, path in modules().items():
-        for target in imported_modules(name, path):
-            if layer_of(target) > layer_of(name):
-                wrong.append(f"{name} (layer {layer_of(name)}) imports {target} (layer {layer_of(target)})")
-    assert wrong == []
+def test_the_sources_are_independent_in_a_contract_of_their_own():
+    independent = [set(c["modules"]) for c in contracts() if c["type"] == "independence"]
+    assert {"pytest_gpuutil.capture", "pytest_gpuutil.hardware"} in independent
 
 
 def test_no_import_cycle():
@@ -160,7 +154,7 @@ def test_module_names_do_not_shadow_the_standard_library():
     assert clashes == []
 
 
-#: What the run document may import: the bottom layer only (LAYERS34: traces : rundoc : records : machine)
+#: What the run document may import: the bottom layer only (traces : rundoc : records : machine)
 RUNDOC_MAY_IMPORT = ("rundoc", "records", "traces", "machine")
 #: Where modules that read runs live besides the package
 ROOT = PACKAGE.parent

@@ -1,4 +1,4 @@
-"""The run's state and the glue around the measuring (pytest glue, layer 6; nothing here imports pytest).
+"""The run's state and the glue around the measuring (pytest glue; nothing here imports pytest).
 
 One :class:`~pytest_gpuutil.session.state.GpuUtilSession` per pytest process holds the run's
 state; its parts, by what they do:

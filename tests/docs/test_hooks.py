@@ -88,3 +88,17 @@ def test_an_unknown_marker_stops_the_build():
     with pytest.raises(hooks.DocsError, match=r"page.md: unknown marker <!-- gpuutil:tables -->"):
         hooks.fill("# T\n\n<!-- gpuutil:tables -->\n", "page.md")
     assert hooks.fill("# T\n\nno marker\n") == "# T\n\nno marker\n"
+
+
+def test_the_layers_table_is_the_import_linter_contract_top_first() -> None:
+    from tests.helpers.versions import read_pyproject
+
+    contracts = read_pyproject(DOCS.parent / "pyproject.toml")["tool"]["importlinter"]["contracts"]
+    (layers,) = [c["layers"] for c in contracts if c["type"] == "layers"]
+    table = hooks.layers_markdown()
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith("| layer")]
+    shown = [row.split("|")[2].strip().strip("`").rstrip("/").removesuffix(".py") for row in rows]
+    assert shown == [name.strip() for layer in layers for name in layer.replace("|", ":").split(":")]
+    assert "| 7 (independent) | `capture/` |" in table  # the sources, independent of each other
+    assert all(row.split("|")[3].strip() for row in rows), "a folder or module without a docstring"
+    assert "``" not in table and ":mod:" not in table
