@@ -184,13 +184,13 @@ after_tests() {
   return 0
 }
 
-defstep tests_gpu 120 3 "the GPU test modules alone: profiler, CUPTI, memory, timing, reader paths, hardware counters, child processes, limits in pytest, pytest-benchmark interop"
+defstep tests_gpu 300 3 "the GPU test modules alone: profiler, CUPTI, memory, timing, reader paths, hardware counters, child processes, limits in pytest, pytest-benchmark interop"
 step_tests_gpu() {
   python3 -m pytest tests/capture/test_profiler_gpu.py tests/capture/test_cupti_gpu.py tests/capture/test_memory_gpu.py \
     tests/capture/test_timing.py tests/traces/test_reader_paths.py \
     tests/hardware/test_counters_gpu.py tests/children/test_children_gpu.py \
     tests/gates/test_gates_in_pytest.py tests/report/test_benchmark_interop.py \
-    -q -p no:cacheprovider -rs
+    -q -p no:cacheprovider -rs --durations=10
 }
 
 defstep two_gpus 120 22 "two GPUs of one host: pytest -n 2 --gpu-util --gpu-util-pin examples/, each test's GPU (gpus.txt)"
