@@ -74,7 +74,7 @@ def components() -> dict:
     torch.ones(1, device="cuda").sum().item()
     out: dict = {}
     try:
-        from pytest_gpuutil.children.nvml import NvmlSampler
+        from pytest_gpuutil.children.child_state import NvmlSampler
 
         t = time.perf_counter(); sampler = NvmlSampler(); out["nvml_init_s"] = time.perf_counter() - t
         t = time.perf_counter(); sampler.sample(); out["nvml_sample_s"] = time.perf_counter() - t

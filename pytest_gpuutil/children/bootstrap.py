@@ -12,7 +12,7 @@ test pays one environment lookup. When it is set:
   interpreter, so no ``.pth`` runs there); the pytest process registers it too;
 - ``os._exit`` (how multiprocessing's forked children end) and ``atexit`` hand over the rest;
 - SIGTERM (``Pool.__exit__``, ``Process.terminate()``, torchrun stopping its ranks) is handed
-  over too, where the process had SIGTERM's default disposition at start (see :class:`_Sigterm`),
+  over too, where the process had SIGTERM's default disposition at start (see :mod:`pytest_gpuutil.children.sigterm`),
   and a ``multiprocessing.Pool`` worker hands over after each task (see :func:`_pool_worker`);
 - a pytest ``--gpu-util`` run in this process takes the capture over (:func:`take_over`), so
   the process has one CUPTI client and its work is not counted twice.
@@ -29,6 +29,7 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
+from pytest_gpuutil.children.sigterm import SigtermHandOver, end_by_pending_signal, sigterm_is_default
 from pytest_gpuutil.children.spool import INJECTED_ENV, SELF_ENV, SPOOL_ENV, period_from
 
 
@@ -44,8 +45,10 @@ class _Process:
         self.forked = False
         #: SIGTERM's disposition was the default when this interpreter (or fork) started
         self.sigterm_default = False
-        #: the SIGTERM hand-over, once installed (see _Sigterm)
-        self.sigterm: Optional[_Sigterm] = None
+        #: the SIGTERM hand-over, once installed (see children/sigterm.py)
+        self.sigterm: Optional[SigtermHandOver] = None
+        #: a SIGTERM that came while this process was finishing: it acts once the finish is done
+        self.sigterm_pending = 0
         self.pool_hook = False
         #: a pytest --gpu-util run in this process measures it (the bootstrap stays out)
         self.nested = False
@@ -60,7 +63,7 @@ def startup() -> None:
     try:
         if not os.environ.get(SPOOL_ENV):
             return
-        _PROCESS.sigterm_default = _sigterm_is_default()
+        _PROCESS.sigterm_default = sigterm_is_default()
         ensure_fork_hook()
         _install_pool_hook()
         torch = sys.modules.get("torch")
@@ -115,7 +118,7 @@ def _after_fork_in_child() -> None:
         state.nested = False  # a fork of a measuring pytest process is one of its children
         state.forked = True
         if state.sigterm is None:  # an inherited hand-over goes on working (it reads this process's state)
-            state.sigterm_default = _sigterm_is_default()
+            state.sigterm_default = sigterm_is_default()
         torch = sys.modules.get("torch")
         if torch is not None:
             _torch_imported(torch)
@@ -277,6 +280,7 @@ def _finish() -> None:
     capture = _PROCESS.capture
     if capture is not None:
         capture.finish()
+    end_by_pending_signal(_PROCESS)
 
 
 def _hand_over_at_exit() -> None:
@@ -301,108 +305,6 @@ def _hand_over_at_exit() -> None:
 
 
 # -- SIGTERM -------------------------------------------------------------------------------------------
-def _sigterm_is_default() -> bool:
-    """Whether SIGTERM has its default disposition here (``_signal``: no import of ``signal``)."""
-    import _signal
-
-    handler = _signal.getsignal(_signal.SIGTERM)
-    return handler == _signal.SIG_DFL or bool(getattr(handler, "_pytest_gpuutil", False))
-
-
-class _Sigterm:
-    """SIGTERM's hand-over: what the program set (``visible``) stays its view, ours runs first.
-
-    Installed when the capture starts, only where SIGTERM had the default disposition when the
-    process started (a handler inherited, or ignoring, is the parent's decision: left alone):
-
-    - the default: hand everything over (END chunk "terminated"), restore the default and send
-      the signal again, so the process ends as it would have (exit status -SIGTERM, 143 in a shell);
-    - a handler the program installed before (between start-up and CUDA) or after (through
-      ``signal.signal``, which is wrapped for SIGTERM): hand over what there is, the capture going
-      on, then call the program's handler (it may end the process, or not);
-    - the program ignores SIGTERM (``SIG_IGN``): it is left so, nothing ends the process.
-
-    ``signal.getsignal`` and ``signal.signal``'s return value show the program its own handler.
-    Limits: a handler set through ``_signal`` or a ``signal.signal`` bound before the capture
-    started (``from signal import signal`` at import time) replaces ours (its own end then hands
-    over at exit, unless it re-raises the signal); Python runs handlers in the main thread between
-    bytecodes, so a main thread stuck in a long C call delays the hand-over; SIGKILL cannot be
-    handled (the child's last period is lost, said in the record).
-    """
-
-    def __init__(self, module: Any, visible: Any):
-        self.module = module
-        self.set_handler = module.signal
-        self.get_handler = module.getsignal
-        self.visible = visible
-        self.active = True
-
-        def handle(signum: int, frame: Any) -> Any:
-            return self.handle(signum, frame)
-
-        handle._pytest_gpuutil = True  # type: ignore[attr-defined]
-        self.handler = handle
-
-    def handle(self, signum: int, frame: Any) -> Any:
-        visible, capture = self.visible, _PROCESS.capture
-        if callable(visible):
-            if capture is not None:
-                try:
-                    capture.hand_over_now()
-                except Exception:  # noqa: BLE001 - the program's handler runs whatever happened
-                    pass
-            return visible(signum, frame)
-        if capture is not None:
-            from pytest_gpuutil.children.spool_format import TERMINATED
-
-            try:
-                capture.finish(TERMINATED)
-            except Exception:  # noqa: BLE001
-                pass
-        self.set_handler(signum, self.module.SIG_DFL)
-        os.kill(os.getpid(), signum)  # ends the process now: the default action of a fatal signal
-        time.sleep(1.0)
-        os._exit(128 + signum)  # never reached on Linux; a last resort with the shell's status
-
-    def install(self) -> None:
-        self.set_handler(self.module.SIGTERM, self.handler)
-        set_handler, get_handler, sigterm = self.set_handler, self.get_handler, int(self.module.SIGTERM)
-        import functools
-
-        @functools.wraps(set_handler)
-        def signal_(signalnum: Any, handler: Any) -> Any:
-            if not _is(signalnum, sigterm) or _PROCESS.sigterm is not self:
-                return set_handler(signalnum, handler)
-            return self.program_sets(handler)
-
-        @functools.wraps(get_handler)
-        def getsignal(signalnum: Any) -> Any:
-            if _is(signalnum, sigterm) and self.active and _PROCESS.sigterm is self:
-                return self.visible
-            return get_handler(signalnum)
-
-        self.module.signal, self.module.getsignal = signal_, getsignal
-
-    def program_sets(self, handler: Any) -> Any:
-        """The program sets SIGTERM's handler: ours stays in front of a handler or the default."""
-        previous = self.visible if self.active else self.get_handler(self.module.SIGTERM)
-        if callable(handler) or (not isinstance(handler, bool) and isinstance(handler, int)
-                                 and handler == self.module.SIG_DFL):
-            self.set_handler(self.module.SIGTERM, self.handler)  # raises as signal.signal would (not the main thread)
-            self.visible, self.active = handler, True
-        else:  # SIG_IGN, or something signal.signal refuses (it raises the same error)
-            self.set_handler(self.module.SIGTERM, handler)
-            self.visible, self.active = handler, False
-        return previous
-
-
-def _is(signalnum: Any, number: int) -> bool:
-    try:
-        return int(signalnum) == number
-    except (TypeError, ValueError):
-        return False
-
-
 def _arm_sigterm() -> None:
     """Install the SIGTERM hand-over once a capture runs (from the main thread only, where
     ``signal.signal`` works; a capture started in another thread tries again from the main
@@ -416,7 +318,7 @@ def _arm_sigterm() -> None:
         current = signal.getsignal(signal.SIGTERM)
         if not (callable(current) or current == signal.SIG_DFL):
             return  # ignored since start-up, or a handler set outside Python: the program's choice
-        handover = _Sigterm(signal, current)
+        handover = SigtermHandOver(signal, current, state)
         handover.install()
         state.sigterm = handover
     except Exception as exc:  # noqa: BLE001 - the child runs on; SIGTERM then loses its last period

@@ -159,6 +159,12 @@ class ChildCapture:
                     pass
             self.hand_over()
 
+    @property
+    def finish_interrupted(self) -> bool:
+        """A finish began and has not ended: seen from a signal handler, the main thread's own
+        finish was interrupted (a finish on another thread holds the lock until it ends)."""
+        return self._finishing and not self.finished
+
     def finish(self, reason: int = EXITED, note: str = "", stop_source: bool = True) -> None:
         """The last hand-over: the rest of the records, the allocator's peaks, the END chunk."""
         with self._lock:

@@ -17,7 +17,7 @@ import numpy as np
 
 from pytest_gpuutil.analysis.windows import assign_windows
 from pytest_gpuutil.children.spool_format import NESTED, Note
-from pytest_gpuutil.children.spool_reader import Child
+from pytest_gpuutil.children.child_state import Child
 from pytest_gpuutil.traces.model import GpuColumns, Window
 
 #: flushed windows remembered to recognise work that arrives after its record was written
@@ -28,7 +28,7 @@ HISTORY = 512
 class ChildNotes:
     """The notes of one run's children: per window, and for the whole session (see the module docstring)."""
 
-    #: whether a child still runs (:meth:`SpoolReader.running <pytest_gpuutil.children.spool_reader.SpoolReader.running>`)
+    #: whether a child still runs (:meth:`SpoolReader.running <pytest_gpuutil.children.child_state.SpoolReader.running>`)
     running: Callable[[Child], bool]
     #: why non-Python children cannot be measured ("" when they can), said on each one NVML sees
     injection_problem: str = ""

@@ -10,7 +10,7 @@ handed over, one that could not be measured, one still running at the end).
 
 Work a child does outside every window (while the parent is in set-up or teardown) is dropped,
 as the parent's own is; work that arrives after its window's record was written is counted in a
-session note instead of silently. Reading the spool is :mod:`~pytest_gpuutil.children.spool_reader`'s
+session note instead of silently. Reading the spool is :mod:`~pytest_gpuutil.children.child_state`'s
 job, the notes :mod:`~pytest_gpuutil.children.child_notes`'; this module merges and attributes.
 """
 from __future__ import annotations
@@ -37,7 +37,7 @@ from pytest_gpuutil.children.columns import (
 )
 from pytest_gpuutil.children.spool import Spool
 from pytest_gpuutil.children.spool_format import CAPTURE_NAMES, NESTED, TERMINATED
-from pytest_gpuutil.children.spool_reader import WAIT_S, Child, SpoolReader
+from pytest_gpuutil.children.child_state import WAIT_S, Child, SpoolReader
 from pytest_gpuutil.machine.processes import started_realtime_ns
 from pytest_gpuutil.traces.model import GpuColumns, Window
 
@@ -50,7 +50,7 @@ START_SLACK_NS = 20_000_000
 class ProcessTree:
     """The children of this process's tests, read from its spool (see the module docstring).
 
-    Three jobs, three objects: :attr:`reader` (a :class:`~pytest_gpuutil.children.spool_reader.SpoolReader`)
+    Three jobs, three objects: :attr:`reader` (a :class:`~pytest_gpuutil.children.child_state.SpoolReader`)
     reads the children's state; :attr:`notes` (a :class:`~pytest_gpuutil.children.child_notes.ChildNotes`)
     places what is said of them; the tree merges their events with this process's and splits each
     window's figures by process (:meth:`attribute`).
@@ -63,7 +63,7 @@ class ProcessTree:
     demangle: Callable[[str], str] = lambda name: name
     #: CUDA_VISIBLE_DEVICES of this process (None: every GPU, in order)
     visible_devices: Optional[str] = None
-    #: NVML per-process samples, when NVML is there (see nvml.py)
+    #: NVML per-process samples, when NVML is there (see the NVML part of child_state.py)
     sampler: Any = None
     #: why non-Python children cannot be measured ("" when they can), said on each one NVML sees
     injection_problem: str = ""
@@ -283,7 +283,7 @@ def start_process_tree(classifier: KernelClassifier, parent_now: Callable[[], in
     bootstrap.ensure_pool_hook()  # forked Pool workers inherit the per-task hand-over
     sampler = None
     if use_nvml:
-        from pytest_gpuutil.children.nvml import NvmlError, NvmlSampler
+        from pytest_gpuutil.children.child_state import NvmlError, NvmlSampler
 
         try:
             sampler = NvmlSampler()

@@ -196,3 +196,20 @@ if __name__""")
     run_script(code, child_env(spool, fake_cupti, period=60), tmp_path)
     (child,) = read_spool(str(spool.directory))
     assert child.names() == ["k5"] and [e.reason for e in child.end] == [TERMINATED]
+
+
+def test_a_sigterm_during_the_processs_own_finish_waits_for_its_end_chunk(spool, fake_cupti) -> None:
+    # a Pool worker that got its sentinel is finishing when its pool's terminate() sends SIGTERM:
+    # here the signal comes from inside the finish itself (its settle step), at the same point
+    code = """
+import os, signal, torch
+from pytest_gpuutil.children import bootstrap
+torch.cuda.work("_Zmatmul", 2_000_000)
+torch.cuda.work("_Zadd", 1_000_000)
+bootstrap._PROCESS.capture.settle = lambda: os.kill(os.getpid(), signal.SIGTERM)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], env=child_env(spool, fake_cupti, period=60),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == -signal.SIGTERM, proc.stderr  # the signal still ends the process
+    (child,) = read_spool(str(spool.directory))
+    assert child.names() == ["matmul", "add"] and [e.reason for e in child.end] == [EXITED]
