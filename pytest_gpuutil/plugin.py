@@ -233,15 +233,18 @@ class GpuUtilHooks:
         phases[report.when] = report
         state = self.state
         if report.when == "call":
-            from pytest_gpuutil.session.call_limits import add_memory_section, check_call_limits, ran_out_of_memory
-
             if self.timing.thresholds_apply(item):
+                from pytest_gpuutil.session.call_limits import check_call_limits
+
                 checked = check_call_limits(state, item, report, _results(item))
                 if checked:
                     item.stash[THRESHOLD_KEY] = checked
             self._benchmark_extra_info(item)
-            if report.failed and ran_out_of_memory(state, item.nodeid):
-                add_memory_section(state, item.nodeid, report)
+            if report.failed:
+                from pytest_gpuutil.session.call_limits import add_memory_section, ran_out_of_memory
+
+                if ran_out_of_memory(state, item.nodeid):
+                    add_memory_section(state, item.nodeid, report)
         elif report.when == "teardown":
             results = _results(item)
             if not (state.settings.enabled or results.kernel_bench or results.gpu_trace or results.metric_rows
