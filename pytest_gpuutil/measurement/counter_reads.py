@@ -127,12 +127,12 @@ class CounterReads(MeasurementPart):
             self._missing[nodeid] = NOT_UP_YET
 
     def opened(self, nodeid: str) -> None:
-        if self.capture is not None and self._windows is not None and self._windows.mode != "off":
+        if self.capture is not None:  # open only where the calls are measured (see _open)
             self.capture.begin(nodeid)
 
     def end(self, nodeid: str) -> None:
         self._in_call = None
-        if self.capture is not None and self._windows is not None and self._windows.mode != "off":
+        if self.capture is not None:
             self.capture.end()
 
     # -- at a flush -------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pytest_gpuutil.measurement.call_profile import TestProfile
@@ -60,7 +60,3 @@ class MeasurementPart:
         """What the run's summary says of this part in this process (JSON-able)."""
         return {}
 
-
-def first_problem(*problems: Optional[str]) -> str:
-    """The first of several one-line problems that is not empty."""
-    return next((p for p in problems if p), "")

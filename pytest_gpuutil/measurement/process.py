@@ -133,10 +133,6 @@ class Measurement:
         return self._completed({nodeid: profile}, wait=False)[nodeid]  # counters: now if read, else later
 
     # -- flushing -------------------------------------------------------------------------------
-    @property
-    def pending_tests(self) -> int:
-        return self.windows.pending_tests
-
     def flush_due(self) -> Optional[str]:
         """Why a flush is due now (the policy's reason), or None."""
         pending = self.windows.pending_tests + sum(part.waiting() for part in self.parts)

@@ -184,7 +184,7 @@ class Measuring:
         return {"worker": self._worker_id or "main", "mode": m.mode, "source": m.source_name,
                 "startup_s": m.startup_s, "startup_gc_s": m.startup_gc_s if m.startup_s is not None else None,
                 "fallback": m.fallback_reason,
-                "broken": m.capture.broken if m.capture is not None else "", **m.info()}
+                "broken": m.windows.broken, **m.info()}
 
     def _write_trace(self, record: TestRecord, profile: Optional[TestProfile]) -> None:
         mode = self._traces
