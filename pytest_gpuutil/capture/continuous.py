@@ -29,8 +29,8 @@ from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.findings import Finding, with_child_start
 from pytest_gpuutil.analysis.windows import WindowStats
 from pytest_gpuutil.analysis import timeline as timelines
-from pytest_gpuutil.capture.window_split import FirstUses, attribute, findings_of, syncs_of, timelines_of
-from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
+from pytest_gpuutil.capture.window_split import FirstUses, attribute, findings_of, spans_of, syncs_of, timelines_of
+from pytest_gpuutil.traces.model import GpuColumns, SyncColumns
 
 ALREADY_ACTIVE = "a torch.profiler session was already active"
 FOREIGN_PROFILER = "the test started its own torch.profiler session"
@@ -280,7 +280,7 @@ class ContinuousCapture:
         if measured and not error and self.children is not None:
             try:
                 columns, found = self.children.attribute(
-                    columns, [Window(w.start_ns, w.end_ns, "test_call") for w in measured], [w.key for w in measured])
+                    columns, spans_of(measured), [w.key for w in measured])
                 extras = {id(w): x for w, x in zip(measured, found)}
             except Exception as exc:  # noqa: BLE001 - this process's own figures still count
                 children_error = f"child processes could not be read: {exc}"
