@@ -14,10 +14,15 @@ processes in every configuration, in rounds, the order shuffled within each roun
 - ``lean``: ``--gpu-util --gpu-util-findings=off --gpu-util-memory=off``;
 - ``counters``: ``--gpu-util --gpu-util-counters=auto``.
 
-A run's time is the span from the first ``pytest_configure`` to the last ``pytest_unconfigure``
-(stamped by the suites' own conftest: everything the plugin does, none of the interpreter's start
-or torch's import, which the suite's conftest does anyway); the process's wall time and pytest's
-own "in X s" are kept too and fitted the same way (``bases``). For each configuration the
+A run's time (``run_s``) is the span from the first ``pytest_configure`` to the last
+``pytest_unconfigure`` less pytest's collection (stamped by the suites' own conftest: everything
+the plugin does, none of the interpreter's start or torch's import, which the suite's conftest does
+anyway). Collection is left out because the plugin does nothing there (its one collection hook
+takes well under a millisecond) while importing and parametrizing 1,000 tests takes a few tenths
+of a second whose scatter grows with the tests, so it would blur the per-test slope; the CUDA
+context the conftest creates at the session's start, and the plugin's start-up with it, stay in.
+The whole span, the process's wall time and pytest's own "in X s" are kept too and fitted the same
+way (``bases``). For each configuration the
 differences to plain of the same round and suite are fitted by least squares as
 
     extra seconds = start-up + tests x per_test + kernels x per_kernel
@@ -65,12 +70,13 @@ SMALL_OPS = 5
 #: GPU operations of a launch-bound test besides its K adds (the zeros' fill and .item()'s copy)
 LAUNCH_EXTRA_OPS = 2
 SPAN = re.compile(r"^COSTSPAN ([0-9.]+)$", re.M)
+COLLECTION = re.compile(r"^COSTCOLLECTION ([0-9.]+)$", re.M)
 REPORTED = re.compile(r"\bin ([0-9.]+)s\b")
 STARTUP = re.compile(r"profiler start-up ([0-9.]+) s")
 COUNTERS_STARTUP = re.compile(r"hardware counters start-up ([0-9.]+) s")
 MEASURE = re.compile(r"measurement cost ([0-9.]+) s")
-#: the bases fitted, the first one the model's
-BASES = ("span_s", "wall_s", "session_s")
+#: the bases fitted, the first one the model's (run_s: the span less pytest's collection, see the module)
+BASES = ("run_s", "span_s", "wall_s", "session_s")
 
 CONFTEST = '''\
 """Stamps the run's span for benchmarks/cost_model.py; creates the CUDA context before the tests."""
@@ -92,9 +98,17 @@ def pytest_sessionstart(session):
         torch.ones(1, device="cuda").sum().item()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_collection(session):
+    began = time.perf_counter()
+    yield
+    _T["collection"] = time.perf_counter() - began
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     print(f"\\nCOSTSPAN {time.perf_counter() - _T['configure']:.6f}")
+    print(f"COSTCOLLECTION {_T.get('collection', 0.0):.6f}")
 '''
 
 SMALL_SUITE = '''\
@@ -169,7 +183,10 @@ def _totals(doc: dict[str, Any]) -> dict[str, Any]:
 
 def parse_run(output: str, wall_s: float, run_doc: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     """The figures of one run from its output (and the plugin's gpu_util.json, when it wrote one)."""
-    got: dict[str, Any] = {"wall_s": wall_s, "span_s": first_float(SPAN, output), "session_s": reported_seconds(output),
+    span, collection = first_float(SPAN, output), first_float(COLLECTION, output)
+    got: dict[str, Any] = {"wall_s": wall_s, "span_s": span, "collection_s": collection,
+                           "run_s": None if span is None or collection is None else span - collection,
+                           "session_s": reported_seconds(output),
                            "startup_s": first_float(STARTUP, output),
                            "counters_startup_s": first_float(COUNTERS_STARTUP, output),
                            "measure_s": first_float(MEASURE, output)}

@@ -133,10 +133,10 @@ class TestRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (shallow copies: records are never changed after they are made)."""
-        data = {name: getattr(self, name) for name in _FIELD_NAMES}
+        data = dict(self.__dict__)  # the fields in their order (a frozen dataclass without slots holds only them)
         data["devices"] = list(self.devices)
         for name in MAPPING_FIELDS:
-            data[name] = {k: dict(v) if isinstance(v, Mapping) else v for k, v in data[name].items()}
+            data[name] = {k: _copy(v) for k, v in data[name].items()}
         for name in LIST_FIELDS:
             data[name] = [dict(item) for item in data[name]]
         if self.findings is not None:
@@ -170,7 +170,11 @@ class TestRecord:
         return row
 
 
-_FIELD_NAMES = tuple(f.name for f in dataclasses.fields(TestRecord))
+def _copy(value: Any) -> Any:
+    """A mapping value as a new dict (plain dicts take the fast path; an ABC check is slower)."""
+    if type(value) is dict or isinstance(value, Mapping):
+        return dict(value)
+    return value
 
 
 def gpu_totals(records: Sequence[TestRecord]) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
-from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, Finding, Floor, Glance, severity_of
+from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, Finding, Floor, Glance, Rule, severity_of
 from pytest_gpuutil.analysis.rules import BEFORE_CAUSES, RULE_IDS, RULES, RULES_BY_ID
 from pytest_gpuutil.analysis.window_facts import Timeline, WindowFacts
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Trace, Window
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from pytest_gpuutil.analysis.windows import WindowStats
 
 __all__ = ["Finding", "Fix", "Glance", "RULE_IDS", "counter_findings", "find", "find_in_trace", "findings_summary",
-           "glance", "may_fire", "parse_rule_ids", "rank_fixes", "worst_tests"]
+           "gated_rules", "glance", "may_fire", "parse_rule_ids", "rank_fixes", "worst_tests"]
 
 
 def find(events: GpuColumns, window: Window, classifier: Optional[KernelClassifier] = None,
@@ -77,11 +77,18 @@ def glance(stats: "WindowStats | TraceSummary", waits: Optional[int] = None) -> 
                   stats.category_times_us(), waits)
 
 
-def may_fire(figures: Glance, ignore: Iterable[str] = ()) -> bool:
-    """False only when no rule that reads events can fire on the window: its events need no look."""
+def gated_rules(ignore: Iterable[str] = ()) -> tuple[Rule, ...]:
+    """The rules with a gate, less ``ignore``: what :func:`may_fire` asks (a capture's flush asks
+    once for all its windows)."""
     skipped = set(ignore)
+    return tuple(rule for rule in RULES if rule.gate is not None and rule.id not in skipped)
+
+
+def may_fire(figures: Glance, ignore: Iterable[str] = (), rules: Optional[Sequence[Rule]] = None) -> bool:
+    """False only when no rule that reads events can fire on the window: its events need no look.
+    ``rules``: :func:`gated_rules` of the same ``ignore``, when known."""
     return figures.window_ns > 0 and any(
-        rule.gate(figures, rule.limits) for rule in RULES if rule.gate is not None and rule.id not in skipped)
+        rule.gate(figures, rule.limits) for rule in (gated_rules(ignore) if rules is None else rules))
 
 
 def counter_findings(busy_pct: Optional[float], sm_pct: Optional[float], ignore: Iterable[str] = (),

@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import numpy as np
 
 from pytest_gpuutil.analysis.classify import ATTENTION, COMMUNICATION, CONV, GEMM, KernelClassifier
-from pytest_gpuutil.analysis.findings import find, glance, may_fire
+from pytest_gpuutil.analysis.findings import find, gated_rules, glance, may_fire
 from pytest_gpuutil.analysis.finding_records import Finding
 from pytest_gpuutil.analysis.windows import WindowStats, assign_windows, window_stats
 from pytest_gpuutil.analysis import timeline as timelines
@@ -94,8 +94,9 @@ def findings_of(columns: GpuColumns, syncs: Optional[SyncColumns], windows: Sequ
     spans = spans_of(windows)
     waits = waits_by_window(syncs, windows, spans)
     found: dict[int, tuple[Finding, ...]] = {id(w): () for w in windows}
+    rules = gated_rules(ignore)
     looked = [i for i, w in enumerate(windows)
-              if may_fire(glance(stats[id(w)], None if waits is None else len(waits[i])), ignore)]
+              if may_fire(glance(stats[id(w)], None if waits is None else len(waits[i])), rules=rules)]
     if not looked:
         return found
     picked, picked_spans = [windows[i] for i in looked], [spans[i] for i in looked]

@@ -7,13 +7,20 @@ from typing import Any, Mapping, Sequence
 from pytest_gpuutil.records import TestRecord, gpu_totals
 
 
+def record_figures(records: Sequence[TestRecord]) -> dict[str, Any]:
+    """The part of :func:`totals` that reads every record (a run's summary asks for the totals
+    several times; its records no longer change by then, so this part can be kept)."""
+    return {"measure_in_tests_ms": sum(r.measure_ms or 0.0 for r in records), **gpu_totals(records)}
+
+
 def totals(records: Sequence[TestRecord], processes: Mapping[str, Mapping[str, Any]], test_s: float,
-           finish_s: float) -> dict[str, Any]:
-    """The whole run: tests, what measuring cost, GPU busy time over the profiled tests' time."""
-    in_tests_ms = sum(r.measure_ms or 0.0 for r in records)
+           finish_s: float, figures: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The whole run: tests, what measuring cost, GPU busy time over the profiled tests' time.
+    ``figures``: :func:`record_figures` of the same records, when known."""
+    figures = dict(record_figures(records) if figures is None else figures)
+    in_tests_ms = figures.pop("measure_in_tests_ms")
     measure_ms = in_tests_ms + (finish_s * 1000 if in_tests_ms else 0.0)
     startups = [p["startup_s"] for p in processes.values() if p.get("startup_s") is not None]
-    figures = gpu_totals(records)
     return {
         "tests": figures.pop("tests"),
         "measure_ms": measure_ms,

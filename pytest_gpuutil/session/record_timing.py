@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import pytest
+
+#: per item: whether it (or a parent) has the gpu_util marker
+_MARKED_KEY = pytest.StashKey[bool]()
+
 
 def hooked_record(item: Any, record: Any, when: str) -> Any:
     """The record after the pytest_gpuutil_record hook (see hookspecs.py)."""
@@ -36,7 +41,16 @@ class RecordTiming:
         self._files_want_records: Optional[bool] = None
 
     def thresholds_apply(self, item: Any) -> bool:
-        return self._enabled and bool(self._default_thresholds or item.get_closest_marker("gpu_util"))
+        """Limits apply to the item (run-wide ones, or its gpu_util marker); asked after its call
+        and in its call's report, so the marker's answer is kept on the item."""
+        if not self._enabled:
+            return False
+        if self._default_thresholds:
+            return True
+        marked = item.stash.get(_MARKED_KEY, None)
+        if marked is None:
+            marked = item.stash[_MARKED_KEY] = item.get_closest_marker("gpu_util") is not None
+        return marked
 
     def needs_profile_at_call(self, item: Any) -> bool:
         """Its record is needed right after the call: limits to check, or pytest-benchmark to tell."""

@@ -79,6 +79,8 @@ class GpuUtilSession:
         self.test_seconds = 0.0
         #: seconds the session's end took here: the last flush, writing gpu_util.csv/json
         self.finish_s = 0.0
+        #: the totals' per-record part, with the records' list and length it was read from (see totals)
+        self._record_figures: Optional[tuple[list[TestRecord], int, dict[str, Any]]] = None
         self.machine: Optional[dict[str, Any]] = None
         self.baseline: Optional[RunDoc] = None
         self.baseline_messages: list[str] = []
@@ -275,7 +277,11 @@ class GpuUtilSession:
         return run_files.measured(self.records)
 
     def totals(self) -> dict[str, Any]:
-        return run_totals.totals(self.records, self.processes, self.test_seconds, self.finish_s)
+        records = self.records
+        kept = self._record_figures
+        if kept is None or kept[0] is not records or kept[1] != len(records):
+            kept = self._record_figures = (records, len(records), run_totals.record_figures(records))
+        return run_totals.totals(records, self.processes, self.test_seconds, self.finish_s, kept[2])
 
     def gpu_table(self) -> list[dict[str, Any]]:
         """Busy time per physical GPU and which workers used it."""
