@@ -21,8 +21,12 @@ anyway). Collection is left out because the plugin does nothing there (its one c
 takes well under a millisecond) while importing and parametrizing 1,000 tests takes a few tenths
 of a second whose scatter grows with the tests, so it would blur the per-test slope; the CUDA
 context the conftest creates at the session's start, and the plugin's start-up with it, stay in.
-The whole span, the process's wall time and pytest's own "in X s" are kept too and fitted the same
-way (``bases``). For each configuration the
+Kept too and fitted the same way (``bases``): ``cpu_s``, the process's CPU time (every thread)
+over the same span less collection, which a busy shared host's preemption does not stretch (the
+GPU host's wall times scatter by a fifth between rounds; the plugin's cost is CPU work);
+``tests_s``, from the first test's set-up to the end, without the CUDA context's creation (whose
+time varies by a tenth of a second and lands in the start-up); the whole span, the process's wall
+time and pytest's own "in X s". For each configuration the
 differences to plain of the same round and suite are fitted by least squares as
 
     extra seconds = start-up + tests x per_test + kernels x per_kernel
@@ -71,12 +75,14 @@ SMALL_OPS = 5
 LAUNCH_EXTRA_OPS = 2
 SPAN = re.compile(r"^COSTSPAN ([0-9.]+)$", re.M)
 COLLECTION = re.compile(r"^COSTCOLLECTION ([0-9.]+)$", re.M)
+CPU = re.compile(r"^COSTCPU ([0-9.]+)$", re.M)
+TESTS = re.compile(r"^COSTTESTS ([0-9.]+)$", re.M)
 REPORTED = re.compile(r"\bin ([0-9.]+)s\b")
 STARTUP = re.compile(r"profiler start-up ([0-9.]+) s")
 COUNTERS_STARTUP = re.compile(r"hardware counters start-up ([0-9.]+) s")
 MEASURE = re.compile(r"measurement cost ([0-9.]+) s")
 #: the bases fitted, the first one the model's (run_s: the span less pytest's collection, see the module)
-BASES = ("run_s", "span_s", "wall_s", "session_s")
+BASES = ("run_s", "cpu_s", "tests_s", "span_s", "wall_s", "session_s")
 
 CONFTEST = '''\
 """Stamps the run's span for benchmarks/cost_model.py; creates the CUDA context before the tests."""
@@ -91,6 +97,12 @@ _T = {}
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
     _T["configure"] = time.perf_counter()
+    _T["configure_cpu"] = time.process_time()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    _T.setdefault("first_test", time.perf_counter())
 
 
 def pytest_sessionstart(session):
@@ -100,15 +112,18 @@ def pytest_sessionstart(session):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_collection(session):
-    began = time.perf_counter()
+    began, began_cpu = time.perf_counter(), time.process_time()
     yield
     _T["collection"] = time.perf_counter() - began
+    _T["collection_cpu"] = time.process_time() - began_cpu
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     print(f"\\nCOSTSPAN {time.perf_counter() - _T['configure']:.6f}")
     print(f"COSTCOLLECTION {_T.get('collection', 0.0):.6f}")
+    print(f"COSTCPU {time.process_time() - _T['configure_cpu'] - _T.get('collection_cpu', 0.0):.6f}")
+    print(f"COSTTESTS {time.perf_counter() - _T['first_test'] if 'first_test' in _T else 0.0:.6f}")
 '''
 
 SMALL_SUITE = '''\
@@ -186,6 +201,7 @@ def parse_run(output: str, wall_s: float, run_doc: Optional[dict[str, Any]] = No
     span, collection = first_float(SPAN, output), first_float(COLLECTION, output)
     got: dict[str, Any] = {"wall_s": wall_s, "span_s": span, "collection_s": collection,
                            "run_s": None if span is None or collection is None else span - collection,
+                           "cpu_s": first_float(CPU, output), "tests_s": first_float(TESTS, output),
                            "session_s": reported_seconds(output),
                            "startup_s": first_float(STARTUP, output),
                            "counters_startup_s": first_float(COUNTERS_STARTUP, output),
@@ -416,6 +432,12 @@ def table(doc: dict[str, Any]) -> str:
         lines.append(f"{name:10} {fitted['startup_s']:>8.3f}{_interval(fitted, 'startup_s', 1, 3):>16} "
                      f"{fitted['per_test_us']:>8.1f}{_interval(fitted, 'per_test_us', 1, 1):>16} "
                      f"{fitted['per_kernel_us']:>8.2f}{_interval(fitted, 'per_kernel_us', 1, 2):>16}")
+    for basis in ("cpu_s", "tests_s"):
+        for name, fitted in (doc.get("bases", {}).get(basis) or {}).items():
+            if name != "plain":
+                lines.append(f"  on {basis}: {name:9} {fitted['startup_s']:>7.3f} s{_interval(fitted, 'startup_s', 1, 3)}, "
+                             f"{fitted['per_test_us']:.1f} µs a test{_interval(fitted, 'per_test_us', 1, 1)}, "
+                             f"{fitted['per_kernel_us']:.2f} µs a kernel{_interval(fitted, 'per_kernel_us', 1, 2)}")
     if doc.get("plain_per_test_us") is not None:
         lines.append(f"plain itself: {doc['plain_per_test_us']:.1f} µs per test, {doc['plain_per_kernel_us']:.2f} µs per kernel")
     if doc.get("counters_thread_cpu_pct") is not None:

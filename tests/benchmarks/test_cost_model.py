@@ -95,7 +95,8 @@ def fake_runner(clock: FakeClock, seconds: dict[str, float], noise: float = 0.0,
         span = base + extra + rng.normal(0.0, noise)
         clock.t += 2.0 + span + seconds.get(config, 0.0)
         collection = 0.2e-3 * suite.tests  # pytest's collection: left out of the model's basis (run_s)
-        return {"run_s": span, "collection_s": collection, "span_s": span + collection,
+        return {"run_s": span, "cpu_s": span * 0.9, "tests_s": span - 0.3, "collection_s": collection,
+                "span_s": span + collection,
                 "wall_s": span + collection + 1.5, "session_s": round(span, 2),
                 "startup_s": TRUTH[config][0] if config != "plain" else None, "measure_s": 0.01,
                 "counters_thread_cpu_pct": 3.0 if config == "counters" else None}
@@ -124,7 +125,8 @@ def test_measure_and_document_give_each_configs_model_beyond_plain(tmp_path: Pat
     assert doc["plain_per_kernel_us"] == pytest.approx(7.0, abs=1e-6)
     assert doc["counters_thread_cpu_pct"] == 3.0
     assert doc["configs"]["lean"]["args"] == ["--gpu-util", "--gpu-util-findings=off", "--gpu-util-memory=off"]
-    assert doc["basis"] == "run_s" and set(doc["bases"]) == {"run_s", "span_s", "wall_s", "session_s"}
+    assert doc["basis"] == "run_s"
+    assert set(doc["bases"]) == {"run_s", "cpu_s", "tests_s", "span_s", "wall_s", "session_s"}
     # the whole span holds the collection's 0.2 ms a test, plain or not: beyond plain it cancels
     assert doc["bases"]["span_s"]["default"]["per_test_us"] == pytest.approx(TRUTH["default"][1] * 1e6, abs=1e-6)
     assert doc["bases"]["span_s"]["plain"]["per_test_us"] == pytest.approx(1200 + 200, abs=1e-6)
@@ -188,18 +190,23 @@ def test_the_suites_hold_the_tests_and_kernels_they_say(tmp_path: Path):
         assert f"{suite.tests} tests collected" in out.stdout, out.stdout[-2000:]
         assert "COSTSPAN" in out.stdout  # the conftest stamps the span, and the collection within it
         collection = float(re.search(r"^COSTCOLLECTION ([0-9.]+)$", out.stdout, re.M).group(1))
-        assert 0 < collection < float(re.search(r"^COSTSPAN ([0-9.]+)$", out.stdout, re.M).group(1))
+        span = float(re.search(r"^COSTSPAN ([0-9.]+)$", out.stdout, re.M).group(1))
+        assert 0 < collection < span
+        assert 0 < float(re.search(r"^COSTCPU ([0-9.]+)$", out.stdout, re.M).group(1))
+        assert float(re.search(r"^COSTTESTS ([0-9.]+)$", out.stdout, re.M).group(1)) == 0.0  # no test ran
     assert "range(20000)" in found[5].path.read_text()
 
 
 def test_one_runs_output_is_read(tmp_path: Path):
     output = ("....\n300 passed in 1.23s\n--- gpu-util ---\nprofiler start-up 0.052 s (CUPTI), not charged to any test\n"
               "measurement cost 0.041 s (0.030 s with the tests, the rest at the end)\n"
-              "hardware counters start-up 0.300 s, not charged\n\nCOSTSPAN 2.345678\nCOSTCOLLECTION 0.345678\n")
+              "hardware counters start-up 0.300 s, not charged\n\nCOSTSPAN 2.345678\nCOSTCOLLECTION 0.345678\n"
+              "COSTCPU 1.5\nCOSTTESTS 1.25\n")
     doc = {"totals": {"counters_thread_cpu_s": 0.05, "test_s": 1.0}, "machine_info": {"gpu_model": "H", "torch": "2.x"}}
     got = cost_model.parse_run(output, 4.5, doc)
     assert got["span_s"] == 2.345678 and got["session_s"] == 1.23 and got["startup_s"] == 0.052
     assert got["collection_s"] == 0.345678 and got["run_s"] == pytest.approx(2.0)  # the model's basis: less collection
+    assert got["cpu_s"] == 1.5 and got["tests_s"] == 1.25
     assert got["measure_s"] == 0.041 and got["counters_startup_s"] == 0.3 and got["wall_s"] == 4.5
     assert got["counters_thread_cpu_pct"] == pytest.approx(5.0) and got["gpu"] == "H" and got["torch"] == "2.x"
 
