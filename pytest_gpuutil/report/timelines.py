@@ -158,17 +158,18 @@ def write_sidecar(directory: Path, timelines: Mapping[str, Mapping[str, Any]]) -
     return atomic_write_bytes(path, gzip.compress(text, mtime=0))
 
 
-def read_sidecar(run_path: Path) -> tuple[dict[str, dict[str, Any]], str]:
-    """The timelines stored beside a run document, and what is wrong with the file ("" if fine or absent)."""
+def read_sidecar(run_path: Path, consequence: str = "the page has no timelines") -> tuple[dict[str, dict[str, Any]], str]:
+    """The timelines stored beside a run document, and what is wrong with the file ("" if fine or
+    absent; ``consequence`` ends that line)."""
     path = Path(run_path).parent / SIDECAR
     if not path.is_file():
         return {}, ""
     try:
         doc = json.loads(gzip.decompress(path.read_bytes()))
     except (OSError, ValueError, EOFError) as exc:
-        return {}, f"{path}: not a timelines file ({exc}); the page has no timelines"
+        return {}, f"{path}: not a timelines file ({exc}); {consequence}"
     if not isinstance(doc, Mapping) or doc.get("format") != SIDECAR_FORMAT or not isinstance(doc.get("tests"), Mapping):
-        return {}, f"{path}: not a timelines file (no format {SIDECAR_FORMAT!r}); the page has no timelines"
+        return {}, f"{path}: not a timelines file (no format {SIDECAR_FORMAT!r}); {consequence}"
     return {str(k): dict(v) for k, v in doc["tests"].items() if isinstance(v, Mapping)}, ""
 
 

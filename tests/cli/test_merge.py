@@ -97,3 +97,49 @@ def test_python_dash_m_runs_it(tmp_path, shards):
     done = subprocess.run([sys.executable, "-m", "pytest_gpuutil", "merge", str(shards[1]), str(shards[1]), "-o",
                            str(out)], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+PLANTED = Path(__file__).resolve().parents[1] / "data" / "html_golden" / "planted_timelines.json.gz"
+
+
+def planted_timeline() -> dict:
+    """The timeline of the HTML golden page's planted window (a real one, as a run writes it)."""
+    import gzip
+
+    return next(iter(json.loads(gzip.decompress(PLANTED.read_bytes()))["tests"].values()))
+
+
+def test_the_shards_timelines_are_merged_beside_the_output_and_drawn_by_report(tmp_path, capsys):
+    from pytest_gpuutil.report.timelines import read_sidecar, write_sidecar
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = write_run(tmp_path / "a" / "gpu_util.json", {"t.py::test_a": 50.0})
+    b = write_run(tmp_path / "b" / "gpu_util.json", {"t.py::test_b": 20.0, "t.py::test_c": 30.0})
+    timeline = planted_timeline()
+    write_sidecar(a.parent, {"t.py::test_a": timeline, "t.py::test_gone": timeline})  # not a test of this run
+    write_sidecar(b.parent, {"t.py::test_c": timeline})
+    out = tmp_path / "merged" / "gpu_util.json"
+    assert merge_cli.main([str(a), str(b), "-o", str(out)]) == 0
+    stdout, stderr = capsys.readouterr()
+    assert stdout == f"merged 2 runs into {out} (3 tests, 2 with a timeline)\n" and stderr == ""
+    merged, problem = read_sidecar(out)
+    assert problem == "" and merged == {"t.py::test_a": timeline, "t.py::test_c": timeline}
+    assert report_cli.main([str(out)]) == 0
+    assert capsys.readouterr().out.endswith("(3 tests, 2 with a timeline)\n")
+    page = (out.parent / "report.html").read_text(encoding="utf-8")
+    assert 'id="gu-timelines"' in page and "t.py::test_c" in page
+
+
+def test_a_shards_broken_timelines_are_a_warning_and_an_old_merge_s_are_removed(tmp_path, shards, capsys):
+    (tmp_path / "timelines.json.gz").write_bytes(b"not gzip")  # beside both shards
+    out_dir = tmp_path / "merged"
+    out_dir.mkdir()
+    (out_dir / "timelines.json.gz").write_bytes(b"an earlier merge's")
+    out = out_dir / "gpu_util.json"
+    assert merge_cli.main([*map(str, shards), "-o", str(out)]) == 0
+    stdout, stderr = capsys.readouterr()
+    assert stdout == f"merged 2 runs into {out} (3 tests)\n"
+    assert stderr.startswith(f"warning: {tmp_path / 'timelines.json.gz'}: not a timelines file (")
+    assert stderr.endswith("; its tests are merged without their timelines\n") and stderr.count("\n") == 1
+    assert not (out_dir / "timelines.json.gz").exists()

@@ -126,3 +126,22 @@ def test_under_xdist_the_timelines_travel_to_the_controller(suite: pytest.Pytest
     run(suite, "-n", "2", "--gpu-util", "--gpu-util-html").assert_outcomes(passed=9)
     kept = sidecar(suite.path)
     assert "test_work.py::test_streams" in kept and "test_work.py::test_waits" in kept
+
+
+def test_ci_shards_timelines_survive_gpuutil_merge(suite: pytest.Pytester) -> None:
+    """Two shards of one suite (each its own run, as two CI jobs), merged: the merged page draws
+    the timelines of both."""
+    from pytest_gpuutil.cli.merge import main as merge_main
+
+    run(suite, "--gpu-util", "--gpu-util-html", "--gpu-util-dir=shard1", "-k", "test_mm").assert_outcomes(passed=6)
+    run(suite, "--gpu-util", "--gpu-util-html", "--gpu-util-dir=shard2", "-k", "not test_mm").assert_outcomes(passed=3)
+    first = json.loads(gzip.decompress((suite.path / "shard1" / "timelines.json.gz").read_bytes()))["tests"]
+    second = json.loads(gzip.decompress((suite.path / "shard2" / "timelines.json.gz").read_bytes()))["tests"]
+    assert first and second and not set(first) & set(second)
+    merged = suite.path / "merged" / "gpu_util.json"
+    assert merge_main([str(suite.path / "shard1" / "gpu_util.json"), str(suite.path / "shard2" / "gpu_util.json"),
+                       "-o", str(merged)]) == 0
+    assert report_main([str(merged)]) == 0
+    drawn = page_timelines((merged.parent / "report.html").read_text(encoding="utf-8"))  # keyed by the page's rows
+    assert len(drawn) == len(first) + len(second)
+    assert sorted(drawn.values(), key=json.dumps) == sorted([*first.values(), *second.values()], key=json.dumps)
