@@ -78,3 +78,18 @@ def test_child_process_counts_say_where_the_work_was() -> None:
                                              "child_work_not_measured": 1}
     again = TestRecord.from_dict(records[1].to_dict())
     assert again.processes == (parent, kid) and TestRecord.from_dict({"test": "old", "outcome": "passed"}).processes == ()
+
+
+def test_a_records_dict_has_every_field_in_order_and_copies_its_mappings() -> None:
+    import dataclasses
+    from types import MappingProxyType
+
+    categories = {"gemm": {"time_us": 5.0}}
+    record = dataclasses.replace(TestRecord("t", "passed", categories=categories),
+                                 kernel_bench=MappingProxyType({"mm": MappingProxyType({"median_ms": 1.0})}))
+    data = record.to_dict()
+    assert list(data) == [f.name for f in dataclasses.fields(TestRecord)]
+    assert data["kernel_bench"] == {"mm": {"median_ms": 1.0}} and type(data["kernel_bench"]["mm"]) is dict
+    data["categories"]["gemm"]["time_us"] = 0.0  # the dict is the caller's: the record keeps its own
+    assert record.categories["gemm"]["time_us"] == 5.0
+    json.dumps(data)
