@@ -114,15 +114,20 @@ def counter_mode(text: str) -> str:
     return value
 
 
-def sampling_interval_ms(text: str) -> float:
-    """A PM sampling interval in milliseconds: 0.01 (CUPTI's finest) to 1000."""
+def _milliseconds(text: str, low: float, high: float) -> float:
+    """A number of milliseconds (an "ms" suffix allowed) from ``low`` to ``high``."""
     try:
         value = float(str(text).strip().removesuffix("ms").strip())
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of milliseconds, got {text!r}") from None
-    if not 0.01 <= value <= 1000:
-        raise argparse.ArgumentTypeError(f"expected 0.01 to 1000 milliseconds, got {text!r}")
+    if not low <= value <= high:
+        raise argparse.ArgumentTypeError(f"expected {low:g} to {high:g} milliseconds, got {text!r}")
     return value
+
+
+def sampling_interval_ms(text: str) -> float:
+    """A PM sampling interval in milliseconds: 0.01 (CUPTI's finest) to 1000."""
+    return _milliseconds(text, 0.01, 1000)
 
 
 #: --gpu-util-timelines all, as parsed (Settings.timelines holds None for it)
@@ -147,13 +152,7 @@ def timeline_count(text: str) -> int:
 
 def gap_ms(text: str) -> float:
     """The shortest idle gap a timeline labels, in ms (0.001 to 60000)."""
-    try:
-        value = float(str(text).strip().removesuffix("ms").strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of milliseconds, got {text!r}") from None
-    if not 0.001 <= value <= 60_000:
-        raise argparse.ArgumentTypeError(f"expected 0.001 to 60000 milliseconds, got {text!r}")
-    return value
+    return _milliseconds(text, 0.001, 60_000)
 
 
 def plain_string(text: str) -> str:
