@@ -31,7 +31,7 @@ def floor_pins(requirements: list[str]) -> list[str]:
 def source_tree(tmp_path: Path) -> Path:
     source = tmp_path / "src"
     source.mkdir()
-    for name in ("pyproject.toml", "setup.py", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
     shutil.copytree(ROOT / "pytest_gpuutil", source / "pytest_gpuutil", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     return source

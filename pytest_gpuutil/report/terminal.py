@@ -231,6 +231,15 @@ def measurement_warnings(state: RunState) -> list[str]:
     return list(dict.fromkeys(r for r in reasons if r))
 
 
+def no_cuda_line(outcomes: list[str]) -> str:
+    """What happened on a machine without CUDA: every test skipped, or how many ran unmeasured."""
+    skipped = sum(1 for o in outcomes if o == "skipped")
+    if outcomes and skipped == len(outcomes):
+        return f"{_count(skipped, 'test')} skipped: no CUDA device found, nothing measured"
+    ran = f"{_count(len(outcomes), 'test')} ran" + (f", {skipped} skipped" if skipped else "")
+    return f"no CUDA device found: GPU fields are empty in the files ({ran})"
+
+
 def write_summary(state: RunState, tr: Any) -> None:
     if not state.has_output() and not state.usage_errors and state.settings.compare is None:
         return  # with --gpu-util-compare the gate's outcome is always reported (it may set the exit status)
@@ -246,7 +255,7 @@ def write_summary(state: RunState, tr: Any) -> None:
     for problem in measurement_warnings(state) + state.trace_errors + state.unavailable:
         tr.write_line(f"WARNING: {problem}", yellow=True)
     if state.settings.enabled and state.no_cuda():
-        tr.write_line(f"no CUDA device found: GPU fields are empty in the files ({_count(len(state.records), 'test')} ran)")
+        tr.write_line(no_cuda_line([r.outcome for r in state.records]))
     elif state.settings.enabled:
         if state.measured():
             write_table(top_tests_table(state, terminal), tr, terminal)
