@@ -309,6 +309,258 @@ def layers_markdown() -> str:
     return "\n".join(out)
 
 
+# -- measured figures (cost.md, trust.md, platforms.md) ----------------------------------------
+#
+# Every measured figure on a page comes from a committed file under benchmarks/results/, the newest
+# of its kind: the run folder's date (``2026-11-27_h100``), then the file's own ``date``, then when git
+# last committed it (a file not committed yet counts as newest), then its path.
+
+RESULTS = ROOT / "benchmarks" / "results"
+_RUN_DATE = re.compile(r"^(\d{4}-\d{2}-\d{2})")
+
+
+def _git_time(path: Path) -> float:
+    try:
+        out = subprocess.run(["git", "log", "-1", "--format=%ct", "--", str(path)], cwd=ROOT, capture_output=True,
+                             text=True, timeout=30, check=False).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return 0.0
+    return float(out) if out else float("inf")  # not committed yet: the newest
+
+
+def _run_date(path: Path, base: Path = RESULTS) -> str:
+    """The date of the run folder ``path`` lies in (``2026-11-27_h100/...``), else ""."""
+    match = _RUN_DATE.match(path.relative_to(base).parts[0])
+    return match.group(1) if match else ""
+
+
+def newest(name: str, results: Path | None = None, accept: Any = None) -> Path:
+    """The newest results file called ``name`` (``accept(doc)`` false: skipped), by run date, own date, commit."""
+    import json
+
+    base = results or RESULTS
+    found = []
+    for path in base.rglob(name):
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8")) if name.endswith(".json") else None
+        except ValueError:
+            continue
+        if accept is not None and not accept(doc):
+            continue
+        own = str(doc.get("date", "")) if isinstance(doc, dict) else ""
+        found.append(((_run_date(path, base), own, _git_time(path), str(path)), path))
+    if not found:
+        raise DocsError(f"no results file {name} under {base}")
+    return max(found, key=lambda item: item[0])[1]
+
+
+def _load(path: Path) -> dict[str, Any]:
+    import json
+
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _where(path: Path) -> str:
+    return _code(path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.name)
+
+
+_ENV = re.compile(r"torch (\S+) cuda (\S+) (.+?)(?: x (\d+))?(?= (?:triton|python|pytest|cpus|numpy)\b|\s*$)")
+
+
+def parse_env(line: str) -> dict[str, str] | None:
+    """A device run's env.txt first line: torch, CUDA, the GPU and its count; None when it is not one."""
+    match = _ENV.match(" ".join(line.split()))
+    if not match:
+        return None
+    return {"torch": match.group(1), "cuda": match.group(2), "gpu": match.group(3), "count": match.group(4) or "1"}
+
+
+def _env_of(path: Path) -> dict[str, str] | None:
+    """The env.txt of the run ``path`` belongs to (its folder or one above, within benchmarks/results/)."""
+    for folder in (path.parent, *path.parent.parents):
+        env = folder / "env.txt"
+        if env.is_file():
+            return parse_env(env.read_text(encoding="utf-8").splitlines()[0])
+        if folder in (RESULTS, ROOT):
+            break
+    return None
+
+
+def _env_text(path: Path) -> str:
+    env = _env_of(path)
+    return f"{env['gpu']}, torch {env['torch']}, CUDA {env['cuda']}" if env else "not recorded"
+
+
+_DRIVER = re.compile(r'Driver Version: ([0-9.]+)|"driver": "([0-9.]+)"')
+
+
+def _drivers(run: Path) -> set[str]:
+    """The NVIDIA driver versions a run folder recorded (nvidia-smi.txt, a file's machine info)."""
+    found: set[str] = set()
+    for path in [*run.rglob("nvidia-smi.txt"), *run.rglob("*.json")]:
+        if path.stat().st_size < 5_000_000:
+            for match in _DRIVER.finditer(path.read_text(encoding="utf-8", errors="replace")):
+                found.add(match.group(1) or match.group(2))
+    return found
+
+
+def _fmt(value: Any, digits: int) -> str:
+    return "—" if value is None else f"{value:,.{digits}f}"
+
+
+def _median_range(value: Any, digits: int) -> str:
+    """A figure as ``median (low-high)``: a number, a ``{"median", "range"}`` or a ``[median, [low, high]]``."""
+    if isinstance(value, Mapping):
+        low, high = value.get("range") or (None, None)
+        text = _fmt(value.get("median"), digits)
+        return text + (f" ({_fmt(low, digits)} to {_fmt(high, digits)})" if low is not None else "")
+    return _fmt(value, digits)
+
+
+def cost_markdown(path: Path | None = None) -> str:
+    """The cost model from the newest ``cost.json``: its provenance, one table, a worked example."""
+    path = path or newest("cost.json")
+    doc = _load(path)
+    configs = doc["configs"]
+    has_self = any("self_per_test_us" in c for c in configs.values())
+    has_slope = any("slope_per_test_us" in c for c in configs.values())
+    head = ["configuration", "start-up s", "µs per test", "µs per kernel"]
+    head += ["plugin's own µs per test (self-timed)"] * has_self + ["µs per test, slope over suite sizes"] * has_slope
+    lines = [f"Measured on an {doc.get('gpu', 'unknown GPU')} (torch {doc.get('torch', '?')}, Python "
+             f"{doc.get('python', '?')}) on {doc.get('date', '?')}, {doc.get('rounds', '?')} interleaved rounds, "
+             f"beyond a plain run; 95 % intervals in brackets (file: {_where(path)}).", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+
+    def ci(config: Mapping[str, Any], key: str, digits: int) -> str:
+        low, high = (config.get("ci95") or {}).get(key, (None, None))
+        text = _fmt(config.get(key), digits)
+        return text + (f" ({_fmt(low, digits)} to {_fmt(high, digits)})" if low is not None else "")
+
+    for name, config in configs.items():
+        label = f"{name}: `pytest {' '.join(config.get('args', ()))}`"
+        row = [label, ci(config, "startup_s", 3), ci(config, "per_test_us", 0), ci(config, "per_kernel_us", 2)]
+        row += [_median_range(config.get("self_per_test_us"), 0)] * has_self
+        row += [_median_range(config.get("slope_per_test_us"), 0)] * has_slope
+        lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
+    if "plain_per_test_us" in doc:
+        row = ["plain pytest itself, for scale", "—", _fmt(doc["plain_per_test_us"], 0),
+               _fmt(doc.get("plain_per_kernel_us"), 2)] + ["—"] * (has_self + has_slope)
+        lines.append("| " + " | ".join(row) + " |")
+    thread = doc.get("counters_thread_pct_busy", doc.get("counters_thread_cpu_pct"))
+    if thread is not None:
+        lines += ["", f"With the counters on, their sampling thread kept {_median_range(thread, 1)} % of one CPU core "
+                      "busy while the tests ran."]
+    default = configs.get("default") or next(iter(configs.values()))
+    tests, kernels = 2000, 500_000
+    extra = default["startup_s"] + tests * default["per_test_us"] / 1e6 + kernels * default["per_kernel_us"] / 1e6
+    lines += ["", f"Worked example with the default configuration's figures: a suite of {tests:,} tests launching "
+                  f"{kernels:,} kernels in all takes about {default['startup_s']:.2f} + {tests:,} × "
+                  f"{default['per_test_us']:.0f} µs + {kernels:,} × {default['per_kernel_us']:.2f} µs ≈ "
+                  f"**{extra:.1f} s** longer than without the plugin."]
+    return "\n".join(lines)
+
+
+def _trust_rows() -> list[list[str]]:
+    rows = []
+    duty = newest("duty_ground_truth.json", accept=lambda d: bool((d or {}).get("duty", {}).get("rows")))
+    table = _load(duty)["duty"]["rows"]
+    errors = [r["ours_truth_window_pct"] - r["truth_pct"] for r in table if r.get("ours_truth_window_pct") is not None]
+    rows.append(["busy %", f"`--gpu-util` against CUDA-event truth at {table[0]['duty_pct']:.0f} to "
+                 f"{table[-1]['duty_pct']:.0f} % duty cycles: {min(errors):+.2f} to {max(errors):+.2f} points",
+                 duty, "duty"])
+    children = newest("children.json", accept=lambda d: isinstance(d, dict) and d.get("cases") and not d.get("two_gpu"))
+    cases = _load(children)["cases"]
+    errs = sorted(c["error_pct"] for c in cases if c.get("error_pct") is not None)
+    worst = max((c for c in cases if c.get("error_pct") is not None), key=lambda c: abs(c["error_pct"]))
+    rows.append(["child processes", f"{sum(bool(c.get('ok')) for c in cases)} of {len(cases)} cases within their "
+                 f"own limits; GPU ms against the children's CUDA-event truth: median {errs[len(errs) // 2]:+.2f} %, "
+                 f"{sum(abs(e) <= 1 for e in errs)} of {len(errs)} within 1 %, the farthest {worst['case']} "
+                 f"({worst['error_pct']:+.2f} %, on purpose: its limit is the case's own)", children, "children"])
+    memory = newest("memory_truth.json", accept=lambda d: isinstance(d, dict) and d.get("checks"))
+    checks = _load(memory)["checks"]
+    one_gib = next((c.get("seen") for c in checks if "1 GiB" in c.get("check", "")), None)
+    rows.append(["GPU memory", f"{sum(bool(c.get('holds')) for c in checks)} of {len(checks)} checks hold"
+                 + (f"; a 1 GiB tensor reads {one_gib:.1f} MiB peak" if isinstance(one_gib, (int, float)) else ""),
+                 memory, "memory"])
+    hardware = newest("hardware.json", accept=lambda d: isinstance(d, dict) and d.get("checks") and d.get("agreement"))
+    doc = _load(hardware)
+    worst = max(abs(v["difference"]) for case in doc["agreement"].values() for v in case.values()
+                if isinstance(v, Mapping) and v.get("difference") is not None)
+    rows.append(["hardware counters", f"{sum(bool(c.get('holds', c.get('ok'))) for c in doc['checks'])} of "
+                 f"{len(doc['checks'])} checks hold; CUPTI PM sampling and NVML GPM within {worst:.1f} points",
+                 hardware, "hardware"])
+    return [[what, figure, _env_text(path), _where(path), f"`device.sh OUT {step}`"]
+            for what, figure, path, step in rows]
+
+
+def trust_markdown() -> str:
+    """One table: each kind of figure against its ground truth, from the newest results file of each."""
+    lines = ["| figure | checked against ground truth | GPU, torch, CUDA | results file | re-measure |",
+             "|---|---|---|---|---|"]
+    lines += ["| " + " | ".join(_cell(c) if not c.startswith("`") else c for c in row) + " |" for row in _trust_rows()]
+    return "\n".join(lines)
+
+
+def platforms_markdown() -> str:
+    """The GPUs, torch, CUDA and driver versions the committed results were measured on."""
+    runs: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for env_file in sorted(RESULTS.rglob("env.txt")):
+        env = parse_env(env_file.read_text(encoding="utf-8").splitlines()[0])
+        if env is None:
+            continue
+        run = RESULTS / env_file.relative_to(RESULTS).parts[0]
+        seen = runs.setdefault((env["gpu"], env["torch"], env["cuda"]), {"drivers": set(), "date": "", "counts": set()})
+        seen["drivers"] |= _drivers(run)
+        seen["counts"].add(env["count"])
+        seen["date"] = max(seen["date"], _run_date(env_file))
+    lines = ["| GPU | GPUs a host | torch | CUDA | driver | OS | newest run |", "|---|---|---|---|---|---|---|"]
+    for (gpu, torch_v, cuda_v), seen in sorted(runs.items()):
+        lines.append(f"| {gpu} | {', '.join(sorted(seen['counts']))} | {torch_v} | {cuda_v} | "
+                     f"{', '.join(sorted(seen['drivers'])) or 'not recorded'} | Linux | {seen['date']} |")
+    return "\n".join(lines)
+
+
+# -- the main job's sample (README.md, getting-started.md) ----------------------------------------
+
+SAMPLE_COMMAND = "pytest --gpu-util --gpu-util-html examples/"
+SAMPLE_SECTION = "GPU utilization (pytest-gpuutil)"
+
+
+def newest_sample(results: Path | None = None) -> Path:
+    """The main job's newest 80-column log: a ``sample/`` folder's (device.sh's ``sample`` step) first."""
+    base = results or RESULTS
+    logs = sorted(base.rglob("examples_80.log"))
+    if not logs:
+        raise DocsError(f"no examples_80.log under {base}")
+    from_step = [p for p in logs if p.parent.name == "sample"]
+    pool = from_step or logs
+    return max(pool, key=lambda p: (_run_date(p, base), _git_time(p), str(p)))
+
+
+def sample_markdown(path: Path | None = None) -> str:
+    """The GPU section of the main job's log as a text block, with where and on what it ran."""
+    path = path or newest_sample()
+    lines = path.read_text(encoding="utf-8").splitlines()
+    start = next((i for i, line in enumerate(lines) if SAMPLE_SECTION in line), None)
+    if start is None:
+        raise DocsError(f"{path}: no '{SAMPLE_SECTION}' section in the log")
+    env = _env_of(path)
+    on = f"an {env['gpu']} (torch {env['torch']}, CUDA {env['cuda']})" if env else "a GPU"
+    date = _run_date(path)
+    head = (f"What the main job printed on {on}" + (f" on {date}" if date else "")
+            + f", at 80 columns ({_where(path)}):")
+    return "\n".join([head, "", "```text", f"$ {SAMPLE_COMMAND}", *lines[start:], "```"])
+
+
+def sample_block(markdown: str, path: Path | None = None) -> str:
+    """``markdown`` with the text between ``<!-- sample:start -->`` and ``<!-- sample:end -->`` rendered anew."""
+    begin, end = "<!-- sample:start -->", "<!-- sample:end -->"
+    if markdown.count(begin) != 1 or markdown.count(end) != 1:
+        raise DocsError("the sample block needs one <!-- sample:start --> and one <!-- sample:end -->")
+    before, rest = markdown.split(begin)
+    return before + begin + "\n" + sample_markdown(path) + "\n" + end + rest.split(end, 1)[1]
+
+
 # -- the page ----------------------------------------------------------------------------------
 
 def fill(markdown: str, page_name: str = "page") -> str:
@@ -318,7 +570,8 @@ def fill(markdown: str, page_name: str = "page") -> str:
         raise DocsError(f"{page_name}: examples without a <!-- gpuutil:findings --> marker")
     markdown = EXAMPLE.sub("", markdown)
     makers = {"options": options_markdown, "findings": lambda: findings_markdown(examples), "cli": cli_markdown,
-              "layers": layers_markdown}
+              "layers": layers_markdown, "cost": cost_markdown, "trust": trust_markdown,
+              "platforms": platforms_markdown, "sample": sample_markdown}
 
     def replace(match: re.Match) -> str:
         name = match.group(1)

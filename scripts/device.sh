@@ -96,6 +96,21 @@ after_examples() {
   return 0
 }
 
+defstep sample 60 62 "the README's sample and docs/img/report.png from one run: pytest --gpu-util --gpu-util-html examples/ at COLUMNS=80 (sample/: examples_80.log, gpu_util/ with report.html, env.txt); then, on a CPU machine, python scripts/render_sample.py RUN_DIR (about 20 s)"
+step_sample() {
+  # the README shows this log's GPU section; scripts/render_sample.py renders README.md's sample block
+  # and docs/img/report.png from this one run (sample/gpu_util/report.html), so the two cannot disagree
+  rm -rf .gpu_util "$W/sample"
+  mkdir -p "$W/sample"
+  COLUMNS=80 python3 -m pytest --gpu-util --gpu-util-html examples/ -p no:cacheprovider 2>&1 | tee "$W/sample/examples_80.log"
+  return "${PIPESTATUS[0]}"
+}
+after_sample() {
+  cp -r .gpu_util "$W/sample/gpu_util" 2>/dev/null
+  cp "$W/env.txt" "$W/sample/env.txt" 2>/dev/null
+  return 0
+}
+
 defstep examples_truth 120 45 "the main job's story: validation/examples_truth.py runs pytest --gpu-util --gpu-util-html examples/ at COLUMNS=80 in a temporary folder; each problem example exactly its finding, each fix none, the fix's figure moved (examples_truth/: examples.json, examples_80.log, examples_report.html, gpu_util.json)"
 step_examples_truth() {
   python3 validation/examples_truth.py "$W/examples_truth" --columns 80
