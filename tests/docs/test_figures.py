@@ -1,0 +1,164 @@
+"""Measured figures on the pages and in the README come from the newest committed results file.
+
+docs/hooks.py renders the cost model, the trust table, the platforms table and the main job's
+sample from ``benchmarks/results/`` at build time; README.md's sample is rendered by the same
+function (scripts/render_sample.py). These tests fail when a figure shown differs from its results
+file, when a page names a commit or a date by hand, and when an answer page grows past one screen
+of prose.
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.docs.test_hooks import load_hooks
+from tests.helpers.docs_site import DOCS, ROOT, article_text, page_path
+
+hooks = load_hooks()
+
+#: a commit id (7 to 40 hex digits, a letter and a digit among them) or a date
+COMMIT = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
+#: a measured-looking figure: a decimal with a unit
+FIGURE = re.compile(r"\b\d+\.\d+\s?(?:%|µs|us|ms|s|MiB|GiB|GB/s|points)(?![\w-])")
+#: the pages that answer users' questions: no figure typed into them
+ANSWER_PAGES = ("index.md", "getting-started.md", "cost.md", "trust.md", "platforms.md", "troubleshooting.md")
+MAX_ANSWER_LINES = 80
+
+
+def as_written(md: str) -> str:
+    """A page's Markdown without its generated parts (markers are replaced at build time)."""
+    text = (DOCS / md).read_text(encoding="utf-8")
+    return re.sub(r"<!-- sample:start -->.*?<!-- sample:end -->", "", text, flags=re.S)
+
+
+# -- what the pages say as written ---------------------------------------------------------------
+
+@pytest.mark.parametrize("md", sorted(p.name for p in DOCS.glob("*.md") if p.name != "changelog.md"))
+def test_no_page_names_a_commit_or_a_date_by_hand(md):
+    text = as_written(md)
+    assert COMMIT.findall(text) == [] and DATE.findall(text) == [], md
+
+
+@pytest.mark.parametrize("md", ANSWER_PAGES)
+def test_the_answer_pages_type_no_measured_figure(md):
+    assert FIGURE.findall(as_written(md)) == [], md
+
+
+@pytest.mark.parametrize("md", ["cost.md", "trust.md"])
+def test_cost_and_trust_are_one_screen_of_prose_around_their_table(md):
+    text = as_written(md)
+    assert len(text.splitlines()) <= MAX_ANSWER_LINES
+    assert text.count("<!-- gpuutil:") == 1  # one current table
+
+
+# -- the README's sample ----------------------------------------------------------------------
+
+def test_the_readme_sample_is_the_newest_sample_log_as_rendered():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    log = hooks.newest_sample()
+    assert hooks.sample_block(readme, log) == readme, (
+        f"README.md's sample differs from {log}: run python scripts/render_sample.py {log}")
+    shown = readme.split("<!-- sample:start -->")[1].split("<!-- sample:end -->")[0]
+    assert log.relative_to(ROOT).as_posix() in shown
+    assert "GPU utilization (pytest-gpuutil)" in shown
+
+
+def test_a_figure_changed_in_the_readme_is_caught():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    shown = readme.split("<!-- sample:start -->")[1].split("<!-- sample:end -->")[0]
+    figure = FIGURE.search(shown) or re.search(r"\d+\.\d+", shown)
+    assert figure is not None
+    changed = readme.replace(figure.group(0), "9" + figure.group(0), 1)
+    assert hooks.sample_block(changed, hooks.newest_sample()) != changed
+
+
+def test_render_sample_check_agrees_with_the_test():
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "render_sample.py"), "--check"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
+# -- the built pages against their results files ------------------------------------------------
+
+def test_the_cost_page_shows_the_newest_cost_json(site):
+    path = hooks.newest("cost.json")
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    text = " ".join(article_text(page_path(site, "cost.md")).split())
+    assert path.relative_to(ROOT).as_posix() in text and doc["gpu"] in text and doc["date"] in text
+    for name, config in doc["configs"].items():
+        row = text.split(f"{name}: pytest", 1)[1][:400]
+        assert f"{config['startup_s']:,.3f}" in row and f"{config['per_test_us']:,.0f}" in row, name
+        assert f"{config['per_kernel_us']:,.2f}" in row, name
+
+
+def test_the_trust_and_platform_pages_show_their_results_files(site):
+    trust = " ".join(article_text(page_path(site, "trust.md")).split())
+    duty = hooks.newest("duty_ground_truth.json", accept=lambda d: bool((d or {}).get("duty", {}).get("rows")))
+    rows = json.loads(duty.read_text(encoding="utf-8"))["duty"]["rows"]
+    errors = [r["ours_truth_window_pct"] - r["truth_pct"] for r in rows]
+    assert f"{min(errors):+.2f} to {max(errors):+.2f} points" in trust
+    for name in ("duty_ground_truth.json", "children.json", "memory_truth.json", "hardware.json"):
+        assert f"/{name}" in trust, name
+    platforms = " ".join(article_text(page_path(site, "platforms.md")).split())
+    assert "NVIDIA H100 80GB HBM3" in platforms and "NVIDIA H200" in platforms and "Linux" in platforms
+
+
+def test_getting_started_shows_the_same_sample_as_the_readme(site):
+    text = article_text(page_path(site, "getting-started.md"))
+    shown = hooks.newest_sample().read_text(encoding="utf-8").splitlines()
+    section = next(i for i, line in enumerate(shown) if hooks.SAMPLE_SECTION in line)
+    for line in shown[section:section + 12]:
+        assert " ".join(line.split()) in " ".join(text.split()), line
+
+
+# -- "newest", and what a new cost.json adds ---------------------------------------------------
+
+def write(path: Path, doc: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def test_newest_goes_by_the_run_folder_date_then_the_files_own_date(tmp_path):
+    write(tmp_path / "2026-11-26_h100" / "late" / "cost.json", {"date": "2026-11-26"})
+    write(tmp_path / "2026-11-26_h100" / "cost.json", {"date": "2026-11-25"})
+    assert hooks.newest("cost.json", tmp_path) == tmp_path / "2026-11-26_h100" / "late" / "cost.json"
+    newer = write(tmp_path / "2026-11-27_h200" / "cost" / "cost.json", {"date": "2026-11-27"})
+    write(tmp_path / "notes" / "cost.json", {"date": "2027-01-01"})  # no dated run folder: never newest
+    assert hooks.newest("cost.json", tmp_path) == newer
+    assert hooks.newest("cost.json", tmp_path, accept=lambda d: d["date"] < "2026-11-27").parts[-3] == "2026-11-26_h100"
+
+
+COST = {"gpu": "NVIDIA H200", "torch": "2.11.0+cu130", "python": "3.12.3", "date": "2026-11-27", "rounds": 5,
+        "plain_per_test_us": 1200.0, "plain_per_kernel_us": 9.0,
+        "configs": {"default": {"startup_s": 0.2, "per_test_us": 250.0, "per_kernel_us": 3.0, "args": ["--gpu-util"],
+                                "ci95": {"startup_s": [0.1, 0.3], "per_test_us": [100.0, 400.0], "per_kernel_us": [2.0, 4.0]},
+                                "self_per_test_us": {"median": 180.0, "range": [170.0, 195.0]},
+                                "slope_per_test_us": {"median": 240.0, "range": [90.0, 410.0]}}},
+        "counters_thread_pct_busy": {"median": 7.7, "range": [6.1, 7.8]}}
+
+
+def test_the_cost_model_renders_self_timed_and_slope_figures_and_the_counters_thread_when_present(tmp_path):
+    text = hooks.cost_markdown(write(tmp_path / "2026-11-27_h200" / "cost.json", COST))
+    row = next(line for line in text.splitlines() if line.startswith("| default"))
+    assert "180 (170 to 195)" in row and "240 (90 to 410)" in row and "250 (100 to 400)" in row
+    assert "7.7 (6.1 to 7.8) % of one CPU core" in text
+    # the worked example is the model's own: 0.2 s + 2,000 x 250 us + 500,000 x 3 us = 2.2 s
+    assert "**2.2 s**" in text
+    old = dict(COST, configs={"default": {k: v for k, v in COST["configs"]["default"].items()
+                                          if not k.endswith("per_test_us") or k == "per_test_us"}})
+    old.pop("counters_thread_pct_busy")
+    assert "self-timed" not in hooks.cost_markdown(write(tmp_path / "old" / "cost.json", old))
+
+
+def test_env_lines_of_device_runs_are_read():
+    assert hooks.parse_env("torch 2.11.0+cu130 cuda 13.0 NVIDIA H100 80GB HBM3 x 2 python 3.12.3 cpus 32") == {
+        "torch": "2.11.0+cu130", "cuda": "13.0", "gpu": "NVIDIA H100 80GB HBM3", "count": "2"}
+    assert hooks.parse_env("torch 2.11.0+cu130 cuda 13.0 NVIDIA H200 python 3.12.3")["gpu"] == "NVIDIA H200"
+    assert hooks.parse_env("Mon Nov 23 10:39:22 2026") is None
