@@ -162,3 +162,10 @@ def test_env_lines_of_device_runs_are_read():
         "torch": "2.11.0+cu130", "cuda": "13.0", "gpu": "NVIDIA H100 80GB HBM3", "count": "2"}
     assert hooks.parse_env("torch 2.11.0+cu130 cuda 13.0 NVIDIA H200 python 3.12.3")["gpu"] == "NVIDIA H200"
     assert hooks.parse_env("Mon Nov 23 10:39:22 2026") is None
+
+
+def test_every_run_folder_is_indexed_in_the_results_readme():
+    results = ROOT / "benchmarks" / "results"
+    index = (results / "README.md").read_text(encoding="utf-8")
+    missing = [p.name for p in sorted(results.iterdir()) if p.is_dir() and f"`{p.name}`" not in index]
+    assert missing == [], "add a row to benchmarks/results/README.md for each new run folder"
