@@ -443,7 +443,7 @@ def cost_markdown(path: Path | None = None) -> str:
         row += [_median_range(config.get("slope_per_test_us"), 0)] * has_slope
         lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
     if "plain_per_test_us" in doc:
-        row = ["plain pytest itself, for scale", "—", _fmt(doc["plain_per_test_us"], 0),
+        row = ["plain pytest itself (its own time, not beyond plain), for scale", "—", _fmt(doc["plain_per_test_us"], 0),
                _fmt(doc.get("plain_per_kernel_us"), 2)] + ["—"] * (has_self + has_slope)
         lines.append("| " + " | ".join(row) + " |")
     thread = doc.get("counters_thread_pct_busy", doc.get("counters_thread_cpu_pct"))
@@ -547,8 +547,8 @@ def sample_markdown(path: Path | None = None) -> str:
     env = _env_of(path)
     on = f"an {env['gpu']} (torch {env['torch']}, CUDA {env['cuda']})" if env else "a GPU"
     date = _run_date(path)
-    head = (f"What the main job printed on {on}" + (f" on {date}" if date else "")
-            + f", at 80 columns ({_where(path)}):")
+    head = (f"What the project's example suite printed on {on}" + (f" on {date}" if date else "")
+            + f", in a terminal 80 columns wide ({_where(path)}):")
     return "\n".join([head, "", "```text", f"$ {SAMPLE_COMMAND}", *lines[start:], "```"])
 
 
