@@ -330,8 +330,15 @@ def _git_time(path: Path) -> float:
 
 def _run_date(path: Path, base: Path = RESULTS) -> str:
     """The date of the run folder ``path`` lies in (``2026-11-27_h100/...``), else ""."""
-    match = _RUN_DATE.match(path.relative_to(base).parts[0])
-    return match.group(1) if match else ""
+    try:
+        parts = path.relative_to(base).parts[:1]
+    except ValueError:  # a run not committed yet (render_sample.py on a fresh device run): any dated folder
+        parts = path.parts
+    for part in parts:
+        match = _RUN_DATE.match(part)
+        if match:
+            return match.group(1)
+    return ""
 
 
 def newest(name: str, results: Path | None = None, accept: Any = None) -> Path:

@@ -4,7 +4,9 @@
     python scripts/render_sample.py LOG --check      (exit 1 when README.md's sample differs from LOG's)
 
 LOG is the 80-column log of ``pytest --gpu-util --gpu-util-html examples/`` that ``scripts/device.sh``'s
-``sample`` step writes (``sample/examples_80.log``, committed under ``benchmarks/results/DATE_GPU/``).
+``sample`` step writes (``sample/examples_80.log``): copy the step's ``work/`` folder to
+``benchmarks/results/DATE_GPU/`` first and render from there, so that the README names the committed
+file that tests/docs/test_figures.py compares it with.
 README.md's block between ``<!-- sample:start -->`` and ``<!-- sample:end -->`` is rendered from it by
 the docs hook's own function (docs/hooks.py ``sample_block``: the same text as Getting started's, and
 what tests/docs/test_figures.py compares), and ``docs/img/report.png`` is taken with
@@ -33,6 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     log = (args.log or hooks.newest_sample()).resolve()
     if not log.is_file():
         parser.error(f"{log}: no such log")
+    if not log.is_relative_to(hooks.RESULTS):
+        print(f"note: {log} is not under benchmarks/results/: copy the run there first (e.g. "
+              "benchmarks/results/DATE_GPU/sample/), then render from it, or the docs' test will not match",
+              file=sys.stderr)
     readme = ROOT / "README.md"
     text = readme.read_text(encoding="utf-8")
     rendered = hooks.sample_block(text, log)
