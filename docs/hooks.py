@@ -416,12 +416,17 @@ def _fmt(value: Any, digits: int) -> str:
 
 
 def _median_range(value: Any, digits: int) -> str:
-    """A figure as ``median (low-high)``: a number, a ``{"median", "range"}`` or a ``[median, [low, high]]``."""
-    if isinstance(value, Mapping):
-        low, high = value.get("range") or (None, None)
-        text = _fmt(value.get("median"), digits)
-        return text + (f" ({_fmt(low, digits)} to {_fmt(high, digits)})" if low is not None else "")
-    return _fmt(value, digits)
+    """A figure as ``median (low to high)``, from a number or a mapping: ``median`` (or ``value``) and
+    ``range`` (or ``low``/``high``, ``min``/``max``), whichever shape the results file uses."""
+    if not isinstance(value, Mapping):
+        return _fmt(value, digits)
+    median = value.get("median", value.get("value"))
+    low, high = (value.get("range") or (None, None))[:2] if value.get("range") else (None, None)
+    for lo_key, hi_key in (("low", "high"), ("min", "max")):
+        if low is None and lo_key in value:
+            low, high = value.get(lo_key), value.get(hi_key)
+    text = _fmt(median, digits)
+    return text + (f" ({_fmt(low, digits)} to {_fmt(high, digits)})" if low is not None and high is not None else "")
 
 
 def cost_markdown(path: Path | None = None) -> str:
