@@ -62,6 +62,33 @@ def check_wheel(dist: Path) -> None:
     assert "pytest_gpuutil_children.pth" in names
     assert "pytest_gpuutil/report/html_report/assets/report.js" in names
     assert any(n.startswith("pytest_gpuutil-0.1.0.dist-info/") for n in names)
+    check_metadata(zipfile.ZipFile(wheel).read("pytest_gpuutil-0.1.0.dist-info/METADATA").decode())
+    assert "pytest_gpuutil-0.1.0.dist-info/licenses/LICENSE" in names
+
+
+def check_metadata(metadata: str) -> None:
+    """What PyPI shows and what pip installs: licence, links, readme, pytest-benchmark only as an extra."""
+    headers = [line.split(": ", 1) for line in metadata.split("\n\n", 1)[0].splitlines() if ": " in line]
+    values: dict[str, list[str]] = {}
+    for key, value in headers:
+        values.setdefault(key, []).append(value)
+    assert values["License-Expression"] == ["BSD-3-Clause"] and values["License-File"] == ["LICENSE"]
+    assert {u.split(",")[0] for u in values["Project-URL"]} >= {"Homepage", "Documentation", "Source", "Issues", "Changelog"}
+    assert values["Description-Content-Type"] == ["text/markdown"]
+    assert "Framework :: Pytest" in values["Classifier"]
+    benchmark = [r for r in values["Requires-Dist"] if r.startswith("pytest-benchmark")]
+    assert benchmark and all("extra ==" in r for r in benchmark), benchmark  # never installed without an extra
+    assert 'extra == "benchmark"' in " ".join(benchmark)
+
+
+def test_the_metadata_states_licence_links_and_the_benchmark_extra():
+    project = read_pyproject(ROOT / "pyproject.toml")["project"]
+    assert project["license"] == "BSD-3-Clause" and project["license-files"] == ["LICENSE"]
+    assert (ROOT / "LICENSE").read_text(encoding="utf-8").startswith("BSD 3-Clause License")
+    assert not any(r.startswith("pytest-benchmark") for r in project["dependencies"])
+    extras = project["optional-dependencies"]
+    assert any(r.startswith("pytest-benchmark") for r in extras["benchmark"])
+    assert any(r.startswith("pytest-benchmark") for r in extras["test"])  # the interop's tests run in CI
 
 
 def test_build_requirements_are_stated_with_a_floor_that_has_bdist_wheel():
