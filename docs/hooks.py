@@ -248,10 +248,21 @@ def cli_commands() -> list[str]:
 def _help(words: Iterable[str]) -> str:
     env = dict(os.environ, COLUMNS="100")
     proc = subprocess.run([sys.executable, "-m", "pytest_gpuutil", *words], capture_output=True, text=True,
-                          env=env, timeout=120, check=False)
+                          env=env, timeout=120, check=False, cwd=Path(__file__).resolve().parents[1])
     if proc.returncode != 0 or not proc.stdout.strip():
         raise DocsError(f"cli.md: `gpuutil {' '.join(words)}` exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
     return proc.stdout.rstrip()
+
+
+#: the trace cli.md's example analyses (committed, so the example's figures are the code's, at build time)
+ANALYZE_EXAMPLE = ("analyze", "tests/data/nccl_allreduce_rank0.json.gz", "--top", "3")
+
+
+def analyze_markdown(lines: int = 21) -> str:
+    """``gpuutil analyze`` on a committed trace, run now: its first ``lines`` lines."""
+    out = _help(ANALYZE_EXAMPLE).splitlines()
+    shown = out[:lines] + (["..."] if len(out) > lines else [])
+    return "\n".join(["```text", f"$ gpuutil {' '.join(ANALYZE_EXAMPLE)}", *shown, "```"])
 
 
 def cli_markdown() -> str:
@@ -583,7 +594,7 @@ def fill(markdown: str, page_name: str = "page") -> str:
     markdown = EXAMPLE.sub("", markdown)
     makers = {"options": options_markdown, "findings": lambda: findings_markdown(examples), "cli": cli_markdown,
               "layers": layers_markdown, "cost": cost_markdown, "trust": trust_markdown,
-              "platforms": platforms_markdown, "sample": sample_markdown}
+              "platforms": platforms_markdown, "sample": sample_markdown, "analyze": analyze_markdown}
 
     def replace(match: re.Match) -> str:
         name = match.group(1)

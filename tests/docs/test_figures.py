@@ -169,3 +169,11 @@ def test_every_run_folder_is_indexed_in_the_results_readme():
     index = (results / "README.md").read_text(encoding="utf-8")
     missing = [p.name for p in sorted(results.iterdir()) if p.is_dir() and f"`{p.name}`" not in index]
     assert missing == [], "add a row to benchmarks/results/README.md for each new run folder"
+
+
+def test_the_cli_page_shows_analyze_as_it_runs_now(site):
+    proc = subprocess.run([sys.executable, "-m", "pytest_gpuutil", *hooks.ANALYZE_EXAMPLE], capture_output=True,
+                          text=True, cwd=ROOT, env={"COLUMNS": "100", "PATH": ""}, timeout=120, check=True)
+    text = " ".join(article_text(page_path(site, "cli.md")).split())
+    for line in proc.stdout.splitlines()[:12]:
+        assert " ".join(line.split()) in text, line
