@@ -352,15 +352,17 @@ def _run_date(path: Path, base: Path = RESULTS) -> str:
     return ""
 
 
-def newest(name: str, results: Path | None = None, accept: Any = None) -> Path:
-    """The newest results file called ``name`` (``accept(doc)`` false: skipped), by run date, own date, commit."""
+def newest(name: str | tuple[str, ...], results: Path | None = None, accept: Any = None) -> Path:
+    """The newest results file called ``name`` (or any of the names: as device.sh writes it and as it was
+    committed), ``accept(doc)`` false: skipped; by run date, then own date, then commit."""
     import json
 
     base = results or RESULTS
+    names = (name,) if isinstance(name, str) else name
     found = []
-    for path in base.rglob(name):
+    for path in (p for n in names for p in base.rglob(n)):
         try:
-            doc = json.loads(path.read_text(encoding="utf-8")) if name.endswith(".json") else None
+            doc = json.loads(path.read_text(encoding="utf-8")) if path.suffix == ".json" else None
         except ValueError:
             continue
         if accept is not None and not accept(doc):
@@ -368,7 +370,7 @@ def newest(name: str, results: Path | None = None, accept: Any = None) -> Path:
         own = str(doc.get("date", "")) if isinstance(doc, dict) else ""
         found.append(((_run_date(path, base), own, _git_time(path), str(path)), path))
     if not found:
-        raise DocsError(f"no results file {name} under {base}")
+        raise DocsError(f"no results file {' or '.join(names)} under {base}")
     return max(found, key=lambda item: item[0])[1]
 
 
@@ -483,9 +485,18 @@ def cost_markdown(path: Path | None = None) -> str:
     return "\n".join(lines)
 
 
+#: the duty-cycle truth: device.sh's duty step writes duty/ground_truth.json (ground_truth: the same and more)
+DUTY_FILES = ("duty_ground_truth.json", "ground_truth.json")
+
+
+def _has_duty_rows(doc: Any) -> bool:
+    rows = ((doc or {}).get("duty") or {}).get("rows") if isinstance(doc, dict) else None
+    return bool(rows) and all(r.get("ours_truth_window_pct") is not None and "truth_pct" in r for r in rows)
+
+
 def _trust_rows() -> list[list[str]]:
     rows = []
-    duty = newest("duty_ground_truth.json", accept=lambda d: bool((d or {}).get("duty", {}).get("rows")))
+    duty = newest(DUTY_FILES, accept=_has_duty_rows)
     table = _load(duty)["duty"]["rows"]
     errors = [r["ours_truth_window_pct"] - r["truth_pct"] for r in table if r.get("ours_truth_window_pct") is not None]
     rows.append(["busy %", f"`--gpu-util` against CUDA-event truth at {table[0]['duty_pct']:.0f} to "
@@ -505,6 +516,12 @@ def _trust_rows() -> list[list[str]]:
     rows.append(["GPU memory", f"{sum(bool(c.get('holds')) for c in checks)} of {len(checks)} checks hold"
                  + (f"; a 1 GiB tensor reads {one_gib:.1f} MiB peak" if isinstance(one_gib, (int, float)) else ""),
                  memory, "memory"])
+    savings = newest(("findings_savings.json", "savings.json"), accept=lambda d: isinstance(d, dict) and d.get("estimates"))
+    estimates = _load(savings)["estimates"]
+    ratios = [e["ratio"] for e in estimates if e.get("ratio") is not None]
+    rows.append(["findings' savings", f"each rule's estimated saving against the time its fix saved: "
+                 f"{sum(bool(e.get('within_2x')) for e in estimates)} of {len(estimates)} rules within a factor "
+                 f"of two (estimate / measured {min(ratios):.2f} to {max(ratios):.2f})", savings, "findings_savings"])
     hardware = newest("hardware.json", accept=lambda d: isinstance(d, dict) and d.get("checks") and d.get("agreement"))
     doc = _load(hardware)
     worst = max(abs(v["difference"]) for case in doc["agreement"].values() for v in case.values()

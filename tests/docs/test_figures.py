@@ -99,11 +99,12 @@ def test_the_cost_page_shows_the_newest_cost_json(site):
 
 def test_the_trust_and_platform_pages_show_their_results_files(site):
     trust = " ".join(article_text(page_path(site, "trust.md")).split())
-    duty = hooks.newest("duty_ground_truth.json", accept=lambda d: bool((d or {}).get("duty", {}).get("rows")))
+    duty = hooks.newest(hooks.DUTY_FILES, accept=hooks._has_duty_rows)
     rows = json.loads(duty.read_text(encoding="utf-8"))["duty"]["rows"]
     errors = [r["ours_truth_window_pct"] - r["truth_pct"] for r in rows]
     assert f"{min(errors):+.2f} to {max(errors):+.2f} points" in trust
-    for name in ("duty_ground_truth.json", "children.json", "memory_truth.json", "hardware.json"):
+    for name in ("duty_ground_truth.json", "children.json", "memory_truth.json", "hardware.json",
+                 "findings_savings.json"):
         assert f"/{name}" in trust, name
     platforms = " ".join(article_text(page_path(site, "platforms.md")).split())
     assert "NVIDIA H100 80GB HBM3" in platforms and "NVIDIA H200" in platforms and "Linux" in platforms
@@ -177,3 +178,9 @@ def test_the_cli_page_shows_analyze_as_it_runs_now(site):
     text = " ".join(article_text(page_path(site, "cli.md")).split())
     for line in proc.stdout.splitlines()[:12]:
         assert " ".join(line.split()) in text, line
+
+
+def test_newest_finds_a_file_as_device_sh_writes_it_or_as_it_was_committed(tmp_path):
+    write(tmp_path / "2026-11-26_h100" / "findings_savings.json", {"estimates": [1]})
+    newer = write(tmp_path / "2026-11-27_h100" / "findings_savings" / "savings.json", {"estimates": [1]})
+    assert hooks.newest(("findings_savings.json", "savings.json"), tmp_path) == newer
