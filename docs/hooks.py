@@ -529,13 +529,13 @@ def _trust_rows() -> list[list[str]]:
     rows.append(["hardware counters", f"{sum(bool(c.get('holds', c.get('ok'))) for c in doc['checks'])} of "
                  f"{len(doc['checks'])} checks hold; CUPTI PM sampling and NVML GPM within {worst:.1f} points",
                  hardware, "hardware"])
-    return [[what, figure, _env_text(path), _where(path), f"`device.sh OUT {step}`"]
+    return [[what, figure, _env_text(path), _code(path.relative_to(RESULTS).as_posix()), f"`device.sh OUT {step}`"]
             for what, figure, path, step in rows]
 
 
 def trust_markdown() -> str:
     """One table: each kind of figure against its ground truth, from the newest results file of each."""
-    lines = ["| figure | checked against ground truth | GPU, torch, CUDA | results file | re-measure |",
+    lines = ["| figure | checked against ground truth | GPU, torch, CUDA | file in benchmarks/results/ | re-measure |",
              "|---|---|---|---|---|"]
     lines += ["| " + " | ".join(_cell(c) if not c.startswith("`") else c for c in row) + " |" for row in _trust_rows()]
     return "\n".join(lines)
