@@ -96,7 +96,7 @@ after_examples() {
   return 0
 }
 
-defstep sample 60 62 "the README's sample and docs/img/report.png from one run: pytest --gpu-util --gpu-util-html examples/ at COLUMNS=80 (sample/: examples_80.log, gpu_util/ with report.html, env.txt); then, on a CPU machine, python scripts/render_sample.py RUN_DIR (about 20 s)"
+defstep sample 60 62 "the README's sample and docs/img/report.png from one run: pytest --gpu-util --gpu-util-html examples/ at COLUMNS=80 (sample/: examples_80.log, gpu_util/ with report.html, env.txt); then, on a CPU machine, copy work/ to benchmarks/results/DATE_GPU/ and run python scripts/render_sample.py benchmarks/results/DATE_GPU/sample/examples_80.log (about 20 s)"
 step_sample() {
   # the README shows this log's GPU section; scripts/render_sample.py renders README.md's sample block
   # and docs/img/report.png from this one run (sample/gpu_util/report.html), so the two cannot disagree
@@ -230,7 +230,7 @@ for t in doc["tests"]:
 PY
 }
 
-defstep first_run 150 20 "what a new user meets first: validation/first_run.py (examples at COLUMNS=80/200/100 with the HTML page, missing baselines; first_run/: examples_100.log is the README's sample)"
+defstep first_run 150 20 "what a new user meets first: validation/first_run.py (examples at COLUMNS=80/200/100 with the HTML page, missing baselines; first_run/: examples_COLUMNS.log; the README's sample comes from the sample step)"
 step_first_run() {
   python3 validation/first_run.py "$W/first_run"
 }
