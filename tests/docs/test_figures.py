@@ -50,6 +50,12 @@ def test_the_answer_pages_type_no_measured_figure(md):
     assert FIGURE.findall(as_written(md)) == [], md
 
 
+def test_the_readme_types_no_figure_outside_its_rendered_sample():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    outside = re.sub(r"<!-- sample:start -->.*?<!-- sample:end -->", "", readme, flags=re.S)
+    assert FIGURE.findall(outside) == [] and COMMIT.findall(outside) == [] and DATE.findall(outside) == []
+
+
 @pytest.mark.parametrize("md", ["cost.md", "trust.md"])
 def test_cost_and_trust_are_one_screen_of_prose_around_their_table(md):
     text = as_written(md)
