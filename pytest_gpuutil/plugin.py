@@ -277,6 +277,7 @@ def _take(state: GpuUtilSession, finished: list[Any]) -> None:
     receiver = state.receiver
     for test in finished:
         receiver.take(test.record, test.results.metric_rows, test.results.tables, test.thresholds, test.timeline)
+    receiver.spool_pending()
 
 
 class TestHooks:

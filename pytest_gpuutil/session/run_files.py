@@ -80,3 +80,59 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
 def measured(records: Sequence[TestRecord]) -> list[TestRecord]:
     """The records with GPU figures."""
     return [r for r in records if r.gpu_busy_ms is not None]
+
+
+#: beside gpu_util.json while the run goes on: each flush's records appended as JSON lines, removed
+#: once gpu_util.json is written; a run killed mid-way leaves it (``gpuutil report DIR`` renders it)
+SPOOL_NAME = "gpu_util.partial.jsonl"
+
+
+class RunSpool:
+    """Each flush's records appended to ``DIR/gpu_util.partial.jsonl`` (one JSON line each, after a
+    first line that says what the file is), so a run killed mid-way keeps its tests up to its last
+    flush. A spool that cannot be written is given up quietly: the run's files at its end still come."""
+
+    def __init__(self, output_dir: Path, machine: Any = None):
+        self.path = output_dir / SPOOL_NAME
+        #: what the first line gets: the machine's description when known (a callable returning it, or None)
+        self._machine = machine
+        self._started = False
+        self._broken = False
+
+    def start(self) -> None:
+        """Before the first test: an earlier run's spool goes."""
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            self._broken = True
+
+    def append(self, records: Sequence[TestRecord]) -> None:
+        """Append these records (and the header line first, the first time)."""
+        if self._broken or not records:
+            return
+        import msgspec
+
+        lines = []
+        if not self._started:
+            machine = self._machine() if callable(self._machine) else None
+            lines.append({"format": "gpu_util-spool", "version": 1, "created": now_utc(),
+                          "machine_info": dict(machine or {})})
+        lines.extend({"record": r.to_dict()} for r in records)
+        try:
+            if not self._started:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "ab") as out:
+                out.write(b"".join(msgspec.json.encode(line, enc_hook=str) + b"\n" for line in lines))
+        except OSError:
+            self._broken = True
+            return
+        self._started = True
+
+    def remove(self) -> None:
+        """The run's files are written: the spool is no longer needed."""
+        try:
+            self.path.unlink()
+        except OSError:
+            pass
