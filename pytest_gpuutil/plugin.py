@@ -105,6 +105,8 @@ if TYPE_CHECKING:
     RESULTS_KEY: pytest.StashKey[TestResults]
 STATE_KEY = pytest.StashKey()
 RESULTS_KEY = pytest.StashKey()
+#: the clock the plugin's own time is read with (Measuring.own_s: the summary's "measurement cost")
+_clock = time.perf_counter
 PHASES_KEY: pytest.StashKey[dict] = pytest.StashKey()
 THRESHOLD_KEY: pytest.StashKey[str] = pytest.StashKey()
 LAST_KEY: pytest.StashKey[bool] = pytest.StashKey()
@@ -199,15 +201,23 @@ class GpuUtilHooks:
         yield
         if state.is_worker:
             return
+        began = _clock()
         state.check_tables()
         state.compare()
+        state.measuring.own_s += _clock() - began
         if state.gate_failed:
             session.testsfailed += 1  # exit status 1, pytest's own summary line still printed
 
     @pytest.hookimpl(hookwrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> Generator[None, None, None]:
         """Before every other plugin's (pytest-benchmark writes its JSON, pytest its JUnit file, in theirs)."""
-        self._finish(session)
+        measuring = self.state.measuring
+        measuring.own_open = _clock()  # the run's files count this part too (see Measuring.own_now)
+        try:
+            self._finish(session)
+        finally:
+            measuring.own_s += _clock() - measuring.own_open
+            measuring.own_open = None
         yield
 
     def _finish(self, session: pytest.Session) -> None:
@@ -267,9 +277,15 @@ class GpuUtilHooks:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         if self.state.is_worker:
             return
-        from pytest_gpuutil.report.terminal import write_summary
+        measuring = self.state.measuring
+        measuring.own_open = _clock()  # the cost line counts the summary up to where it is written
+        try:
+            from pytest_gpuutil.report.terminal import write_summary
 
-        write_summary(self.state, terminalreporter)
+            write_summary(self.state, terminalreporter)
+        finally:
+            measuring.own_s += _clock() - measuring.own_open
+            measuring.own_open = None
 
 
 def _take(state: GpuUtilSession, finished: list[Any]) -> None:
@@ -303,28 +319,42 @@ class TestHooks:
     # -- per test ------------------------------------------------------------------------------
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Generator[None, None, None]:
+        began = _clock()
         item.stash[LAST_KEY] = nextitem is None
+        self.state.measuring.own_s += _clock() - began
         yield
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
         state = self.state
+        measuring = state.measuring
+        began = _clock()
         results = _results(item)
         if state.settings.enabled:
-            state.measuring.begin_test(item.nodeid, results)
+            measuring.begin_test(item.nodeid, results)
+        measuring.own_s += _clock() - began
         try:
             yield
         finally:
+            began = _clock()
             if state.settings.enabled:
-                state.measuring.end_test(item.nodeid, results)
+                measuring.end_test(item.nodeid, results)
                 if self.timing.needs_profile_at_call(item):
                     # its limits are checked right after the call
-                    state.measuring.flush(wait=self.timing.needs_counters_at_call(item))
+                    measuring.flush(wait=self.timing.needs_counters_at_call(item))
+            measuring.own_s += _clock() - began
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Generator[None, Any, None]:
         outcome = yield
-        report = outcome.get_result()
+        measuring = self.state.measuring
+        began = _clock()
+        try:
+            self._report(item, outcome.get_result())
+        finally:
+            measuring.own_s += _clock() - began
+
+    def _report(self, item: pytest.Item, report: pytest.TestReport) -> None:
         phases = item.stash.setdefault(PHASES_KEY, {})
         phases[report.when] = report
         state = self.state
@@ -373,16 +403,18 @@ class TestHooks:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if self.state.is_worker:
+        state = self.state
+        if state.is_worker:
             return
-        self.state.test_seconds += getattr(report, "duration", 0.0) or 0.0
-        if report.when != "teardown":
-            return
-        batch = getattr(report, "gpu_util", None)
-        if batch is not None and not batch.get("taken"):
-            self.state.receiver.receive_batch(batch)  # from an xdist worker (this process took its own already)
-        if self.state.settings.enabled:
-            self._junit_waits(report)
+        began = _clock()
+        state.test_seconds += getattr(report, "duration", 0.0) or 0.0
+        if report.when == "teardown":
+            batch = getattr(report, "gpu_util", None)
+            if batch is not None and not batch.get("taken"):
+                state.receiver.receive_batch(batch)  # from an xdist worker (this process took its own already)
+            if state.settings.enabled:
+                self._junit_waits(report)
+        state.measuring.own_s += _clock() - began
 
     def _junit_waits(self, report: pytest.TestReport) -> None:
         """A JUnit testcase whose report has no figures yet gets them when its record comes (LateProperties)."""

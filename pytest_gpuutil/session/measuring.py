@@ -108,6 +108,16 @@ class Measuring:
         self.windowed: set[str] = set()
         self.pending: list[PendingTest] = []
         self._flushed = False
+        #: seconds of the plugin's own work in this process so far: every hook's time (the session's
+        #: start-up apart), the flushes, the session's end and the summary (the plugin adds to it)
+        self.own_s = 0.0
+        #: when the part being timed now began (the session's end, the summary), else None
+        self.own_open: Optional[float] = None
+
+    def own_now(self) -> float:
+        """The plugin's own seconds in this process up to now (the part being timed now included)."""
+        opened = self.own_open
+        return self.own_s + (time.perf_counter() - opened if opened is not None else 0.0)
 
     def begin_test(self, nodeid: str, results: TestResults) -> None:
         if self.measurement.mode == CONTINUOUS:
@@ -184,7 +194,7 @@ class Measuring:
         return {"worker": self._worker_id or "main", "mode": m.mode, "source": m.source_name,
                 "startup_s": m.startup_s, "startup_gc_s": m.startup_gc_s if m.startup_s is not None else None,
                 "fallback": m.fallback_reason,
-                "broken": m.windows.broken, **m.info()}
+                "broken": m.windows.broken, "own_s": self.own_now(), **m.info()}
 
     def _write_trace(self, record: TestRecord, profile: Optional[TestProfile]) -> None:
         mode = self._traces

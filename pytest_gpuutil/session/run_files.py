@@ -9,7 +9,7 @@ the run's totals and the per-GPU table), the baselines asked for (``--gpu-util-s
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 from pytest_gpuutil.gates.baseline import free_autosave_name, save_baseline
 from pytest_gpuutil.gates.regression import Comparison, FailExpr
@@ -29,13 +29,15 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
               comparison: Optional[Comparison], written: list[Path], usage_errors: list[str],
               created: Optional[str] = None, baseline_label: Optional[str] = None,
               trends: Optional[Mapping[str, Trend]] = None,
-              timelines: Optional[Mapping[str, Mapping[str, Any]]] = None) -> None:
+              timelines: Optional[Mapping[str, Mapping[str, Any]]] = None,
+              as_dict: Optional[Callable[[TestRecord], dict[str, Any]]] = None) -> None:
     """Write gpu_util.csv/json, save the baselines asked for, write the HTML report if asked.
 
     Each file goes into ``written`` once it is written (an OSError stops the rest); an HTML report
     that cannot be written goes into ``usage_errors``. ``created``: the run's time (default now);
     ``baseline_label``: what the page calls the baseline; ``trends``: the page's trend lines;
-    ``timelines``: the tests' timelines, written beside gpu_util.json (timelines.json.gz) and drawn on the page.
+    ``timelines``: the tests' timelines, written beside gpu_util.json (timelines.json.gz) and drawn on the page;
+    ``as_dict``: a record's dict where one was made already (the spool's).
     """
     records = sorted(records, key=lambda r: r.test)
     created = created or now_utc()
@@ -48,7 +50,8 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
         from pytest_gpuutil.analysis.findings import findings_summary
 
         extra["findings_summary"] = findings_summary([r.findings_part() for r in records], settings.findings_floor)
-    doc = run_document(records, machine, created, gpus=gpus, totals=totals, thresholds=thresholds, **extra)
+    doc = run_document(records, machine, created, gpus=gpus, totals=totals, thresholds=thresholds, as_dict=as_dict,
+                       **extra)
     written.extend(write_run_files(output_dir, records, doc))
     if settings.html is not None:
         from pytest_gpuutil.report.timelines import write_sidecar
@@ -98,6 +101,8 @@ class RunSpool:
         self._machine = machine
         self._started = False
         self._broken = False
+        #: each spooled record's dict, by id(record): gpu_util.json reuses them (see :meth:`as_dict`)
+        self._dicts: dict[int, dict[str, Any]] = {}
 
     def start(self) -> None:
         """Before the first test: an earlier run's spool goes."""
@@ -119,7 +124,10 @@ class RunSpool:
             machine = self._machine() if callable(self._machine) else None
             lines.append({"format": "gpu_util-spool", "version": 1, "created": now_utc(),
                           "machine_info": dict(machine or {})})
-        lines.extend({"record": r.to_dict()} for r in records)
+        dicts = self._dicts
+        for record in records:
+            data = dicts[id(record)] = record.to_dict()
+            lines.append({"record": data})
         try:
             if not self._started:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -129,6 +137,11 @@ class RunSpool:
             self._broken = True
             return
         self._started = True
+
+    def as_dict(self, record: TestRecord) -> dict[str, Any]:
+        """The record's dict: the one spooled (records are never changed once made), else a new one."""
+        found = self._dicts.get(id(record))
+        return found if found is not None else record.to_dict()
 
     def remove(self) -> None:
         """The run's files are written: the spool is no longer needed."""

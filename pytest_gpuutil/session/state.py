@@ -261,7 +261,8 @@ class GpuUtilSession:
                                 fail_exprs=self.fail_exprs, comparison=self.comparison, written=self.written,
                                 usage_errors=self.usage_errors, created=created,
                                 baseline_label=self.compare_label or None, trends=trends,
-                                timelines=self.receiver.timelines.timelines)
+                                timelines=self.receiver.timelines.timelines,
+                                as_dict=self.receiver.spool.as_dict if self.receiver.spool is not None else None)
             if self.receiver.spool is not None:
                 self.receiver.spool.remove()  # the whole run is in gpu_util.json now
         finally:  # the run joins the history even when its files could not be written
@@ -288,7 +289,10 @@ class GpuUtilSession:
         kept = self._record_figures
         if kept is None or kept[0] is not records or kept[1] != len(records):
             kept = self._record_figures = (records, len(records), run_totals.record_figures(records))
-        return run_totals.totals(records, self.processes, self.test_seconds, self.finish_s, kept[2])
+        processes = self.processes
+        if not self.is_worker and "main" in processes:  # this process's own time up to now
+            processes = {**processes, "main": {**processes["main"], "own_s": self.measuring.own_now()}}
+        return run_totals.totals(records, processes, self.test_seconds, self.finish_s, kept[2])
 
     def gpu_table(self) -> list[dict[str, Any]]:
         """Busy time per physical GPU and which workers used it."""
