@@ -110,6 +110,8 @@ _clock = time.perf_counter
 PHASES_KEY: pytest.StashKey[dict] = pytest.StashKey()
 THRESHOLD_KEY: pytest.StashKey[str] = pytest.StashKey()
 LAST_KEY: pytest.StashKey[bool] = pytest.StashKey()
+#: a limited test's record as its call's limits were checked on it, with what it was built from
+CALL_RECORD_KEY: pytest.StashKey[Any] = pytest.StashKey()
 #: the JUnit file's writer (pytest's LogXML), when there is one
 _NO_JUNIT = object()
 
@@ -179,14 +181,18 @@ class GpuUtilHooks:
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         from pytest_gpuutil.gates.thresholds import Thresholds
 
+        note_marked = self.timing.note_marked
         for item in items:
+            marked = False
             for marker in item.iter_markers("gpu_util"):
+                marked = True
                 if marker.args:
                     raise pytest.UsageError(f"@pytest.mark.gpu_util on {item.nodeid}: takes keyword arguments only")
                 try:
                     Thresholds.from_kwargs(marker.kwargs, f"@pytest.mark.gpu_util on {item.nodeid}")
                 except ValueError as exc:
                     raise pytest.UsageError(str(exc)) from None
+            note_marked(item, marked)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, None, None]:
@@ -304,8 +310,11 @@ class TestHooks:
 
     def __init__(self, state: GpuUtilSession, timing: Any, reports_carry_records: bool,
                  config: Optional[pytest.Config] = None):
-        from pytest_gpuutil.report.ci import LateProperties
+        from pytest_gpuutil.report.ci import LateProperties, junit_properties
+        from pytest_gpuutil.session.measuring import PendingTest, outcome_of
 
+        #: what each test's teardown uses, imported once here (not at every test)
+        self._pending_test, self._outcome_of, self._junit_properties = PendingTest, outcome_of, junit_properties
         self.state = state
         self._config = config
         self.timing = timing
@@ -362,9 +371,11 @@ class TestHooks:
             if self.timing.thresholds_apply(item):
                 from pytest_gpuutil.session.call_limits import check_call_limits
 
-                checked = check_call_limits(state, item, report, _results(item))
+                checked, built = check_call_limits(state, item, report, _results(item))
                 if checked:
                     item.stash[THRESHOLD_KEY] = checked
+                if built is not None:
+                    item.stash[CALL_RECORD_KEY] = built  # its teardown takes it, not built again
             self._benchmark_extra_info(item)
             if report.failed:
                 from pytest_gpuutil.session.call_limits import add_memory_section, ran_out_of_memory
@@ -376,10 +387,9 @@ class TestHooks:
             if not (state.settings.enabled or results.kernel_bench or results.gpu_trace or results.metric_rows
                     or results.tables):
                 return
-            from pytest_gpuutil.session.measuring import PendingTest, outcome_of
-
-            state.measuring.test_finished(PendingTest(item, item.nodeid, outcome_of(phases), results,
-                                            item.stash.get(THRESHOLD_KEY, "")))
+            state.measuring.test_finished(self._pending_test(item, item.nodeid, self._outcome_of(phases), results,
+                                                             item.stash.get(THRESHOLD_KEY, ""),
+                                                             item.stash.get(CALL_RECORD_KEY, None)))
             now = self.timing.needs_record_now(item, item.stash.get(LAST_KEY, False))
             if now or state.measuring.flush_due():
                 state.measuring.flush(wait=now)
@@ -397,9 +407,7 @@ class TestHooks:
                         report.gpu_util["taken"] = True  # for pytest-html's rows; the run has them already
                 own = next((t.record for t in finished if t.record.test == item.nodeid), None)
                 if own is not None and state.settings.enabled:
-                    from pytest_gpuutil.report.ci import junit_properties
-
-                    report.user_properties.extend(junit_properties(own))
+                    report.user_properties.extend(self._junit_properties(own))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

@@ -40,6 +40,9 @@ class PendingTest:
     outcome: str
     results: TestResults
     thresholds: str
+    #: the record its call's limits were checked on (before the record hook), with the profile and
+    #: memory it was built from: reused when they are still the test's (see :meth:`Measuring.ready`)
+    call_record: Optional[tuple[Any, Any, Any]] = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,17 @@ def outcome_of(phases: dict[str, Any]) -> str:
     if teardown is not None and teardown.failed:
         return "error"
     return "passed"
+
+
+def _reused(test: PendingTest, profile: Any, memory: Any) -> Optional[TestRecord]:
+    """The record built when the test's limits were checked, if it was built from this same profile
+    and memory and the test's outcome has not changed since (a teardown error changes it)."""
+    if test.call_record is None:
+        return None
+    record, its_profile, its_memory = test.call_record
+    if its_profile is not profile or its_memory is not memory or record.outcome != test.outcome:
+        return None
+    return record
 
 
 def _charged(record: TestRecord, built_here: bool, ms: float) -> TestRecord:
@@ -173,7 +187,9 @@ class Measuring:
             self.windowed.discard(test.nodeid)
             profile = self.profiles.pop(test.nodeid, None)
             memory = self.measurement.memory.pop(test.nodeid, None)
-            built = self._make_record(test.nodeid, test.outcome, profile, test.results, memory)
+            built = _reused(test, profile, memory)
+            if built is None:
+                built = self._make_record(test.nodeid, test.outcome, profile, test.results, memory)
             record = finalize(test.item, built)
             self._write_trace(record, profile)
             if record.measure_ms is not None:

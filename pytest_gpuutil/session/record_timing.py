@@ -41,6 +41,11 @@ class RecordTiming:
         #: whether a JUnit or pytest-html file wants every record at its test's teardown (read once)
         self._files_want_records: Optional[bool] = None
 
+    @staticmethod
+    def note_marked(item: Any, marked: bool) -> None:
+        """What collection found of the item's gpu_util markers (so no test looks for them again)."""
+        item.stash[_MARKED_KEY] = marked
+
     def thresholds_apply(self, item: Any) -> bool:
         """Limits apply to the item (run-wide ones, or its gpu_util marker); asked after its call
         and in its call's report, so the marker's answer is kept on the item."""

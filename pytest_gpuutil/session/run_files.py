@@ -117,6 +117,12 @@ class RunSpool:
         """Append these records (and the header line first, the first time)."""
         if self._broken or not records:
             return
+        try:
+            self._append(records)
+        except Exception:  # noqa: BLE001 - a disk, a missing module: the run's files at its end still come
+            self._broken = True
+
+    def _append(self, records: Sequence[TestRecord]) -> None:
         import msgspec
 
         lines = []
@@ -128,14 +134,10 @@ class RunSpool:
         for record in records:
             data = dicts[id(record)] = record.to_dict()
             lines.append({"record": data})
-        try:
-            if not self._started:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "ab") as out:
-                out.write(b"".join(msgspec.json.encode(line, enc_hook=str) + b"\n" for line in lines))
-        except OSError:
-            self._broken = True
-            return
+        if not self._started:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "ab") as out:
+            out.write(b"".join(msgspec.json.encode(line, enc_hook=str) + b"\n" for line in lines))
         self._started = True
 
     def as_dict(self, record: TestRecord) -> dict[str, Any]:
