@@ -103,3 +103,17 @@ def test_b(gpu):
     (properties,) = case.findall("properties")
     names = [p.get("name") for p in properties]
     assert names[0] == "mine" and "gpu_util.kernel_count" in names
+
+
+def test_the_cost_line_counts_every_hooks_time(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "250")
+    pytester.makeconftest(SYNTHETIC_CONFTEST)
+    pytester.makepyfile(test_many=FIFTY_TESTS)
+    result = run(pytester, "--gpu-util", "--gpu-util-flush", "tests=25")
+    result.assert_outcomes(passed=60)
+    totals = json.loads((pytester.path / ".gpu_util" / "gpu_util.json").read_text())["totals"]
+    # the hooks' time holds the records' part (windows, records, flushes) and more (the session's end)
+    assert totals["measure_hooks_ms"] > totals["measure_in_tests_ms"] > 0
+    assert totals["measure_ms"] == totals["measure_hooks_ms"]
+    printed = float(result.stdout.str().split("measurement cost ")[1].split(" s")[0])
+    assert printed * 1000 >= round(totals["measure_ms"], 0) - 1  # the summary's line counts the summary too
