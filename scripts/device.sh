@@ -56,6 +56,16 @@ step_cost_parts() {
   cp /tmp/cost_parts/session_phases.json "$W/cost_parts/"
 }
 
+defstep cost_line "${COST_LINE_LIMIT_S:-200}" 40 "does the summary's measurement-cost line tell the truth, and each hook's µs a test of the per-test path on the GPU: benchmarks/checks/cost_line_check.py --gpu, \$COST_LINE_TESTS (2000) one-kernel tests, plain vs --gpu-util in \$COST_LINE_ROUNDS (5) interleaved rounds (span and CPU-time differences against the printed line; agreement within 20 %: line/diff 0.8-1.2), then one more round with hook_timer (cost_line/cost_line.json, cost_line_hooks.json); about 150 s on an H100"
+step_cost_line() {
+  unset PYTHONDONTWRITEBYTECODE
+  mkdir -p "$W/cost_line"
+  python3 benchmarks/checks/cost_line_check.py --gpu --tests "${COST_LINE_TESTS:-2000}" \
+    --rounds "${COST_LINE_ROUNDS:-5}" --out "$W/cost_line/cost_line.json"
+  python3 benchmarks/checks/cost_line_check.py --gpu --tests "${COST_LINE_TESTS:-2000}" --rounds 1 --hooks \
+    --out "$W/cost_line/cost_line_hooks.json" | tail -n 30
+}
+
 defstep findings 240 40 "findings rules against workloads with and without each problem: validation/findings_truth.py (traces, live CUPTI windows, kind-38 cost, the plugin on both sources; into findings/)"
 step_findings() {
   python3 validation/findings_truth.py "$W/findings"

@@ -27,7 +27,7 @@ from pytest_gpuutil.report.html_report import (
 )
 from pytest_gpuutil.report.timelines import PAGE_BUDGET_BYTES, read_sidecar
 from pytest_gpuutil.rundoc.document import RunDoc, RunDocError, machine_id, safe_name
-from pytest_gpuutil.rundoc.reading import load_run_doc
+from pytest_gpuutil.rundoc.reading import RUN_NAME, SPOOL_NAME, load_run_doc, load_spool, unfinished_spool
 
 PROG = "gpuutil report"
 
@@ -35,7 +35,8 @@ PROG = "gpuutil report"
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog=PROG, description="Render a gpu_util.json run as a self-contained HTML report.",
                     epilog="Exit status: 0 written, 2 bad input.")
-    parser.add_argument("run", metavar="RUN.json", help="a gpu_util.json run file")
+    parser.add_argument("run", metavar="RUN.json", help="a gpu_util.json run file, or a run folder (a run killed "
+                                                        "before its end: the tests in its spool)")
     parser.add_argument("--baseline", metavar="BASELINE.json", help="a run or baseline file to compare with")
     parser.add_argument("--fail", metavar="EXPR", action="append", default=None,
                         help=f"what counts as a regression, as for gpuutil compare (default: "
@@ -61,6 +62,20 @@ def _document(run: RunDoc) -> dict[str, Any]:
     return doc
 
 
+def _run_of(path: Path) -> tuple[RunDoc, dict[str, Any]]:
+    """The run to render: a gpu_util.json, or a run folder (its gpu_util.json; its spool, when the run
+    was killed before writing it: the page says the run did not finish)."""
+    if path.is_dir():
+        spool = unfinished_spool(path)
+        if spool is not None:
+            return load_spool(spool)
+        path = path / RUN_NAME
+    elif path.name == SPOOL_NAME:
+        return load_spool(path)
+    run = load_run_doc(path)
+    return run, _document(run)
+
+
 def _trends(db: str, run: RunDoc, exprs: Sequence[FailExpr]) -> dict[str, Trend]:
     """Each test's trend over its last runs in the history (on the machine that ran it) and this run."""
     shard = read_shard(run.path)
@@ -83,8 +98,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None, stderr
         print(f"error: --fail: {exc}", file=err)
         return EXIT_USAGE
     try:
-        run = load_run_doc(args.run)
-        doc = _document(run)
+        run, doc = _run_of(Path(args.run))
         base = load_run_doc(args.baseline) if args.baseline else None
     except RunDocError as exc:
         print(f"error: {exc}", file=err)

@@ -66,6 +66,17 @@ def gpu_extra_info(stats: Any) -> dict[str, Any]:
     }
 
 
+def record_extra_info(record: Any) -> dict[str, Any]:
+    """The same figures as :func:`gpu_extra_info`, read from a test's record (filled after the test)."""
+    return {
+        "gpu_busy_ms": record.gpu_busy_ms,
+        "busy_pct": record.busy_pct,
+        "mm_conv_pct": record.mm_conv_pct,
+        "kernel_count": record.kernel_count,
+        "top_kernel": record.top_kernel,
+    }
+
+
 def machine_extra_info(info: dict[str, Any], torch: Any) -> dict[str, Any]:
     """The GPUs this run may use (CUDA_VISIBLE_DEVICES), as gpu_util.json and baselines describe
     them, for pytest-benchmark's ``machine_info["gpu_util"]``."""

@@ -68,6 +68,56 @@ def junit_properties(record: TestRecord) -> list[tuple[str, str]]:
     return props
 
 
+class LateProperties:
+    """JUnit properties and pytest-benchmark extra info of tests whose records come after their teardown.
+
+    A test's record is built when a flush has its profile, usually after its teardown report was
+    logged (and its JUnit ``<testcase>`` made): each such test's JUnit reporter (anything whose
+    ``to_xml()`` returns the test's element once finalized) and its benchmark's ``extra_info`` wait
+    here, and :meth:`fill` adds the figures once the records are known (before the JUnit file and
+    pytest-benchmark's JSON are written, at the session's end). Nothing here imports pytest.
+    """
+
+    def __init__(self) -> None:
+        self.junit: dict[str, Any] = {}
+        self.benchmarks: dict[str, dict[str, Any]] = {}
+
+    def wait_junit(self, nodeid: str, reporter: Any) -> None:
+        self.junit[nodeid] = reporter
+
+    def wait_benchmark(self, nodeid: str, extra_info: dict[str, Any]) -> None:
+        self.benchmarks[nodeid] = extra_info
+
+    def fill(self, records: Iterable[TestRecord], gpu_figures: bool) -> None:
+        """Add each waiting test's figures from its record (``gpu_figures``: the run measured on a GPU,
+        so a record's figures go into pytest-benchmark's extra info)."""
+        if not (self.junit or self.benchmarks):
+            return
+        from pytest_gpuutil.report.benchmark_interop import record_extra_info
+
+        for record in records:
+            reporter = self.junit.pop(record.test, None)
+            if reporter is not None:
+                add_junit_properties(reporter.to_xml(), junit_properties(record))
+            extra = self.benchmarks.pop(record.test, None)
+            if extra is not None and gpu_figures and record.gpu_busy_ms is not None:
+                extra["gpu_util"] = record_extra_info(record)
+
+
+def add_junit_properties(testcase: Any, properties: Sequence[tuple[str, str]]) -> None:
+    """Append ``properties`` to a JUnit ``<testcase>`` element (its ``<properties>`` first, as pytest writes it)."""
+    if not properties:
+        return
+    import xml.etree.ElementTree as ET
+
+    node = testcase.find("properties")
+    if node is None:
+        node = ET.Element("properties")
+        testcase.insert(0, node)
+    for name, value in properties:
+        ET.SubElement(node, "property", name=name, value=str(value))
+
+
 def _cell(text: str) -> str:
     """Markdown table cell text: pipes escaped, newlines flattened."""
     return text.replace("|", "\\|").replace("\r", " ").replace("\n", " ")

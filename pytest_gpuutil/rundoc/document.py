@@ -7,7 +7,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Union
+from typing import Any, Callable, Iterable, Mapping, Optional, Union
 
 from pytest_gpuutil.records import TestRecord
 
@@ -79,14 +79,16 @@ def now_utc() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def run_document(records: Iterable[TestRecord], machine: Mapping[str, Any], created: str, **extra: Any) -> dict:
-    """The gpu_util.json document (also what baselines store)."""
+def run_document(records: Iterable[TestRecord], machine: Mapping[str, Any], created: str,
+                 as_dict: Optional[Callable[[TestRecord], dict]] = None, **extra: Any) -> dict:
+    """The gpu_util.json document (also what baselines store); ``as_dict``: a record's dict where one
+    was made already (the run's spool), else ``to_dict``."""
     doc = {
         "format": RUN_FORMAT,
         "version": RUN_VERSION,
         "created": created,
         "machine_info": dict(machine),
-        "tests": [r.to_dict() for r in records],
+        "tests": [r.to_dict() for r in records] if as_dict is None else [as_dict(r) for r in records],
     }
     doc.update(extra)
     return doc

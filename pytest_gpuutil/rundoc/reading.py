@@ -123,3 +123,58 @@ def load_run_doc(path: PathLike) -> RunDoc:
         records=MappingProxyType(records),
         created=created if isinstance(created, str) else None,
     )
+
+
+#: the spool a run appends each flush's records to (session/run_files.py's RunSpool writes it)
+SPOOL_NAME = "gpu_util.partial.jsonl"
+RUN_NAME = "gpu_util.json"
+
+
+def unfinished_spool(directory: PathLike) -> Path | None:
+    """A run folder's spool when its run did not finish: there, and no newer gpu_util.json beside it."""
+    folder = Path(directory)
+    spool, run = folder / SPOOL_NAME, folder / RUN_NAME
+    try:
+        spooled = spool.stat().st_mtime
+    except OSError:
+        return None
+    try:
+        return spool if run.stat().st_mtime <= spooled else None
+    except OSError:
+        return spool
+
+
+def load_spool(path: PathLike) -> tuple[RunDoc, dict[str, Any]]:
+    """A killed run's spool as a run (and its document, with ``unfinished`` saying so); a torn last
+    line (the process died while writing it) is left out, any other bad line is a RunDocError."""
+    try:
+        lines = Path(path).read_bytes().split(b"\n")
+    except OSError as exc:
+        raise RunDocError(path, f"cannot read: {exc.strerror or exc}") from None
+    if lines and lines[-1] == b"":
+        lines.pop()
+    parsed: list[Any] = []
+    for number, line in enumerate(lines, 1):
+        try:
+            parsed.append(json.loads(line))
+        except ValueError:
+            if number == len(lines):
+                break  # the last line, cut short by the kill
+            raise RunDocError(path, f"line {number}: not valid JSON") from None
+    if not parsed or not isinstance(parsed[0], dict) or parsed[0].get("format") != "gpu_util-spool":
+        raise RunDocError(path, "not a pytest-gpuutil spool (gpu_util.partial.jsonl)")
+    head = parsed[0]
+    raw = [entry.get("record") for entry in parsed[1:] if isinstance(entry, dict)]
+    records = {}
+    for index, item in enumerate(raw):
+        record = _record(path, index, item)
+        records[record.test] = record
+    machine = head.get("machine_info") if isinstance(head.get("machine_info"), dict) else {}
+    created = head.get("created") if isinstance(head.get("created"), str) else None
+    doc = {"format": RUN_FORMAT, "version": RUN_VERSION, "created": created, "machine_info": machine,
+           "tests": [r.to_dict() for r in records.values()],
+           "unfinished": f"the run did not finish: its {len(records)} tests up to its last flush "
+                         f"(from {Path(path).name})"}
+    run = RunDoc(path=Path(path), machine_info=MappingProxyType(dict(machine)), records=MappingProxyType(records),
+                 created=created)
+    return run, doc

@@ -13,9 +13,10 @@ if TYPE_CHECKING:
 MEMORY_SECTION = "GPU memory (pytest-gpuutil)"
 
 
-def check_call_limits(state: GpuUtilSession, item: Any, report: Any, results: TestResults) -> str:
+def check_call_limits(state: GpuUtilSession, item: Any, report: Any, results: TestResults) -> tuple[str, Any]:
     """Fail the call's report where the test misses a limit; "passed", "failed", "not_checked", or ""
-    (no limits apply)."""
+    (no limits apply), and the record it was checked on, before the record hook, with the profile
+    and memory it was built from (see Measuring.ready: the teardown reuses it), or None."""
     from pytest_gpuutil.gates.thresholds import Thresholds, check, merge
     from pytest_gpuutil.session.measuring import outcome_of
 
@@ -23,19 +24,20 @@ def check_call_limits(state: GpuUtilSession, item: Any, report: Any, results: Te
     for marker in reversed(list(item.iter_markers("gpu_util"))):  # farthest first, so the closest marker wins
         thresholds = merge(thresholds, Thresholds.from_kwargs(marker.kwargs, f"@pytest.mark.gpu_util on {item.nodeid}"))
     if thresholds is None or thresholds.is_empty:
-        return ""
-    record = state.make_record(item.nodeid, outcome_of({"call": report}), state.measuring.profiles.get(item.nodeid),
-                               results, state.measuring.measurement.memory.get(item.nodeid))
-    record = hooked_record(item, record, "call")
+        return "", None
+    profile, memory = state.measuring.profiles.get(item.nodeid), state.measuring.measurement.memory.get(item.nodeid)
+    built = state.make_record(item.nodeid, outcome_of({"call": report}), profile, results, memory)
+    record = hooked_record(item, built, "call")
+    kept = (built, profile, memory)
     misses = check(thresholds, record)
     if misses is None:
-        return "not_checked"
+        return "not_checked", kept
     if misses and report.passed:
         report.outcome = "failed"
         report.longrepr = "\n".join(m.message for m in misses)
     if any(m.threshold_name in ("max_memory", "max_leak") for m in misses):
         add_memory_section(state, item.nodeid, report)
-    return "failed" if misses else "passed"
+    return ("failed" if misses else "passed"), kept
 
 
 def add_memory_section(state: GpuUtilSession, nodeid: str, report: Any) -> None:

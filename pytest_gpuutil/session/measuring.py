@@ -40,6 +40,9 @@ class PendingTest:
     outcome: str
     results: TestResults
     thresholds: str
+    #: the record its call's limits were checked on (before the record hook), with the profile and
+    #: memory it was built from: reused when they are still the test's (see :meth:`Measuring.ready`)
+    call_record: Optional[tuple[Any, Any, Any]] = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,17 @@ def outcome_of(phases: dict[str, Any]) -> str:
     if teardown is not None and teardown.failed:
         return "error"
     return "passed"
+
+
+def _reused(test: PendingTest, profile: Any, memory: Any) -> Optional[TestRecord]:
+    """The record built when the test's limits were checked, if it was built from this same profile
+    and memory and the test's outcome has not changed since (a teardown error changes it)."""
+    if test.call_record is None:
+        return None
+    record, its_profile, its_memory = test.call_record
+    if its_profile is not profile or its_memory is not memory or record.outcome != test.outcome:
+        return None
+    return record
 
 
 def _charged(record: TestRecord, built_here: bool, ms: float) -> TestRecord:
@@ -108,6 +122,16 @@ class Measuring:
         self.windowed: set[str] = set()
         self.pending: list[PendingTest] = []
         self._flushed = False
+        #: seconds of the plugin's own work in this process so far: every hook's time (the session's
+        #: start-up apart), the flushes, the session's end and the summary (the plugin adds to it)
+        self.own_s = 0.0
+        #: when the part being timed now began (the session's end, the summary), else None
+        self.own_open: Optional[float] = None
+
+    def own_now(self) -> float:
+        """The plugin's own seconds in this process up to now (the part being timed now included)."""
+        opened = self.own_open
+        return self.own_s + (time.perf_counter() - opened if opened is not None else 0.0)
 
     def begin_test(self, nodeid: str, results: TestResults) -> None:
         if self.measurement.mode == CONTINUOUS:
@@ -163,7 +187,9 @@ class Measuring:
             self.windowed.discard(test.nodeid)
             profile = self.profiles.pop(test.nodeid, None)
             memory = self.measurement.memory.pop(test.nodeid, None)
-            built = self._make_record(test.nodeid, test.outcome, profile, test.results, memory)
+            built = _reused(test, profile, memory)
+            if built is None:
+                built = self._make_record(test.nodeid, test.outcome, profile, test.results, memory)
             record = finalize(test.item, built)
             self._write_trace(record, profile)
             if record.measure_ms is not None:
@@ -184,7 +210,7 @@ class Measuring:
         return {"worker": self._worker_id or "main", "mode": m.mode, "source": m.source_name,
                 "startup_s": m.startup_s, "startup_gc_s": m.startup_gc_s if m.startup_s is not None else None,
                 "fallback": m.fallback_reason,
-                "broken": m.windows.broken, **m.info()}
+                "broken": m.windows.broken, "own_s": self.own_now(), **m.info()}
 
     def _write_trace(self, record: TestRecord, profile: Optional[TestProfile]) -> None:
         mode = self._traces

@@ -33,6 +33,9 @@ class Receiver:
         self.threshold_failures: list[str] = []
         #: the timelines of the worst tests so far (at most the number asked for, see report/timelines.py)
         self.timelines = TimelineStore(timelines)
+        #: where each flush's records are appended as the run goes (run_files.RunSpool), when it is
+        self.spool: Optional[Any] = None
+        self._unspooled = 0
 
     def receive_batch(self, batch: dict[str, Any]) -> None:
         """Payloads that came on one report (or at a worker's end), with what measured them."""
@@ -41,6 +44,13 @@ class Receiver:
             self.note_process(process)
         for payload in batch.get("payloads", ()):
             self.receive(payload)
+        self.spool_pending()
+
+    def spool_pending(self) -> None:
+        """Append the records taken since the last call to the run's spool (once a flush, not once a test)."""
+        if self._unspooled and self.spool is not None:
+            self.spool.append(self.records[len(self.records) - self._unspooled:])
+        self._unspooled = 0
 
     def note_process(self, process: dict[str, Any]) -> None:
         """How one process (a worker, or "main") measured: the latest word from it wins."""
@@ -56,6 +66,7 @@ class Receiver:
         """Keep one test's record (built in this process, or read from a payload) and its timeline
         while it is among the worst; write its metric rows now."""
         self.records.append(record)
+        self._unspooled += 1
         if isinstance(timeline, Mapping):
             self.timelines.offer(record.test, record_scores(record), timeline)
         for name, columns in tables.items():

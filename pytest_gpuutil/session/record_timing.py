@@ -1,8 +1,9 @@
 """When a test's record is needed, and the ``pytest_gpuutil_record`` hook that may replace it.
 
 A record is normally built when a flush has the test's profile; some tests need it sooner: right
-after their call (limits to check, pytest-benchmark to tell), or at their teardown (the last
-test, a JUnit or pytest-html file, a record hook that wants it then).
+after their call (limits to check), or at their teardown (the last test, a pytest-html file, a
+record hook that wants it then). JUnit properties and pytest-benchmark's extra info are filled
+when the record comes, at the latest at the session's end (see report/ci.py's LateProperties).
 """
 from __future__ import annotations
 
@@ -40,6 +41,11 @@ class RecordTiming:
         #: whether a JUnit or pytest-html file wants every record at its test's teardown (read once)
         self._files_want_records: Optional[bool] = None
 
+    @staticmethod
+    def note_marked(item: Any, marked: bool) -> None:
+        """What collection found of the item's gpu_util markers (so no test looks for them again)."""
+        item.stash[_MARKED_KEY] = marked
+
     def thresholds_apply(self, item: Any) -> bool:
         """Limits apply to the item (run-wide ones, or its gpu_util marker); asked after its call
         and in its call's report, so the marker's answer is kept on the item."""
@@ -53,8 +59,8 @@ class RecordTiming:
         return marked
 
     def needs_profile_at_call(self, item: Any) -> bool:
-        """Its record is needed right after the call: limits to check, or pytest-benchmark to tell."""
-        return self.thresholds_apply(item) or "benchmark" in getattr(item, "funcargs", {})
+        """Its record is needed right after the call: limits to check."""
+        return self.thresholds_apply(item)
 
     def needs_counters_at_call(self, item: Any) -> bool:
         """Its limits include the hardware counters' (min_sm_pct, min_tensor_pct, max_energy_j)."""
@@ -66,10 +72,10 @@ class RecordTiming:
         return any(name in marker.kwargs for marker in item.iter_markers("gpu_util") for name in COUNTER_LIMITS)
 
     def needs_record_now(self, item: Any, last: bool) -> bool:
-        """Its record is needed at its teardown: the last test, a JUnit or pytest-html file, or a record hook."""
+        """Its record is needed at its teardown: the last test, a pytest-html file (its rows are built
+        then), or a record hook. (JUnit files get their properties later: report/ci.py.)"""
         if self._files_want_records is None:
-            option = item.config.option
-            self._files_want_records = bool(getattr(option, "xmlpath", None) or getattr(option, "htmlpath", None))
+            self._files_want_records = bool(getattr(item.config.option, "htmlpath", None))
         return self._files_want_records or last or self.has_record_hook(item)
 
     def has_record_hook(self, item: Any) -> bool:

@@ -9,7 +9,7 @@ the run's totals and the per-GPU table), the baselines asked for (``--gpu-util-s
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 from pytest_gpuutil.gates.baseline import free_autosave_name, save_baseline
 from pytest_gpuutil.gates.regression import Comparison, FailExpr
@@ -29,13 +29,15 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
               comparison: Optional[Comparison], written: list[Path], usage_errors: list[str],
               created: Optional[str] = None, baseline_label: Optional[str] = None,
               trends: Optional[Mapping[str, Trend]] = None,
-              timelines: Optional[Mapping[str, Mapping[str, Any]]] = None) -> None:
+              timelines: Optional[Mapping[str, Mapping[str, Any]]] = None,
+              as_dict: Optional[Callable[[TestRecord], dict[str, Any]]] = None) -> None:
     """Write gpu_util.csv/json, save the baselines asked for, write the HTML report if asked.
 
     Each file goes into ``written`` once it is written (an OSError stops the rest); an HTML report
     that cannot be written goes into ``usage_errors``. ``created``: the run's time (default now);
     ``baseline_label``: what the page calls the baseline; ``trends``: the page's trend lines;
-    ``timelines``: the tests' timelines, written beside gpu_util.json (timelines.json.gz) and drawn on the page.
+    ``timelines``: the tests' timelines, written beside gpu_util.json (timelines.json.gz) and drawn on the page;
+    ``as_dict``: a record's dict where one was made already (the spool's).
     """
     records = sorted(records, key=lambda r: r.test)
     created = created or now_utc()
@@ -48,7 +50,8 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
         from pytest_gpuutil.analysis.findings import findings_summary
 
         extra["findings_summary"] = findings_summary([r.findings_part() for r in records], settings.findings_floor)
-    doc = run_document(records, machine, created, gpus=gpus, totals=totals, thresholds=thresholds, **extra)
+    doc = run_document(records, machine, created, gpus=gpus, totals=totals, thresholds=thresholds, as_dict=as_dict,
+                       **extra)
     written.extend(write_run_files(output_dir, records, doc))
     if settings.html is not None:
         from pytest_gpuutil.report.timelines import write_sidecar
@@ -80,3 +83,71 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
 def measured(records: Sequence[TestRecord]) -> list[TestRecord]:
     """The records with GPU figures."""
     return [r for r in records if r.gpu_busy_ms is not None]
+
+
+#: beside gpu_util.json while the run goes on: each flush's records appended as JSON lines, removed
+#: once gpu_util.json is written; a run killed mid-way leaves it (``gpuutil report DIR`` renders it)
+SPOOL_NAME = "gpu_util.partial.jsonl"
+
+
+class RunSpool:
+    """Each flush's records appended to ``DIR/gpu_util.partial.jsonl`` (one JSON line each, after a
+    first line that says what the file is), so a run killed mid-way keeps its tests up to its last
+    flush. A spool that cannot be written is given up quietly: the run's files at its end still come."""
+
+    def __init__(self, output_dir: Path, machine: Any = None):
+        self.path = output_dir / SPOOL_NAME
+        #: what the first line gets: the machine's description when known (a callable returning it, or None)
+        self._machine = machine
+        self._started = False
+        self._broken = False
+        #: each spooled record's dict, by id(record): gpu_util.json reuses them (see :meth:`as_dict`)
+        self._dicts: dict[int, dict[str, Any]] = {}
+
+    def start(self) -> None:
+        """Before the first test: an earlier run's spool goes."""
+        try:
+            self.path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            self._broken = True
+
+    def append(self, records: Sequence[TestRecord]) -> None:
+        """Append these records (and the header line first, the first time)."""
+        if self._broken or not records:
+            return
+        try:
+            self._append(records)
+        except Exception:  # noqa: BLE001 - a disk, a missing module: the run's files at its end still come
+            self._broken = True
+
+    def _append(self, records: Sequence[TestRecord]) -> None:
+        import msgspec
+
+        lines = []
+        if not self._started:
+            machine = self._machine() if callable(self._machine) else None
+            lines.append({"format": "gpu_util-spool", "version": 1, "created": now_utc(),
+                          "machine_info": dict(machine or {})})
+        dicts = self._dicts
+        for record in records:
+            data = dicts[id(record)] = record.to_dict()
+            lines.append({"record": data})
+        if not self._started:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "ab") as out:
+            out.write(b"".join(msgspec.json.encode(line, enc_hook=str) + b"\n" for line in lines))
+        self._started = True
+
+    def as_dict(self, record: TestRecord) -> dict[str, Any]:
+        """The record's dict: the one spooled (records are never changed once made), else a new one."""
+        found = self._dicts.get(id(record))
+        return found if found is not None else record.to_dict()
+
+    def remove(self) -> None:
+        """The run's files are written: the spool is no longer needed."""
+        try:
+            self.path.unlink()
+        except OSError:
+            pass

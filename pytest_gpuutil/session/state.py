@@ -76,6 +76,8 @@ class GpuUtilSession:
         #: the payloads received (controller or plain run)
         self.receiver = Receiver(self.registry, self.output_dir, self.usage_errors,
                                  timelines=settings.timelines if settings.html is not None else 0)
+        if settings.enabled and not self.is_worker:
+            self.receiver.spool = run_files.RunSpool(self.output_dir, lambda: self.machine)
         self.test_seconds = 0.0
         #: seconds the session's end took here: the last flush, writing gpu_util.csv/json
         self.finish_s = 0.0
@@ -158,7 +160,10 @@ class GpuUtilSession:
 
     # -- session start (controller) ------------------------------------------------------------
     def start(self) -> None:
-        """Purge old metric tables and load the baseline to compare with, before any test runs."""
+        """Purge old metric tables (and an earlier run's spool) and load the baseline to compare with,
+        before any test runs."""
+        if self.receiver.spool is not None:
+            self.receiver.spool.start()
         try:
             self.registry.purge()
         except OSError as exc:  # an undeletable old table must not crash every pytest run
@@ -256,7 +261,10 @@ class GpuUtilSession:
                                 fail_exprs=self.fail_exprs, comparison=self.comparison, written=self.written,
                                 usage_errors=self.usage_errors, created=created,
                                 baseline_label=self.compare_label or None, trends=trends,
-                                timelines=self.receiver.timelines.timelines)
+                                timelines=self.receiver.timelines.timelines,
+                                as_dict=self.receiver.spool.as_dict if self.receiver.spool is not None else None)
+            if self.receiver.spool is not None:
+                self.receiver.spool.remove()  # the whole run is in gpu_util.json now
         finally:  # the run joins the history even when its files could not be written
             if self.history.appends:
                 path = self.history.append(self.records, info, created, cwd=str(self.invocation_dir))
@@ -281,7 +289,10 @@ class GpuUtilSession:
         kept = self._record_figures
         if kept is None or kept[0] is not records or kept[1] != len(records):
             kept = self._record_figures = (records, len(records), run_totals.record_figures(records))
-        return run_totals.totals(records, self.processes, self.test_seconds, self.finish_s, kept[2])
+        processes = self.processes
+        if not self.is_worker and "main" in processes:  # this process's own time up to now
+            processes = {**processes, "main": {**processes["main"], "own_s": self.measuring.own_now()}}
+        return run_totals.totals(records, processes, self.test_seconds, self.finish_s, kept[2])
 
     def gpu_table(self) -> list[dict[str, Any]]:
         """Busy time per physical GPU and which workers used it."""

@@ -52,6 +52,8 @@ def header(doc: Mapping[str, Any], tests: Sequence[Mapping[str, Any]], totals: M
     sub = [esc(created.replace("T", " ")), f"commit <code>{esc(commit[:12])}</code>" if commit else "no git commit"]
     if info.get("argv"):
         sub.append(f"<code>pytest {esc(info['argv'])}</code>")
+    if as_text(doc.get("unfinished")):  # a killed run read from its spool (gpuutil report RUN_DIR)
+        sub.append(f'<b class="unfinished">{esc(as_text(doc.get("unfinished")))}</b>')
     outcomes = Counter(as_text(t.get("outcome")) or "unknown" for t in tests)
     outcome_text = ", ".join(f"{n} {o}" for o, n in sorted(outcomes.items(), key=lambda kv: (-kv[1], kv[0])))
     cards = [
