@@ -321,20 +321,43 @@ def write_gate(state: RunState, tr: Any, terminal: Terminal = Terminal()) -> Non
         return
     from pytest_gpuutil.gates.regression import REGRESSION_HEADERS, regression_rows
 
+    from pytest_gpuutil.gates.coverage import coverage_lines
+
     where = state.compare_label or f"baseline {display_path(state.baseline.path)}"
-    if comparison.failed:
+    if comparison.regressions:
         tr.write_sep("-", f"GPU regressions against {where}", red=True)
         rows = [dict(zip(REGRESSION_HEADERS, row)) for row in regression_rows(comparison.regressions)]
         tr.write_line(fit_table(REGRESSION_COLUMNS, rows, terminal.width, every_column=terminal.verbose))
+        write_explanations(state, tr, terminal)
         tr.write_line(
             f"FAILED: {len(comparison.regressions)} regression(s) in {len({r.test for r in comparison.regressions})} "
             f"test(s) (limits: {' '.join(e.text for e in state.fail_exprs)})",
             red=True,
         )
-    else:
-        tr.write_line(f"no GPU regressions against {where}: {len(comparison.compared)} tests compared")
+    elif not comparison.failed:
+        tr.write_line(f"no GPU regressions against {where}: {len(comparison.compared)} tests compared"
+                      + _floored(comparison))
+    for line in coverage_lines(comparison):
+        for part in wrap(line.text, terminal.width):
+            tr.write_line(part, red=line.failed, yellow=not line.failed)
     for note in state.gate_notes:  # prose: wrapped to the terminal
         for line in wrap(note, terminal.width):
+            tr.write_line(line)
+
+
+def _floored(comparison: Any) -> str:
+    """`` (N changes under the 1 ms noise floor)`` when some limits were passed by noise only."""
+    from pytest_gpuutil.gates.noise_floor import FLOOR_MS
+
+    n = len({(r.test, r.metric) for r in comparison.below_floor})
+    return f" ({n} change(s) past a limit but under the {FLOOR_MS:g} ms noise floor)" if n else ""
+
+
+def write_explanations(state: RunState, tr: Any, terminal: Terminal = Terminal()) -> None:
+    """Up to 4 lines per flagged test under the regression table: what changed in its GPU work."""
+    explanations = getattr(state, "explanations", None) or {}
+    for test, explanation in explanations.items():
+        for line in explanation.terminal_lines(terminal.width):
             tr.write_line(line)
 
 
