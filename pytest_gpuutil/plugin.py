@@ -172,6 +172,10 @@ class GpuUtilHooks:
             return
         state.check_tables()
         state.compare()
+        if state.explanations:
+            from pytest_gpuutil.report.junit_why import add_why_properties
+
+            add_why_properties(session.config, state.explanations)
         if state.gate_failed:
             session.testsfailed += 1  # exit status 1, pytest's own summary line still printed
 

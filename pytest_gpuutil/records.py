@@ -130,6 +130,9 @@ class TestRecord:
     #: GPU 0 with pid 12 (...)": its GPU ms include slices the GPU gave the others, so rows are never
     #: added; the test's gpu_busy_ms is their union)}; empty otherwise
     processes: tuple[Mapping[str, Any], ...] = ()
+    #: every kernel, copy and memset name of the call with its count and total µs, most time first:
+    #: ``[name, count, total_us]`` (what a gate's explanation compares: gates/explain.py)
+    kernels: tuple[tuple[str, int, float], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (shallow copies: records are never changed after they are made)."""
@@ -157,6 +160,8 @@ class TestRecord:
         for name in LIST_FIELDS:
             if name in kwargs:
                 kwargs[name] = tuple(dict(item) for item in kwargs[name] or () if isinstance(item, Mapping))
+        if "kernels" in kwargs:
+            kwargs["kernels"] = tuple(tuple(k) for k in kwargs["kernels"] or () if isinstance(k, (list, tuple)) and len(k) == 3)
         if "findings" in kwargs:
             found = kwargs["findings"]
             kwargs["findings"] = (tuple(dict(item) for item in found if isinstance(item, Mapping))

@@ -84,6 +84,7 @@ def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], resu
         findings=findings,
         below_floor=below,
         processes=process_entries(profile.processes, memory, physical_id),
+        kernels=tuple([(name, count, round(total_us, 1)) for name, count, total_us in stats.kernel_totals]),
     )
 
 
