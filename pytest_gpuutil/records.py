@@ -138,6 +138,7 @@ class TestRecord:
         """A JSON-able dict (shallow copies: records are never changed after they are made)."""
         data = dict(self.__dict__)  # the fields in their order (a frozen dataclass without slots holds only them)
         data["devices"] = list(self.devices)
+        data["kernels"] = [list(k) for k in self.kernels]
         for name in MAPPING_FIELDS:
             data[name] = {k: _copy(v) for k, v in data[name].items()}
         for name in LIST_FIELDS:

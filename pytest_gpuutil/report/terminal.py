@@ -389,6 +389,7 @@ def _github_step_summary(state: RunState) -> None:
     if path is None or not (state.settings.enabled or regressions):  # a gate from the ini file runs unmeasured
         return
     try:
-        append_step_summary(path, step_summary_markdown(state.records, regressions, totals_line(state), state.settings.top))  # 0 = all
+        append_step_summary(path, step_summary_markdown(state.records, regressions, totals_line(state), state.settings.top,
+                                                        getattr(state, "explanations", None)))  # 0 = all
     except OSError:
         pass
