@@ -33,6 +33,7 @@ TERMINAL_LINES = 4
 MIN_SHARE = 0.02
 _MIN_MS = 0.01
 _SHIFT_GROUPS = ("gemm", "conv", "memcpy")
+_HOST_KINDS = ("host waits", "idle")
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class Difference:
         elif self.kind == "host waits":
             body = f"host waits {counts} (GPU idle after them {times})"
         elif self.kind == "idle":
-            body = f"more idle GPU time, not after a wait ({times}; launches {counts})"
+            body = f"more idle GPU time between launches, not after a wait ({times}; launches {counts})"
         else:
             where = f" at {self.place}" if self.place else ""
             return f"new finding {self.name}{where}"
@@ -223,9 +224,12 @@ def explain(old: TestRecord, new: TestRecord, metrics: Sequence[str] = (), floor
         found.append(Difference("idle", "", rest, idle[0] - waits[0][1], idle[1] - waits[1][1],  # type: ignore[index]
                                 int(old.kernel_count or 0), int(new.kernel_count or 0)))
     sign = 1.0 if change >= 0 else -1.0
-    listed = sorted((d for d in found if abs(d.delta_ms) >= threshold), key=lambda d: -sign * d.delta_ms)[:MOST_LISTED]
+    # what changed in the GPU work leads when the GPU time moved by the floor; the host's side then follows
+    gpu_first = explain_gpu and abs(gpu_delta) >= floor_ms
+    listed = sorted((d for d in found if abs(d.delta_ms) >= threshold),
+                    key=lambda d: (gpu_first and d.kind in _HOST_KINDS, -sign * d.delta_ms))[:MOST_LISTED]
     listed = [_with_share(d, change) for d in listed]
-    accounted = sum(d.delta_ms for d in listed if d.delta_ms * sign > 0)
+    accounted = sum(d.delta_ms for d in listed)  # net: a kernel gone offsets the two that replaced it
     explained = min(100.0, max(0.0, 100.0 * accounted / change)) if change else 0.0
     fresh = _new_findings(old, new)
     return Explanation(new.test, change, gpu, idle, tuple(listed + fresh)[: MOST_LISTED + len(fresh)], explained,
