@@ -143,7 +143,7 @@ def _shifts(kernels: list[Difference], threshold: float) -> list[Difference]:
     """Within GEMM, convolution and copies: a label that lost time beside one that gained, as one shift."""
     out = []
     for group in _SHIFT_GROUPS:
-        members = [d for d in kernels if d.place.split(" ", 1)[0] == group and abs(d.delta_ms) >= threshold]
+        members = [d for d in kernels if d.place.split(" ", 1)[0] == group and d.delta_ms]
         by_label: dict[str, list[Difference]] = {}
         for d in members:
             by_label.setdefault(d.place, []).append(d)
@@ -153,6 +153,8 @@ def _shifts(kernels: list[Difference], threshold: float) -> list[Difference]:
         if not losers or not gainers:
             continue
         lost, gained = min(losers, key=net.__getitem__), max(gainers, key=net.__getitem__)
+        if max(-net[lost], net[gained]) < threshold:
+            continue
         parts = by_label[lost] + by_label[gained]
         tail = gained.split(" ", 1)[1] if " " in gained else gained
         out.append(Difference(

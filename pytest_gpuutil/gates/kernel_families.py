@@ -119,3 +119,40 @@ def family_totals(kernels: Iterable[tuple[str, int, float]], classifier: Optiona
         best[family] = max(best[family], float(total_us))
         out[family] = KernelTotal(family, known.label, top, known.count + int(count), known.total_us + float(total_us))
     return out
+
+
+#: a record keeps the kernels that make this share of its kernel time, at most KEPT_ROWS of them
+KEPT_SHARE = 0.99
+KEPT_ROWS = 16
+NAME_WIDTH = 80
+#: the row that sums the kernels left out: ``(N other kernels)``
+OTHERS = "(other kernels)"
+
+
+def compact_kernels(rows: Iterable[tuple[str, int, float]]) -> tuple[tuple[str, int, float], ...]:
+    """A record's ``kernels`` from every (name, count, µs) of its call, most time first: short names
+    (gemm and convolution names kept whole up to NAME_WIDTH, so their precision still reads), the
+    rows that make KEPT_SHARE of the time (at most KEPT_ROWS), the rest summed in one OTHERS row."""
+    ordered = sorted(((n, int(c), float(t)) for n, c, t in rows), key=lambda r: -r[2])
+    total = sum(t for _, _, t in ordered)
+    kept: list[tuple[str, int, float]] = []
+    covered = 0.0
+    for name, count, total_us in ordered:
+        if len(kept) >= KEPT_ROWS or (total > 0 and covered >= KEPT_SHARE * total):
+            break
+        kept.append((stored_name(name), count, round(total_us, 1)))
+        covered += total_us
+    rest = ordered[len(kept):]
+    if rest:
+        kept.append((OTHERS, sum(c for _, c, _ in rest), round(sum(t for _, _, t in rest), 1)))
+    return tuple(kept)
+
+
+def stored_name(name: str) -> str:
+    """The name a record keeps: ``short_name`` (templates as their functor), copies and GEMMs as they are."""
+    if name.startswith(("Memcpy", "Memset")):
+        return name[:NAME_WIDTH]
+    if "<" not in name:
+        text = _strip_arguments(name)
+        return text if len(text) <= NAME_WIDTH else text[:NAME_WIDTH]
+    return short_name(name, NAME_WIDTH)

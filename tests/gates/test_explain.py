@@ -72,3 +72,18 @@ def test_no_kernels_recorded_still_gives_an_answer():
     why = explain(rec([], 1.0, 2.0), rec([], 5.0, 6.0))
     assert why.differences == () and why.explained_pct == 0
     assert why.first_line == "no difference in the kernels or waits recorded"
+
+
+def test_records_keep_short_names_and_the_time_that_matters():
+    from pytest_gpuutil.gates.kernel_families import OTHERS, compact_kernels
+
+    rows = [(MUL, 200, 9800.0), ("Memcpy HtoD (Pageable -> Device)", 10, 4000.0), (FP32, 10, 80800.0)]
+    rows += [(f"tiny_kernel_{i}", 1, 1.0) for i in range(30)]
+    kept = compact_kernels(rows)
+    assert kept[0] == (FP32[:80], 10, 80800.0)
+    assert kept[1] == ("vectorized_elementwise_kernel<...MulFunctor...>", 200, 9800.0)
+    assert kept[2] == ("Memcpy HtoD (Pageable -> Device)", 10, 4000.0)
+    assert kept[-1] == (OTHERS, 30, 30.0) and len(kept) == 4
+    record = TestRecord("t::x", "passed", kernels=kept)
+    assert record.to_dict()["kernels"][2] == "10 4000 Memcpy HtoD (Pageable -> Device)"
+    assert TestRecord.from_dict(record.to_dict()).kernels == kept

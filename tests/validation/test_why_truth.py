@@ -1,4 +1,4 @@
-"""validation/why_truth.py's plumbing on the synthetic GPU: every planted change named, unchanged tests unflagged."""
+"""validation/gates/why_truth.py's plumbing on the synthetic GPU: every planted change named, unchanged tests unflagged."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,7 @@ import pytest
 
 def test_why_truth_on_the_synthetic_gpu(tmp_path):
     pytest.importorskip("torch")
-    from validation import why_truth
+    from validation.gates import why_truth
 
     why_truth.main([str(tmp_path), "--synthetic", "--runs", "1"])
     result = json.loads((tmp_path / "why.json").read_text())

@@ -1,6 +1,6 @@
 """Does a red gate name what changed? A suite run twice, the second time with one planted change per test.
 
-    python3 validation/why_truth.py OUT_DIR [--runs 5] [--synthetic]
+    python3 validation/gates/why_truth.py OUT_DIR [--runs 5] [--synthetic]
 
 1. Writes a suite under OUT_DIR/suite: five tests each with a change planted when ``WHY_PLANT=1``
    (bf16 matmul -> fp32 with TF32 off; a fused op -> two ops; a ``.item()`` in the loop; a pinned
@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 GPU_SUITE = r'''
 import os
