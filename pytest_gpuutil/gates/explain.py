@@ -95,6 +95,8 @@ class Explanation:
     differences: tuple[Difference, ...]
     explained_pct: float
     metrics: tuple[str, ...] = field(default=())
+    #: (label, ms before, ms after) per kernel label (``gemm bf16/fp16``, ``memcpy pageable``), most time first
+    by_label: tuple[tuple[str, float, float], ...] = ()
 
     @property
     def first_line(self) -> str:
@@ -117,7 +119,8 @@ class Explanation:
         return {"test": self.test, "metrics": list(self.metrics), "change_ms": round(self.change_ms, 4),
                 "gpu_ms": list(self.gpu_ms), "idle_ms": list(self.idle_ms) if self.idle_ms else None,
                 "explained_pct": round(self.explained_pct, 1), "first_line": self.first_line,
-                "differences": [d.to_dict() for d in self.differences]}
+                "differences": [d.to_dict() for d in self.differences],
+                "by_label": [[label, round(a, 4), round(b, 4)] for label, a, b in self.by_label]}
 
     @property
     def one_line(self) -> str:
@@ -213,8 +216,9 @@ def explain(old: TestRecord, new: TestRecord, metrics: Sequence[str] = (), floor
     change = (gpu_delta if explain_gpu else 0.0) + (idle_delta if explain_idle else 0.0)
     threshold = max(_MIN_MS, MIN_SHARE * abs(change))
     found: list[Difference] = []
+    families = (family_totals(old.kernels, classifier), family_totals(new.kernels, classifier))
     if explain_gpu:
-        kernels = _kernel_differences(family_totals(old.kernels, classifier), family_totals(new.kernels, classifier))
+        kernels = _kernel_differences(*families)
         found.extend(_shifts(kernels, threshold))
         found.extend(replace_place(d) for d in kernels)
     if explain_idle:
@@ -235,7 +239,15 @@ def explain(old: TestRecord, new: TestRecord, metrics: Sequence[str] = (), floor
     explained = min(100.0, max(0.0, 100.0 * accounted / change)) if change else 0.0
     fresh = _new_findings(old, new)
     return Explanation(new.test, change, gpu, idle, tuple(listed + fresh)[: MOST_LISTED + len(fresh)], explained,
-                       tuple(metrics))
+                       tuple(metrics), _by_label(*families))
+
+
+def _by_label(before: Mapping[str, KernelTotal], after: Mapping[str, KernelTotal]) -> tuple[tuple[str, float, float], ...]:
+    sums: dict[str, list[float]] = {}
+    for side, totals in enumerate((before, after)):
+        for total in totals.values():
+            sums.setdefault(total.label, [0.0, 0.0])[side] += total.total_us / 1000
+    return tuple(sorted(((label, a, b) for label, (a, b) in sums.items()), key=lambda r: -max(r[1], r[2])))
 
 
 def replace_place(difference: Difference) -> Difference:
