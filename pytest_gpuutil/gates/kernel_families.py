@@ -21,8 +21,8 @@ _NUMBER = re.compile(r"\b\d+(?:ul|u|l)?\b")
 _SPACES = re.compile(r"\s+")
 _COPY = re.compile(r"(?i)^memcpy\s+(\w+)")
 #: identifiers in template arguments that say what an elementwise or reduction kernel computes
-_FUNCTOR = re.compile(r"[A-Za-z_]\w*(?:Functor|Op|_kernel_cuda|_impl)\w*|CUDAFunctor_\w+")
-_GENERIC_FUNCTOR = re.compile(r"^(?:Binary|Unary|AUnary|BUnary|Func|Reduce|Mean|OffsetCalculator)")
+_FUNCTOR = re.compile(r"[A-Za-z_]\w*(?:Functor|Ops?|_kernel_cuda|_cuda_kernel|_impl|_kernel)\b\w*|CUDAFunctor_\w+")
+_GENERIC_FUNCTOR = re.compile(r"^(?:Binary|Unary|AUnary|BUnary|Func|Reduce|OffsetCalculator)")
 
 
 @dataclass(frozen=True)

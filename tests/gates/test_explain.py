@@ -1,6 +1,8 @@
 """Why a test regressed, from two saved records: kernel matching, shares, the 4-line bound, the JSON form."""
 from __future__ import annotations
 
+import pytest
+
 from pytest_gpuutil.gates.explain import TERMINAL_LINES, explain
 from pytest_gpuutil.gates.kernel_families import family_of, short_name
 from pytest_gpuutil.analysis.classify import KernelClassifier
@@ -87,3 +89,17 @@ def test_records_keep_short_names_and_the_time_that_matters():
     record = TestRecord("t::x", "passed", kernels=kept)
     assert record.to_dict()["kernels"][2] == "10 4000 Memcpy HtoD (Pageable -> Device)"
     assert TestRecord.from_dict(record.to_dict()).kernels == kept
+
+
+@pytest.mark.parametrize("name, short", [
+    ("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous namespace)::addcmul_cuda_kernel("
+     "at::TensorIteratorBase&, c10::Scalar const&)::{lambda()#1}::operator()() const::{lambda(float, float, float)#1}, "
+     "std::array<char*, 4ul> >(int, std::array<char*, 4ul>)", "vectorized_elementwise_kernel<...addcmul_cuda_kernel...>"),
+    ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, "
+     "unsigned int, float, 4> >(at::native::ReduceOp<float>)", "reduce_kernel<...MeanOps...>"),
+    ("void at::native::elementwise_kernel<128, 2, at::native::gpu_kernel_impl_nocast<at::native::CUDAFunctor_add<float> >"
+     "(at::TensorIteratorBase&)::{lambda(int)#1}>(int)", "elementwise_kernel<...CUDAFunctor_add...>"),
+    ("triton_poi_fused_add_mul_0", "triton_poi_fused_add_mul_0"),
+])
+def test_short_names_keep_what_the_kernel_computes(name, short):
+    assert short_name(name) == short
