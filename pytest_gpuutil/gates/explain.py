@@ -1,8 +1,9 @@
 """Why a test regressed: the differences between two records of it that account for the change.
 
-The change explained is the test's GPU time (``gpu_busy_ms``) where it moved by the floor or more,
-plus its idle time (the window less the GPU time) where that grew by the floor or more (a busy %
-that fell with the GPU work unchanged: the host waited or launched more). The differences:
+The change explained is the test's GPU time (``gpu_busy_ms``), plus its idle time (the window less the
+GPU time) where that grew by the floor or more and a gate on the window (``busy_pct``, ``wall_ms``,
+...) flagged the test (a busy % that fell with the GPU work unchanged: the host waited or launched
+more). The differences:
 
 - kernel families (gates/kernel_families.py) new, gone, slower or faster: name, ms and count
   before and after; within GEMM/convolution and copies, a family that lost time beside one of
@@ -12,8 +13,9 @@ that fell with the GPU work unchanged: the host waited or launched more). The di
   idle time left (with the launches, ``kernel_count``, before and after);
 - findings new in this run (with their place where findings carry one): shown, not counted.
 
-Each difference has its share of the change; ``explained_pct`` is the listed differences' sum
-over the change (at most 100). Nothing here reads files or pytest: records in, an Explanation out.
+Each difference has its share of the change; ``explained_pct`` is the listed differences' net sum
+over the change (at most 100), leaving out the two that name no cause: the idle time not after a
+wait, and the kernels summed as "(other kernels)". Nothing here reads files or pytest: records in, an Explanation out.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
-from pytest_gpuutil.gates.kernel_families import KernelTotal, family_totals, short_name
+from pytest_gpuutil.gates.kernel_families import OTHERS, KernelTotal, family_totals, short_name
 from pytest_gpuutil.gates.noise_floor import FLOOR_MS
 from pytest_gpuutil.records import TestRecord
 from pytest_gpuutil.rundoc.metrics import finite_number
@@ -34,6 +36,8 @@ MIN_SHARE = 0.02
 _MIN_MS = 0.01
 _SHIFT_GROUPS = ("gemm", "conv", "memcpy")
 _HOST_KINDS = ("host waits", "idle")
+#: gates on the test's window: its idle time is part of the change they flag
+_WINDOW_METRICS = ("busy_pct", "mm_conv_pct", "attention_pct", "wall_ms")
 
 
 @dataclass(frozen=True)
@@ -211,8 +215,9 @@ def explain(old: TestRecord, new: TestRecord, metrics: Sequence[str] = (), floor
     idle = None if None in windows else (max(0.0, windows[0] - gpu[0]), max(0.0, windows[1] - gpu[1]))  # type: ignore[operator]
     gpu_delta = gpu[1] - gpu[0]
     idle_delta = 0.0 if idle is None else idle[1] - idle[0]
-    explain_gpu = abs(gpu_delta) >= floor_ms / 2 or idle is None or idle_delta < floor_ms
-    explain_idle = idle is not None and idle_delta >= floor_ms
+    window_gate = not metrics or any(m.split("[", 1)[0] in _WINDOW_METRICS for m in metrics)
+    explain_idle = idle is not None and idle_delta >= floor_ms and window_gate
+    explain_gpu = abs(gpu_delta) >= floor_ms / 2 or not explain_idle
     change = (gpu_delta if explain_gpu else 0.0) + (idle_delta if explain_idle else 0.0)
     threshold = max(_MIN_MS, MIN_SHARE * abs(change))
     found: list[Difference] = []
@@ -235,7 +240,9 @@ def explain(old: TestRecord, new: TestRecord, metrics: Sequence[str] = (), floor
     listed = sorted((d for d in found if abs(d.delta_ms) >= threshold),
                     key=lambda d: (gpu_first and d.kind in _HOST_KINDS, -sign * d.delta_ms))[:MOST_LISTED]
     listed = [_with_share(d, change) for d in listed]
-    accounted = sum(d.delta_ms for d in listed)  # net: a kernel gone offsets the two that replaced it
+    # net (a kernel gone offsets the two that replaced it), of the differences that name a cause: the
+    # idle time left after the waits and the kernels summed as "(other kernels)" are shown, not counted
+    accounted = sum(d.delta_ms for d in listed if d.kind != "idle" and d.name != OTHERS)
     explained = min(100.0, max(0.0, 100.0 * accounted / change)) if change else 0.0
     fresh = _new_findings(old, new)
     return Explanation(new.test, change, gpu, idle, tuple(listed + fresh)[: MOST_LISTED + len(fresh)], explained,
