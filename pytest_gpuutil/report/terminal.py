@@ -345,6 +345,10 @@ def write_gate(state: RunState, tr: Any, terminal: Terminal = Terminal()) -> Non
             tr.write_line(line)
 
 
+#: flagged tests explained under the regression table (all with -v; every one in gpu_util.json)
+EXPLAINED_TESTS = 10
+
+
 def _floored(comparison: Any) -> str:
     """`` (N changes under the 1 ms noise floor)`` when some limits were passed by noise only."""
     from pytest_gpuutil.gates.noise_floor import FLOOR_MS
@@ -355,10 +359,13 @@ def _floored(comparison: Any) -> str:
 
 def write_explanations(state: RunState, tr: Any, terminal: Terminal = Terminal()) -> None:
     """Up to 4 lines per flagged test under the regression table: what changed in its GPU work."""
-    explanations = getattr(state, "explanations", None) or {}
-    for test, explanation in explanations.items():
+    explanations = list((getattr(state, "explanations", None) or {}).values())
+    shown = explanations if terminal.verbose else explanations[:EXPLAINED_TESTS]
+    for explanation in shown:
         for line in explanation.terminal_lines(terminal.width):
             tr.write_line(line)
+    if len(shown) < len(explanations):
+        tr.write_line(f"(why {len(explanations) - len(shown)} more tests regressed: gpu_util.json's explanations, or -v)")
 
 
 def _count(n: int, noun: str) -> str:

@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 from pytest_gpuutil.analysis.classify import KernelClassifier  # noqa: E402
 from pytest_gpuutil.analysis.windows import window_stats  # noqa: E402
 from pytest_gpuutil.gates.kernel_families import compact_kernels  # noqa: E402
+from pytest_gpuutil.history.store import _record_json  # noqa: E402
 from pytest_gpuutil.records import TestRecord  # noqa: E402
 from pytest_gpuutil.rundoc.document import json_bytes, run_document  # noqa: E402
 from pytest_gpuutil.traces.model import Window  # noqa: E402
@@ -78,10 +79,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{path.name:45s} {len(record.kernels):4d} kernels  {b:7d} -> {a:7d} bytes  {rows[-1]['growth_pct']:+6.1f}%")
     total_with, total_without = size(with_all), size(without_all)
     growth = 100.0 * (total_with - total_without) / total_without
+    history_with = sum(len(_record_json(r)) for r in with_all)
+    history_without = sum(len(_record_json(r)) for r in without_all)
+    history_growth = 100.0 * (history_with - history_without) / max(1, history_without)
+    print(f"the history's records (compact JSON): {history_without} -> {history_with} bytes, {history_growth:+.1f}%")
     print(f"all {len(rows)} as one run: {total_without} -> {total_with} bytes, {growth:+.1f}% (budget {BUDGET_PCT:g}%)")
     if args.out:
         args.out.write_text(json.dumps({"traces": rows, "bytes_without": total_without, "bytes_with": total_with,
-                                        "growth_pct": round(growth, 1), "budget_pct": BUDGET_PCT}, indent=1) + "\n")
+                                        "growth_pct": round(growth, 1), "budget_pct": BUDGET_PCT,
+                                        "history_bytes_without": history_without, "history_bytes_with": history_with,
+                                        "history_growth_pct": round(history_growth, 1)}, indent=1) + "\n")
     return 0 if growth <= BUDGET_PCT else 1
 
 
