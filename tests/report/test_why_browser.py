@@ -28,7 +28,7 @@ window.addEventListener("load", function () {
     out.bars = tests.map(function (s) {
       return Array.prototype.slice.call(s.querySelectorAll("table.why-bars")).map(function (t) {
         return [t.getAttribute("data-kind"), Array.prototype.slice.call(t.querySelectorAll("tr.why-row")).map(function (r) {
-          var b = r.querySelectorAll(".bar");
+          var b = r.querySelectorAll(".why-bar");
           return [r.cells[0].textContent, b[0].getBoundingClientRect().width, b[1].getBoundingClientRect().width]; })]; }); });
   } catch (e) {
     guHarness.errors.push("harness: " + e);

@@ -7,13 +7,9 @@ from typing import Any, Iterable, Mapping, Sequence
 from pytest_gpuutil.report.html_report.fields import as_map, as_text
 from pytest_gpuutil.report.html_report.svg import esc
 
-_STYLE = (
-    "<style>.why{margin:1.5em 0}.why h3{font-size:1em;margin:.8em 0 .3em}.why ol{margin:.2em 0 .6em}"
-    ".why table{border-collapse:collapse;margin:.3em 0 .8em}.why td{padding:1px 6px;vertical-align:middle}"
-    ".why .bar{display:inline-block;height:.7em;min-width:1px;vertical-align:middle}"
-    ".why .before{background:#9aa4b1}.why .after{background:#d9534f}.why .ms{font-variant-numeric:tabular-nums}"
-    "</style>"
-)
+#: the bars' look, on the elements themselves (the page's stylesheet is report.css; this view adds none)
+_BAR = "display:inline-block;height:.7em;min-width:1px;vertical-align:middle;background:"
+_COLOURS = {"before": "#9aa4b1", "after": "#d9534f"}
 _KERNEL_KINDS = ("new kernel", "kernel gone", "slower", "faster", "shift")
 _BAR_PX = 240
 
@@ -29,9 +25,9 @@ def _bars(title: str, rows: Sequence[tuple[str, float, float]]) -> str:
     scale = max(max(a, b) for _, a, b in rows) or 1.0
     body = "".join(
         f'<tr class="why-row"><td>{esc(name)}</td>'
-        f'<td><span class="bar before" style="width:{round(_BAR_PX * a / scale)}px"></span> '
+        f'<td><span class="why-bar before" style="{_BAR}{_COLOURS["before"]};width:{round(_BAR_PX * a / scale)}px"></span> '
         f'<span class="ms">{a:.2f} ms</span></td>'
-        f'<td><span class="bar after" style="width:{round(_BAR_PX * b / scale)}px"></span> '
+        f'<td><span class="why-bar after" style="{_BAR}{_COLOURS["after"]};width:{round(_BAR_PX * b / scale)}px"></span> '
         f'<span class="ms">{b:.2f} ms</span></td></tr>'
         for name, a, b in rows)
     return (f'<table class="why-bars" data-kind="{esc(title)}"><thead><tr><th>{esc(title)}</th><th>baseline</th>'
@@ -60,6 +56,6 @@ def why_section(doc: Mapping[str, Any]) -> str:
     body = "".join(parts)
     if not body:
         return ""
-    return (f'{_STYLE}<section class="why" id="why"><h2>Why tests regressed</h2>'
+    return (f'<section class="why" id="why"><h2>Why tests regressed</h2>'
             f"<p>What changed in each flagged test's GPU work between the baseline and this run, largest first, "
             f"each with its share of the change.</p>{body}</section>")
