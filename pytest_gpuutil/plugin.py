@@ -50,6 +50,9 @@ def pytest_load_initial_conftests(early_config: pytest.Config, args: list[str]) 
         args[:] = fixed  # pytest parses this same list next
         early = early_config.known_args_namespace  # parsed already: initial conftests come from its paths
         early.file_or_dir = [*(early.file_or_dir or []), *kept]
+    from pytest_gpuutil.session.rootdir import corrected_rootdir
+
+    corrected_rootdir(early_config, args)  # a path option's value written as a word of its own is no test path
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -210,6 +213,10 @@ class GpuUtilHooks:
         began = _clock()
         state.check_tables()
         state.compare()
+        if state.explanations:
+            from pytest_gpuutil.report.junit_why import add_why_properties
+
+            add_why_properties(session.config, state.explanations)
         state.measuring.own_s += _clock() - began
         if state.gate_failed:
             session.testsfailed += 1  # exit status 1, pytest's own summary line still printed

@@ -130,11 +130,17 @@ class TestRecord:
     #: GPU 0 with pid 12 (...)": its GPU ms include slices the GPU gave the others, so rows are never
     #: added; the test's gpu_busy_ms is their union)}; empty otherwise
     processes: tuple[Mapping[str, Any], ...] = ()
+    #: the call's kernels, copies and memsets with their count and total µs, most time first (short
+    #: names; those that make 99 % of the time, at most 16, then one "(other kernels)" row: see
+    #: gates/kernel_families.compact_kernels); in the files one line each, ``"COUNT TOTAL_US NAME"``
+    #: (what a gate's explanation compares: gates/explain.py)
+    kernels: tuple[tuple[str, int, float], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (shallow copies: records are never changed after they are made)."""
         data = dict(self.__dict__)  # the fields in their order (a frozen dataclass without slots holds only them)
         data["devices"] = list(self.devices)
+        data["kernels"] = [kernel_text(k) for k in self.kernels]
         for name in MAPPING_FIELDS:
             data[name] = {k: _copy(v) for k, v in data[name].items()}
         for name in LIST_FIELDS:
@@ -157,6 +163,8 @@ class TestRecord:
         for name in LIST_FIELDS:
             if name in kwargs:
                 kwargs[name] = tuple(dict(item) for item in kwargs[name] or () if isinstance(item, Mapping))
+        if "kernels" in kwargs:
+            kwargs["kernels"] = tuple(filter(None, (kernel_row(k) for k in kwargs["kernels"] or ())))
         if "findings" in kwargs:
             found = kwargs["findings"]
             kwargs["findings"] = (tuple(dict(item) for item in found if isinstance(item, Mapping))
@@ -168,6 +176,25 @@ class TestRecord:
         row["devices"] = " ".join(self.devices)
         row["findings"] = " ".join(self.finding_rules)
         return row
+
+
+def kernel_text(row: Sequence[Any]) -> str:
+    """A ``kernels`` row as the files keep it, one short line: ``"COUNT TOTAL_US NAME"``."""
+    name, count, total_us = row
+    return f"{int(count)} {float(total_us):g} {name}"
+
+
+def kernel_row(value: Any) -> Optional[tuple[str, int, float]]:
+    """A ``kernels`` row from its text (or a ``[name, count, total_us]`` list); None when it is neither."""
+    try:
+        if isinstance(value, str):
+            count, total_us, name = value.split(" ", 2)
+            return name, int(count), float(total_us)
+        if isinstance(value, (list, tuple)) and len(value) == 3:
+            return str(value[0]), int(value[1]), float(value[2])
+    except (TypeError, ValueError):
+        pass
+    return None
 
 
 def _copy(value: Any) -> Any:

@@ -140,6 +140,16 @@ step_gates() {
   tail -n 4 "$W/gate_compare_clean.log"
 }
 
+defstep why 120 10 "a red gate that explains itself: validation/gates/why_truth.py, a 7-test suite run once, then 5 times with one planted change per test (bf16 -> fp32 no TF32, fused -> two ops, .item() in the loop, pinned -> pageable copy, matmul size doubled; two unchanged), each gated against the first (why/why.json: each case's first line and explained_pct >= 80, unchanged_flagged 0; ~60 s)"
+step_why() {
+  WHY_TIMEOUT_S=40 python3 validation/gates/why_truth.py "$W/why" --runs "${WHY_RUNS:-5}" \
+    --deadline-s $((${STEP_LIMIT_S:-120} - 25))
+}
+after_why() {
+  rm -rf "$W/why/suite/__pycache__" 2>/dev/null
+  return 0
+}
+
 defstep history 240 24 "run history: validation/history_noise.py, 8 runs of a small suite into a history, the history gate on unchanged and 5x slower code, false alarms counted (history_noise/)"
 step_history() {
   python3 validation/history_noise.py --out "$W/history_noise" --runs "${HISTORY_RUNS:-8}"

@@ -19,7 +19,7 @@ of one process are.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -72,6 +72,10 @@ class WindowStats:
     #: (device, start µs, length µs) of the longest stretches with no GPU work, per device that
     #: worked, longest first (at most IDLE_GAPS)
     gap_rows: tuple[tuple[str, float, float], ...] = ()
+    #: (name, count, total µs) of every kernel, copy and memset name in the window, most time first
+    #: (what a gate's explanation compares between two runs: gates/explain.py)
+    #: (analyze's summary lists its top 10 unless asked for all: not part of equality)
+    kernel_totals: tuple[tuple[str, int, float], ...] = field(default=(), compare=False)
 
     @functools.cached_property
     def categories(self) -> tuple[CategoryStat, ...]:
@@ -112,6 +116,7 @@ class WindowStats:
             kernel_rows=tuple((k.name, k.category, k.count, k.total_us, k.mean_us, k.pct_of_window)
                               for k in summary.top_kernels[:TOP_KERNELS]),
             gap_rows=tuple((g.device, g.start_us, g.dur_us) for g in summary.idle_gaps[:IDLE_GAPS]),
+            kernel_totals=tuple((k.name, k.count, k.total_us) for k in summary.top_kernels),
         )
 
 
@@ -230,7 +235,8 @@ def window_stats(columns: GpuColumns, windows: Sequence[Window],
     kernel_count = np.bincount(win[is_kernel_key[keys]], minlength=n_windows) if keys.size else event_count
     cat_count = np.bincount(win * n_cats + cats, minlength=n_windows * n_cats).reshape(n_windows, n_cats)
     present = np.bincount(win * n_devs + devs, minlength=n_windows * n_devs).reshape(n_windows, n_devs) > 0
-    top = _top_keys(win, keys, rel_e - rel_s, key_names, n_windows)
+    every = _top_keys(win, keys, rel_e - rel_s, key_names, n_windows, limit=None)
+    top = [rows[:TOP_KERNELS] for rows in every]
     device_order = sorted(range(len(device_names)), key=lambda i: device_key(device_names[i]))
     gaps = _longest_gaps(gap_parts, device_order, n_windows)
     names_in_order = category_order(categories_seen)
@@ -256,6 +262,7 @@ def window_stats(columns: GpuColumns, windows: Sequence[Window],
             tuple([(key_names[k], key_cats[k], count, total / 1000, total / 1000 / count, pct(total, denominator))
                    for k, total, count in top[i]]),
             tuple([(device_names[d], start / 1000, length / 1000) for d, start, length in gaps[i]]),
+            tuple([(key_names[k], count, total / 1000) for k, total, count in every[i]]),
         ))
     return stats
 
@@ -269,7 +276,7 @@ def _text_code_table(values: Sequence[Any]) -> tuple[np.ndarray, list[str]]:
 
 
 def _top_keys(win: np.ndarray, keys: np.ndarray, lengths: np.ndarray, key_names: list[str],
-              n_windows: int) -> list[list[tuple[int, int, int]]]:
+              n_windows: int, limit: Optional[int] = TOP_KERNELS) -> list[list[tuple[int, int, int]]]:
     """Per window, the (name, kind) keys with the most clipped time, at most TOP_KERNELS, as
     (key, total ns, events); ties by name, then key, as analyze sorts them."""
     top: list[list[tuple[int, int, int]]] = [[] for _ in range(n_windows)]
@@ -283,7 +290,8 @@ def _top_keys(win: np.ndarray, keys: np.ndarray, lengths: np.ndarray, key_names:
     name_rank = np.argsort(np.argsort(np.asarray(key_names, dtype=object), kind="stable"), kind="stable")
     pair_win, pair_key = pairs // n_keys, pairs % n_keys
     order = np.lexsort((pair_key, name_rank[pair_key], -totals, pair_win))
-    _append_firsts(top, pair_win[order], (pair_key[order], totals[order], counts[order]), TOP_KERNELS)
+    _append_firsts(top, pair_win[order], (pair_key[order], totals[order], counts[order]),
+                   pairs.size if limit is None else limit)
     return top
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Sequence, TextIO
+from typing import Mapping, Optional, Sequence, TextIO
 
 from pytest_gpuutil.cli.arguments import EXIT_OK, EXIT_USAGE, Parser, parse_or_exit_code
 from pytest_gpuutil.gates.regression import (
@@ -23,6 +23,8 @@ from pytest_gpuutil.gates.regression import (
     parse_fail_exprs,
     regression_table,
 )
+from pytest_gpuutil.gates.coverage import coverage_lines
+from pytest_gpuutil.gates.explain import Explanation, explain_comparison
 from pytest_gpuutil.history.merge import read_shard
 from pytest_gpuutil.history.noise import (
     DEFAULT_RUNS,
@@ -121,7 +123,8 @@ def main(
             file=err,
         )
     result = compare_records(baseline.records, current.records, exprs)
-    return _verdict(result, exprs, out, err)
+    why = explain_comparison(baseline.records, list(current.records.values()), result)
+    return _verdict(result, exprs, out, err, explanations=why)
 
 
 def _compare_with_history(db: str, current_path: str, last: int, exprs: Sequence[FailExpr], out: TextIO,
@@ -143,15 +146,18 @@ def _compare_with_history(db: str, current_path: str, last: int, exprs: Sequence
     if result.too_few:
         print(f"warning: {too_few_text(result, machines)}", file=err)
     code = _verdict(result.comparison, exprs, out, err,
-                    f" against the history {db} (median of each test's last {last} runs on {machines})")
+                    f" against the history {db} (median of each test's last {last} runs on {machines})",
+                    explain_comparison(result.latest, list(current.run.records.values()), result.comparison))
     note = within_noise_text(result)
     if note:
         print(note, file=out)
     return code
 
 
-def _verdict(result: Comparison, exprs: Sequence[FailExpr], out: TextIO, err: TextIO, against: str = "") -> int:
-    """The regression table and the summary line; the exit status."""
+def _verdict(result: Comparison, exprs: Sequence[FailExpr], out: TextIO, err: TextIO, against: str = "",
+             explanations: Optional[Mapping[str, Explanation]] = None) -> int:
+    """The regression table, at most 4 lines per flagged test saying why (gates/explain.py), how the tests
+    matched, and the summary line; the exit status (1 also when no test matched a non-empty baseline)."""
     gates = " ".join(e.text for e in exprs)
     extra = []
     if result.new_tests:
@@ -160,12 +166,19 @@ def _verdict(result: Comparison, exprs: Sequence[FailExpr], out: TextIO, err: Te
         extra.append(f"{len(result.missing_tests)} only in baseline")
     suffix = f" ({'; '.join(extra)})" if extra else ""
     compared = len(result.compared)
+    for line in coverage_lines(result):
+        print(line.text, file=out)
+    if result.matched_none:
+        return EXIT_REGRESSION
     if not result.regressions:
         print(f"no regressions: {compared} tests compared{against}{suffix} [{gates}]", file=out)
         if compared == 0:
             print("warning: the two runs have no test in common", file=err)
         return EXIT_OK
     print(regression_table(result.regressions), file=out)
+    for explanation in (explanations or {}).values():
+        for line in explanation.terminal_lines():
+            print(line, file=out)
     tests = len({r.test for r in result.regressions})
     print(
         f"{len(result.regressions)} regressions in {tests} of {compared} tests compared"

@@ -8,6 +8,8 @@ from typing import Any, Iterable, Mapping, Union
 
 from tabulate import tabulate
 
+from pytest_gpuutil.gates.matching import match_tests
+from pytest_gpuutil.gates.noise_floor import FLOOR_MS, below_floor
 from pytest_gpuutil.records import TestRecord
 from pytest_gpuutil.rundoc.metrics import METRICS, MetricSpec, metric_values
 from pytest_gpuutil.rundoc.number_format import compact_number, format_value
@@ -134,11 +136,24 @@ class Comparison:
     new_tests: tuple[str, ...]
     #: nodeids of the baseline that the current run does not have
     missing_tests: tuple[str, ...]
+    #: (baseline id, this run's id) of tests matched although their ids differ by a leading path
+    moved: tuple[tuple[str, str], ...] = ()
+    #: baseline ids that several tests could be (same path suffix): not compared
+    ambiguous: tuple[str, ...] = ()
+    #: how many tests the baseline holds (0: unknown, as in the history's comparison)
+    baseline_size: int = 0
+    #: changes past a limit that stand for less GPU or idle time than the floor (gates.noise_floor)
+    below_floor: tuple[Regression, ...] = ()
+
+    @property
+    def matched_none(self) -> bool:
+        """True when the baseline has tests, this run has tests, and not one of them matched."""
+        return self.baseline_size > 0 and not self.compared and bool(self.new_tests)
 
     @property
     def failed(self) -> bool:
-        """True when at least one gate was exceeded."""
-        return bool(self.regressions)
+        """True when at least one gate was exceeded, or no test matched a non-empty baseline."""
+        return bool(self.regressions) or self.matched_none
 
 
 def _as_record(value: Any) -> TestRecord:
@@ -229,28 +244,32 @@ def _check(
 
 
 def compare_records(
-    baseline_records: RecordsLike, current_records: RecordsLike, exprs: Iterable[FailExpr]
+    baseline_records: RecordsLike, current_records: RecordsLike, exprs: Iterable[FailExpr],
+    floor_ms: float = FLOOR_MS,
 ) -> Comparison:
-    """Compare by nodeid; values missing (None) on either side are skipped, never regressions."""
+    """Compare by nodeid (ids moved under another rootdir matched too: gates.matching); values missing
+    (None) on either side are skipped, never regressions; changes standing for less than ``floor_ms``
+    of GPU or idle time are kept apart (gates.noise_floor)."""
     base = _by_nodeid(baseline_records)
     current = _by_nodeid(current_records)
     gates = tuple(exprs)
+    matching = match_tests(base, list(current))
     regressions: list[Regression] = []
-    compared: list[str] = []
-    new_tests: list[str] = []
-    for test, record in current.items():
-        old = base.get(test)
-        if old is None:
-            new_tests.append(test)
-            continue
-        compared.append(test)
+    floored: list[Regression] = []
+    for base_id, test in matching.pairs:
+        old, record = base[base_id], current[test]
         for expr in gates:
             for name, then, now in metric_pairs(old, record, expr.metric):
                 found = _check(test, name, then, now, expr)
-                if found is not None:
+                if found is None:
+                    continue
+                if not expr.metric.startswith(_FINDINGS_OF) and below_floor(expr.metric, old, record, floor_ms):
+                    floored.append(found)
+                else:
                     regressions.append(found)
-    missing = tuple(test for test in base if test not in current)
-    return Comparison(tuple(regressions), tuple(compared), tuple(new_tests), missing)
+    return Comparison(tuple(regressions), tuple(test for _, test in matching.pairs), matching.new_tests,
+                      matching.missing_tests, moved=matching.moved, ambiguous=matching.ambiguous,
+                      baseline_size=len(base), below_floor=tuple(floored))
 
 
 def find_regressions(

@@ -17,7 +17,7 @@ regressions.
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -76,6 +76,8 @@ class HistoryComparison:
     noise: Mapping[tuple[str, str], Noise]
     #: the most earlier runs any test was compared with
     runs: int
+    #: each gated test's most recent earlier record (what a regression's explanation compares with)
+    latest: Mapping[str, TestRecord] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -157,12 +159,13 @@ def compare_with_history(history: Mapping[str, Sequence[TestRecord]], current: I
     new_tests = tuple(t for t in against.new_tests if t not in too_few)
     runs = max((len(history.get(t, ())) for t in medians), default=0)
     return HistoryComparison(
-        comparison=Comparison(tuple(kept), against.compared, new_tests, ()),
+        comparison=Comparison(tuple(kept), against.compared, new_tests, (), below_floor=against.below_floor),
         medians=MappingProxyType(medians),
         within_noise=tuple(inside),
         too_few=tuple(too_few),
         noise=MappingProxyType(noise),
         runs=runs,
+        latest=MappingProxyType({t: history[t][-1] for t in medians}),
     )
 
 

@@ -151,8 +151,10 @@ def step_summary_markdown(
     regressions: Sequence[Regression] = (),
     totals_line: str = "",
     top_n: int = 10,
+    explanations: Mapping[str, Any] | None = None,
 ) -> str:
-    """Job-summary Markdown: the ``top_n`` tests by GPU time, then the regressions if any."""
+    """Job-summary Markdown: the ``top_n`` tests by GPU time, then the regressions if any, each flagged
+    test's explanation (gates/explain.py) under them."""
     all_records = list(records)
     measured = [r for r in all_records if r.gpu_busy_ms is not None]
     measured.sort(key=lambda r: (-(r.gpu_busy_ms or 0.0), r.test))
@@ -198,6 +200,9 @@ def step_summary_markdown(
             "",
             markdown_table(REGRESSION_HEADERS, rows, "llrrrr"),
         ]
+    for test, explanation in (explanations or {}).items():
+        parts += ["", f"**Why {_code(test)}** ({explanation.explained_pct:.0f}% of the change explained):", ""]
+        parts += [f"- {_cell(d.text)}" for d in explanation.differences]
     return "\n".join(parts) + "\n"
 
 

@@ -330,21 +330,51 @@ def write_gate(state: RunState, tr: Any, terminal: Terminal = Terminal()) -> Non
         return
     from pytest_gpuutil.gates.regression import REGRESSION_HEADERS, regression_rows
 
+    from pytest_gpuutil.gates.coverage import coverage_lines
+
     where = state.compare_label or f"baseline {display_path(state.baseline.path)}"
-    if comparison.failed:
+    if comparison.regressions:
         tr.write_sep("-", f"GPU regressions against {where}", red=True)
         rows = [dict(zip(REGRESSION_HEADERS, row)) for row in regression_rows(comparison.regressions)]
         tr.write_line(fit_table(REGRESSION_COLUMNS, rows, terminal.width, every_column=terminal.verbose))
+        write_explanations(state, tr, terminal)
         tr.write_line(
             f"FAILED: {len(comparison.regressions)} regression(s) in {len({r.test for r in comparison.regressions})} "
             f"test(s) (limits: {' '.join(e.text for e in state.fail_exprs)})",
             red=True,
         )
-    else:
-        tr.write_line(f"no GPU regressions against {where}: {len(comparison.compared)} tests compared")
+    elif not comparison.failed:
+        tr.write_line(f"no GPU regressions against {where}: {len(comparison.compared)} tests compared"
+                      + _floored(comparison))
+    for line in coverage_lines(comparison):
+        for part in wrap(line.text, terminal.width):
+            tr.write_line(part, red=line.failed, yellow=not line.failed)
     for note in state.gate_notes:  # prose: wrapped to the terminal
         for line in wrap(note, terminal.width):
             tr.write_line(line)
+
+
+#: flagged tests explained under the regression table (all with -v; every one in gpu_util.json)
+EXPLAINED_TESTS = 10
+
+
+def _floored(comparison: Any) -> str:
+    """`` (N changes under the 1 ms noise floor)`` when some limits were passed by noise only."""
+    from pytest_gpuutil.gates.noise_floor import FLOOR_MS
+
+    n = len({(r.test, r.metric) for r in comparison.below_floor})
+    return f" ({n} change(s) past a limit but under the {FLOOR_MS:g} ms noise floor)" if n else ""
+
+
+def write_explanations(state: RunState, tr: Any, terminal: Terminal = Terminal()) -> None:
+    """Up to 4 lines per flagged test under the regression table: what changed in its GPU work."""
+    explanations = list((getattr(state, "explanations", None) or {}).values())
+    shown = explanations if terminal.verbose else explanations[:EXPLAINED_TESTS]
+    for explanation in shown:
+        for line in explanation.terminal_lines(terminal.width):
+            tr.write_line(line)
+    if len(shown) < len(explanations):
+        tr.write_line(f"(why {len(explanations) - len(shown)} more tests regressed: gpu_util.json's explanations, or -v)")
 
 
 def _count(n: int, noun: str) -> str:
@@ -375,6 +405,7 @@ def _github_step_summary(state: RunState) -> None:
     if path is None or not (state.settings.enabled or regressions):  # a gate from the ini file runs unmeasured
         return
     try:
-        append_step_summary(path, step_summary_markdown(state.records, regressions, totals_line(state), state.settings.top))  # 0 = all
+        append_step_summary(path, step_summary_markdown(state.records, regressions, totals_line(state), state.settings.top,
+                                                        getattr(state, "explanations", None)))  # 0 = all
     except OSError:
         pass

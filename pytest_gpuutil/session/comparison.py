@@ -7,7 +7,7 @@ regression fails the run.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from pytest_gpuutil.gates.baseline import BaselineError, BaselineNotSaved, describe_saved, resolve_baseline
 from pytest_gpuutil.gates.regression import Comparison, FailExpr, compare_records
@@ -61,3 +61,16 @@ def compare_with_baseline(baseline: Optional[RunDoc], records: Sequence[TestReco
         return None, strict
     comparison = compare_records(baseline.records, records, fail_exprs)
     return comparison, comparison.failed
+
+
+def explanations_for(baseline: Mapping[str, TestRecord], records: Sequence[TestRecord], comparison: Comparison,
+                     classifier: Any = None) -> dict[str, Any]:
+    """Why each flagged test regressed (gates.explain); an explanation that fails is left out, never the gate."""
+    if not comparison.regressions:
+        return {}
+    from pytest_gpuutil.gates.explain import explain_comparison
+
+    try:
+        return explain_comparison(baseline, records, comparison, classifier)
+    except Exception:  # noqa: BLE001 - the verdict stands without its explanation
+        return {}

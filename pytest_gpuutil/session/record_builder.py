@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from pytest_gpuutil.analysis.classify import ATTENTION, COMMUNICATION, MEMCPY
 from pytest_gpuutil.capture.memory import MIB, format_size
+from pytest_gpuutil.gates.kernel_families import compact_kernels
 from pytest_gpuutil.records import TestRecord
 
 if TYPE_CHECKING:
@@ -84,6 +85,7 @@ def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], resu
         findings=findings,
         below_floor=below,
         processes=process_entries(profile.processes, memory, physical_id),
+        kernels=compact_kernels(stats.kernel_totals),
     )
 
 

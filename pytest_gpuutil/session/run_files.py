@@ -30,7 +30,8 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
               created: Optional[str] = None, baseline_label: Optional[str] = None,
               trends: Optional[Mapping[str, Trend]] = None,
               timelines: Optional[Mapping[str, Mapping[str, Any]]] = None,
-              as_dict: Optional[Callable[[TestRecord], dict[str, Any]]] = None) -> None:
+              as_dict: Optional[Callable[[TestRecord], dict[str, Any]]] = None,
+              explanations: Optional[Mapping[str, Any]] = None) -> None:
     """Write gpu_util.csv/json, save the baselines asked for, write the HTML report if asked.
 
     Each file goes into ``written`` once it is written (an OSError stops the rest); an HTML report
@@ -50,6 +51,8 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
         from pytest_gpuutil.analysis.findings import findings_summary
 
         extra["findings_summary"] = findings_summary([r.findings_part() for r in records], settings.findings_floor)
+    if explanations:  # why each flagged test regressed (gates/explain.py), by test id
+        extra["explanations"] = {test: e.to_dict() for test, e in explanations.items()}
     doc = run_document(records, machine, created, gpus=gpus, totals=totals, thresholds=thresholds, as_dict=as_dict,
                        **extra)
     written.extend(write_run_files(output_dir, records, doc))

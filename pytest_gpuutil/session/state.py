@@ -26,7 +26,7 @@ from pytest_gpuutil.report.terminal import display_path
 from pytest_gpuutil.rundoc import totals as run_totals
 from pytest_gpuutil.rundoc.document import RunDoc, now_utc
 from pytest_gpuutil.session import SetupError, run_files
-from pytest_gpuutil.session.comparison import choose_baseline, compare_with_baseline
+from pytest_gpuutil.session.comparison import choose_baseline, compare_with_baseline, explanations_for
 from pytest_gpuutil.session.history_link import HistoryLink
 from pytest_gpuutil.session.measuring import Measuring
 from pytest_gpuutil.session.memory_report import memory_report
@@ -87,6 +87,8 @@ class GpuUtilSession:
         self.baseline: Optional[RunDoc] = None
         self.baseline_messages: list[str] = []
         self.comparison: Optional[Comparison] = None
+        #: why each flagged test regressed (test -> gates.explain.Explanation)
+        self.explanations: dict[str, Any] = {}
         self.gate_failed = False
         #: the run history (--gpu-util-history, --gpu-util-compare history)
         self.history = HistoryLink(settings, self.output_dir, invocation_dir)
@@ -227,6 +229,9 @@ class GpuUtilSession:
             return
         self.comparison, self.gate_failed = compare_with_baseline(self.baseline, self.records, self.fail_exprs,
                                                                   self.settings.compare_strict)
+        if self.baseline is not None and self.comparison is not None:
+            self.explanations = explanations_for(self.baseline.records, self.records, self.comparison,
+                                                 self.classifier)
 
     def _compare_with_history(self) -> None:
         """Each test against its last runs in the history (see history.noise); errors become usage errors."""
@@ -236,6 +241,9 @@ class GpuUtilSession:
         self.baseline_messages.extend(warnings)
         self.compare_label = self.history.label(info)
         self.gate_failed = self.comparison.failed if self.comparison is not None else self.settings.compare_strict
+        if self.comparison is not None and self.history.result is not None:
+            self.explanations = explanations_for(self.history.result.latest, self.records, self.comparison,
+                                                 self.classifier)
         self._history_errors()
 
     def _history_errors(self) -> None:
@@ -261,7 +269,7 @@ class GpuUtilSession:
                                 fail_exprs=self.fail_exprs, comparison=self.comparison, written=self.written,
                                 usage_errors=self.usage_errors, created=created,
                                 baseline_label=self.compare_label or None, trends=trends,
-                                timelines=self.receiver.timelines.timelines,
+                                timelines=self.receiver.timelines.timelines, explanations=self.explanations,
                                 as_dict=self.receiver.spool.as_dict if self.receiver.spool is not None else None)
             if self.receiver.spool is not None:
                 self.receiver.spool.remove()  # the whole run is in gpu_util.json now

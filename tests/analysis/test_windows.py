@@ -110,3 +110,14 @@ def test_long_windows_are_split_so_offsets_stay_in_int64(monkeypatch: pytest.Mon
     monkeypatch.setattr(windows_module, "_OFFSET_LIMIT", 1 << 24)  # forces one chunk per window or two
     assert len(windows_module._chunks(np.asarray([w.duration_ns for w in spans]), 4)) > 1
     assert window_stats(trace.columns, spans) == expected
+
+
+@pytest.mark.parametrize("name", REAL_TRACES)
+def test_every_kernel_of_a_window_is_listed_as_analyze_lists_them(name: str) -> None:
+    trace = read_trace(str(DATA / name))
+    classifier = KernelClassifier()
+    spans = cut_windows(trace.columns, 1)
+    for window, stats in zip(spans, window_stats(trace.columns, spans, classifier)):
+        every = analyze(trace, classifier, window=window, top=0).top_kernels
+        assert [(n, c) for n, c, _ in stats.kernel_totals] == [(k.name, k.count) for k in every], window
+        assert [t for _, _, t in stats.kernel_totals] == pytest.approx([k.total_us for k in every], abs=1e-6)

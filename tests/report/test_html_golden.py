@@ -19,7 +19,8 @@ def test_the_golden_pages_are_different_pages() -> None:
     """Each case shows something the others do not (a baseline, links to traces, other runs)."""
     pages = {c.name: golden(c) for c in CASES}
     assert len(set(pages.values())) == len(CASES)
-    assert b'class="verdict bad">9 regression(s) in 5 test(s)' in pages["synthetic_vs_baseline"]
+    # 5 tests planted worse; 2 of them by less than the gates' 1 ms noise floor of GPU or idle time
+    assert b'class="verdict bad">6 regression(s) in 3 test(s)' in pages["synthetic_vs_baseline"]
     assert b'class="verdict good">no regressions' in pages["h200_vs_baseline"]
     assert b'"tr":"traces/examples_test_gpu_workloads.py_test_scaled_dot_product_attention.json.gz"' in pages["h100"]
     assert b'<template id="more-rows">' in pages["synthetic"] and b"GPUs and workers" in pages["h200_two_gpus"]

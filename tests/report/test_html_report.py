@@ -134,9 +134,10 @@ def test_odd_documents_still_render():
 
 
 def test_baseline_regressions_first_and_highlighted():
-    base = [TestRecord.from_dict(record("t.py::a")), TestRecord.from_dict(record("t.py::b")),
+    # a 20 ms window: the 9 points stand for 1.8 ms, over the gates' 1 ms noise floor
+    base = [TestRecord.from_dict(record("t.py::a", wall_ms=20.0)), TestRecord.from_dict(record("t.py::b")),
             TestRecord.from_dict(record("t.py::gone"))]
-    now = [TestRecord.from_dict(record("t.py::a", busy_pct=31.0, gpu_busy_ms=4.1)),
+    now = [TestRecord.from_dict(record("t.py::a", busy_pct=31.0, gpu_busy_ms=4.1, wall_ms=20.0)),
            TestRecord.from_dict(record("t.py::b", busy_pct=39.0)), TestRecord.from_dict(record("t.py::new"))]
     view = baseline_view("base.json", base, now, EXPRS, machine_id="NVIDIA_H100-x1")
     assert [(r.test, r.metric) for r in view.regressions] == [("t.py::a", "busy_pct")]

@@ -82,13 +82,15 @@ def baseline_view(
     result = comparison if comparison is not None else compare_records(base, now, exprs)
     regressed = {(r.test, r.metric) for r in result.regressions}
     rows = []
+    base_id = {current_id: then for then, current_id in result.moved}  # ids under a moved rootdir
     for test in result.compared:
-        if test not in base or test not in now:
+        old = base.get(base_id.get(test, test))
+        if old is None or test not in now:
             continue
         for expr in exprs:
             if expr.metric not in METRICS:
                 continue
-            for name, then, current_value in metric_pairs(base[test], now[test], expr.metric):
+            for name, then, current_value in metric_pairs(old, now[test], expr.metric):
                 text, severity = _change(expr, then, current_value)
                 rows.append(ComparedMetric(test, name, then, current_value, text, expr.threshold_text,
                                            (test, name) in regressed, severity))

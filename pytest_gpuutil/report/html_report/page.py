@@ -27,6 +27,7 @@ from pytest_gpuutil.report.html_report.sections import (
 )
 from pytest_gpuutil.report.html_report.svg import Palette, esc, palette_css
 from pytest_gpuutil.report.html_report.table import table_order, tests_section
+from pytest_gpuutil.report.html_report.why_view import why_section
 
 if TYPE_CHECKING:
     from pytest_gpuutil.history.series import Trend
@@ -112,7 +113,7 @@ def render_report(doc: Mapping[str, Any], baseline: Optional[BaselineView] = Non
         f'<meta name="viewport" content="width=device-width, initial-scale=1"><title>{esc(title)}</title>'
         f"<style>\n{style}\n{palette_css(palette)}</style></head><body><main>"
         f"{header(doc, tests, totals, baseline)}"
-        f"{baseline_section(baseline) if baseline else ''}"
+        f"{baseline_section(baseline) if baseline else ''}{why_section(doc)}"
         f"{session_charts(tests, totals, palette)}{findings_section(tests, as_map(doc.get('findings_summary')))}{counters_section(doc, tests)}{gpu_section(doc, tests)}{table}"
         f'<footer>pytest-gpuutil HTML report · one self-contained file: no network, nothing loaded from elsewhere. '
         f"Trace files open in Perfetto (ui.perfetto.dev, Open trace file) or with <code>gpuutil analyze</code>.</footer>"
