@@ -69,6 +69,10 @@ def main(steps: list[str]) -> None:
             source.run(args[0], float(args[1]), int(args[2]) if len(args) > 2 else 0)
         elif kind == "sleep":
             time.sleep(float(args[0]) / 1000)
+        elif kind == "go":
+            deadline = time.monotonic() + 120
+            while not os.path.exists(args[0]) and time.monotonic() < deadline:
+                time.sleep(0.005)
         elif kind == "ready":
             print("ready", flush=True)
         elif kind == "kill":

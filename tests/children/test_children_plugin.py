@@ -252,15 +252,19 @@ def test_processes_sharing_a_gpu_at_once_are_said_to_overlap_and_never_added(pyt
     """Two children busy on GPU 0 at the same time (as time-sliced ranks are): the test's figure is the
     union, the record, its process rows and the HTML page say they overlapped, and no output shows the rows' sum."""
     pytester.makeconftest(CONFTEST)
+    # both start their work when the test says go, after both are ready (not when their start-ups happen to end)
     pytester.makepyfile(test_ranks=f"""
 import subprocess, sys
 
-def test_ranks():
-    procs = [subprocess.Popen([sys.executable, {CHILD!r}, "ready", "kernel:rank_kernel:600"], stdout=subprocess.PIPE,
-                              text=True) for _ in range(2)]
+def test_ranks(tmp_path):
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, {CHILD!r}, "ready", f"go:{{go}}", "kernel:rank_kernel:600"],
+                              stdout=subprocess.PIPE, text=True) for _ in range(2)]
     for proc in procs:
         assert proc.stdout.readline().strip() == "ready"
-        assert proc.wait(60) == 0
+    go.touch()
+    for proc in procs:
+        assert proc.wait(120) == 0
 """)
     result = run(pytester, "--gpu-util", "--gpu-util-html")
     result.assert_outcomes(passed=1)

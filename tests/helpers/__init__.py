@@ -193,3 +193,20 @@ def pytest_gpuutil_event_source(config):
 def gpu():
     return GPU
 '''
+
+#: the synthetic GPU on a clock of its own that moves only as it is read (1 µs a reading) and as its work
+#: runs: a busy machine's pauses between readings add no idle time to a test (appended to SYNTHETIC_CONFTEST)
+VIRTUAL_CLOCK = '''
+
+class VirtualClockGpu(SyntheticGpu):
+    def __init__(self):
+        super().__init__()
+        self.clock = time.perf_counter_ns()
+
+    def now(self):
+        self.clock += 1_000
+        return self.clock
+
+
+GPU = VirtualClockGpu()
+'''
