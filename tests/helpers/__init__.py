@@ -210,3 +210,28 @@ class VirtualClockGpu(SyntheticGpu):
 
 GPU = VirtualClockGpu()
 '''
+
+
+#: a test file's fixture ``cpu_work``: a function that "takes" S seconds on ``time.perf_counter``, the clock
+#: kernel_bench times with on the CPU, moved by the work alone (a busy machine makes it no slower; patched
+#: for the test only)
+CPU_WORK_FIXTURE = '''
+import time as _time
+
+import pytest as _pytest
+
+
+@_pytest.fixture
+def cpu_work(monkeypatch):
+    now = [_time.perf_counter()]
+
+    def perf_counter():
+        now[0] += 1e-9
+        return now[0]
+
+    def work(seconds):
+        now[0] += seconds
+
+    monkeypatch.setattr(_time, "perf_counter", perf_counter)
+    return work
+'''
