@@ -162,7 +162,10 @@ prof = profile()
 prof._prepare_trace()
 torch.cuda.work("_Zduring", 1_000_000)
 prof.stop()
-time.sleep(0.3)
+from pytest_gpuutil.children import bootstrap
+deadline = time.monotonic() + 120
+while bootstrap._PROCESS.capture.paused and time.monotonic() < deadline:
+    time.sleep(0.01)  # until the hand-over thread has seen the session end and measures again
 torch.cuda.work("_Zafter", 1_000_000)
 """
     run_python(code, child_env(spool, fake_cupti, period=0.05))

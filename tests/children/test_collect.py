@@ -178,12 +178,37 @@ def test_injected_childrens_kernel_names_are_demangled(spool) -> None:
     assert list(merged.names) == ["matmul()"] and extras[0].processes[0].measured_by == "injection"
 
 
-def test_a_running_child_is_poked_and_waited_for_briefly(spool) -> None:
+class _WaitClock:
+    """child_state's ``time``, with a monotonic clock that only its waits move (the rest is the real module)."""
+
+    def __init__(self) -> None:
+        self.now, self.waits = 0.0, []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.now += seconds
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+@pytest.fixture
+def wait_clock(monkeypatch) -> _WaitClock:
+    from pytest_gpuutil.children import child_state
+
+    clock = _WaitClock()
+    monkeypatch.setattr(child_state, "time", clock)
+    return clock
+
+
+def test_a_running_child_is_poked_and_waited_for_briefly(spool, wait_clock) -> None:
     write(spool, 101, events(("k", 12, 1, "0"), covered=BASE + 13 * MS), running=True)
     t = tree(spool, wait_s=0.2)
-    began = time.monotonic()
     _, extras = t.attribute(GpuColumns(), [win(10, 20)], ["a"])
-    assert 0.2 <= time.monotonic() - began < 2
+    assert 0.2 <= wait_clock.now < 0.2 + 0.011  # waited its 0.2 s, in steps of 10 ms
     assert (spool.directory / "poke").exists()
     assert "did not hand over its latest records in time" in extras[0].note
     assert t.still_running() and t.still_running() == []  # said once
@@ -232,13 +257,14 @@ def test_concat_and_take_keep_names_devices_and_times() -> None:
     assert picked.durs_ns.tolist() == [3, 1]
 
 
-def test_a_child_that_does_not_answer_is_waited_for_once(spool) -> None:
+def test_a_child_that_does_not_answer_is_waited_for_once(spool, wait_clock) -> None:
     write(spool, 101, events(("k", 12, 1, "0"), covered=BASE + 13 * MS), running=True)
     t = tree(spool, wait_s=0.2)
     t.attribute(GpuColumns(), [win(10, 20)], ["a"])
-    began = time.monotonic()
+    waited = len(wait_clock.waits)
+    assert waited
     t.attribute(GpuColumns(), [win(30, 40)], ["b"])
-    assert time.monotonic() - began < 0.15  # poked again, not waited for again
+    assert len(wait_clock.waits) == waited  # poked again, not waited for again
 
 
 def test_a_nested_runs_own_children_are_not_called_unmeasured(spool, tmp_path) -> None:
