@@ -8,6 +8,7 @@ the records, xdist, SIGKILL and the session's end all run for real.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -130,8 +131,8 @@ def test_a_killed_child_keeps_what_it_handed_over_and_is_noted(pytester: pytest.
 import os, signal, subprocess, sys
 
 def test_killed():
-    env = dict(os.environ, PYTEST_GPUUTIL_PERIOD="0.1")  # hands over every 100 ms
-    proc = subprocess.Popen([sys.executable, {CHILD!r}, "kernel:handed_over:20", "sleep:400",
+    env = dict(os.environ, PYTEST_GPUUTIL_PERIOD="3600")  # hands over at its synchronize only
+    proc = subprocess.Popen([sys.executable, {CHILD!r}, "kernel:handed_over:20", "sync",
                              "kernel:never_handed_over:20", "ready", "sleep:60000"], stdout=subprocess.PIPE, text=True,
                             env=env)
     assert proc.stdout.readline().strip() == "ready"
@@ -143,6 +144,7 @@ def test_killed():
     record = records(pytester)["test_kill.py::test_killed"]
     assert record["top_kernel"] == "handed_over" and record["kernel_count"] == 1
     assert "ended without handing over its records (killed?)" in record["note"]
+    assert re.search(r"is missing \(at most the \d+\.\d s until it was found ended\)", record["note"]), record["note"]
     (kid,) = record["processes"]
     assert kid["note"] == "ended without handing over its records" and kid["gpu_ms"] == pytest.approx(20.0, rel=0.03)
 
