@@ -7,6 +7,7 @@ the records, xdist, SIGKILL and the session's end all run for real.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
@@ -275,9 +276,15 @@ def test_ranks(tmp_path):
     assert len(rows) == 2 and all(r["overlap"].startswith("overlapped on GPU 0 with pid ") for r in rows)
     row_sum = sum(r["gpu_ms"] for r in rows)
     assert record["gpu_busy_ms"] < row_sum - 100  # the union: the rows overlapped by more than 100 ms
-    assert "overlapped on GPU 0" in record["note"] and "their rows are not to be added" in record["note"]
+    assert "overlapped on GPU 0" in record["note"] and "their gpu_ms are not to be added" in record["note"]
+    # the rows' shares (the shared time split between them) add up to the test's figure; each lies
+    # between its own time alone and its raw GPU ms
+    assert sum(r["share_ms"] for r in rows) == pytest.approx(record["gpu_busy_ms"], rel=1e-6)
+    assert all(r["gpu_ms"] / 2 - 1e-6 <= r["share_ms"] <= r["gpu_ms"] + 1e-6 for r in rows)
     html = (pytester.path / ".gpu_util" / "report.html").read_text()
-    assert html.count("overlapped on GPU 0 with pid") >= 2 and "not to be added" in html
+    assert html.count("overlapped on GPU 0 with pid") >= 2 and "the time they shared is split between them" in html
+    detail = re.search(r'"p":(\[\[.*?\]\])', html)
+    assert detail and [row[4] for row in json.loads(detail.group(1))] == pytest.approx([r["share_ms"] for r in rows], rel=1e-4)  # (5 digits)
     texts = {"terminal": output(result), "html": html, "json": (pytester.path / ".gpu_util" / "gpu_util.json").read_text(),
              "csv": (pytester.path / ".gpu_util" / "gpu_util.csv").read_text()}
     # (a kernel's total µs adds its durations in both processes, by definition: the note says kernel times include the slices)
