@@ -17,6 +17,7 @@ pytest.importorskip("pytest_benchmark")
 # process: torch is imported here and warm_torch (tests/conftest.py, used by the whole module)
 # loads the rest first.
 torch = pytest.importorskip("torch")
+from tests.helpers import CPU_WORK_FIXTURE  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("warm_torch")
 
