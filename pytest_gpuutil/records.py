@@ -128,7 +128,8 @@ class TestRecord:
     #: "peak_mb", "memory_source" ("allocator" | "nvml" | ""), "note", "parent" (True for the pytest
     #: process), "measured_by" ("python" | "injection" | ""), "startup_ms", "overlap" ("overlapped on
     #: GPU 0 with pid 12 (...)": its GPU ms include slices the GPU gave the others, so rows are never
-    #: added; the test's gpu_busy_ms is their union)}; empty otherwise
+    #: added; the test's gpu_busy_ms is their union), "share_ms" (its share of gpu_busy_ms: time k
+    #: processes shared counts 1/k to each, so the shares add up to it)}; empty otherwise
     processes: tuple[Mapping[str, Any], ...] = ()
     #: the call's kernels, copies and memsets with their count and total µs, most time first (short
     #: names; those that make 99 % of the time, at most 16, then one "(other kernels)" row: see

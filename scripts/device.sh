@@ -260,7 +260,7 @@ after_first_run() {
   return 0
 }
 
-defstep children 180 45 "child processes against CUDA-event truth, one GPU (about 1.5 minutes; SIGTERM'd Pool and Process, overlapping ranks): validation/children_truth.py (children/children.json; its table last)"
+defstep children 180 45 "child processes against CUDA-event truth, one GPU (about 1.5 minutes; SIGTERM'd Pool and Process, overlapping ranks and their shares, a child SIGKILLed 1 s after it synchronized): validation/children_truth.py (children/children.json; its table last)"
 step_children() {
   python3 validation/children_truth.py --out "$W/children"
 }

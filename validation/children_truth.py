@@ -10,8 +10,10 @@ two processes on one GPU, ``torchrun --nproc-per-node 2`` (on one GPU its ranks 
 other and talk through gloo; with ``--two-gpu`` they run side by side with NCCL all_reduces), a
 child of a test that does GPU work itself, parent/child/parent bursts (their order on one clock,
 from the test's trace), a CUDA program built with nvcc and a ``python -S`` torch child (both
-measured by the injection library), a child killed with SIGKILL, a server child still running
-when the session ends, and a nested ``pytest --gpu-util`` run (not counted twice).
+measured by the injection library), a child killed with SIGKILL (and one killed 1 s after it synchronized: ``sigkill_after_sync``, >= 95 %
+kept), a server child still running when the session ends, and a nested ``pytest --gpu-util`` run
+(not counted twice). ``overlapping_ranks_shares``: the two time-sliced ranks' ``share_ms`` add up to
+the test's GPU ms within 1 %.
 
 Truth: every child starts and warms up (cuBLAS, NCCL, first launches) at once, in a session
 fixture, so in no test's call; it writes a "ready" file and waits. A test tells its child to go;
@@ -93,8 +95,9 @@ def files(folder, name):
     return tuple(os.path.join(folder, f"{name}.{what}") for what in ("ready", "go", "json"))
 
 
-def run(name, n, device, protocol, dtype="fp32", progress=False, backend="", serial=False, linger=0.0):
-    """Warm up, say ready, wait for go, time n matmuls (and all_reduces), write the truth."""
+def run(name, n, device, protocol, dtype="fp32", progress=False, backend="", serial=False, linger=0.0, sync=False):
+    """Warm up, say ready, wait for go, time n matmuls (and all_reduces), write the truth (with
+    sync: after a torch.cuda.synchronize, the end of a burst, where the child hands its records over)."""
     torch.cuda.set_device(device)
     block = matmuls(torch.float32 if dtype == "fp32" else torch.bfloat16, f"cuda:{device}")
     block(3)
@@ -129,6 +132,8 @@ def run(name, n, device, protocol, dtype="fp32", progress=False, backend="", ser
     e.record()
     e.synchronize()
     truth = s.elapsed_time(e)
+    if sync:
+        torch.cuda.synchronize()
     write(out, {"pid": os.getpid(), "truth_ms": truth, "device": device, "rank": os.environ.get("RANK", ""),
                 "peak_mb": torch.cuda.max_memory_allocated(device) / 2**20})
     if dist is not None:
@@ -182,6 +187,7 @@ if __name__ == "__main__":
     p.add_argument("--backend", default="")
     p.add_argument("--serial", action="store_true")
     p.add_argument("--linger", type=float, default=0.0)
+    p.add_argument("--sync", action="store_true")
     a = p.parse_args()
     rank = os.environ.get("LOCAL_RANK")
     name = a.name if rank is None else f"{a.name}.{rank}"
@@ -191,7 +197,7 @@ if __name__ == "__main__":
         go = os.path.join(a.folder, f"{a.name}.go")
     else:
         go = files(a.folder, f"{a.name}.{int(rank) - 1}")[2]
-    run(name, a.n, device, (ready, go, out), a.dtype, a.progress, a.backend, a.serial, a.linger)
+    run(name, a.n, device, (ready, go, out), a.dtype, a.progress, a.backend, a.serial, a.linger, a.sync)
 '''
 
 PROG = r'''
@@ -322,6 +328,8 @@ def kids():
     started["server"] = python_child("server", 40, "--linger", "60", quiet=True,
                                      env=dict(os.environ, PYTEST_GPUUTIL_PERIOD="60"))  # hands over when asked
     started["killed"] = python_child("killed", 0, "--progress", env=dict(os.environ, PYTEST_GPUUTIL_PERIOD="0.5"))
+    # works, synchronizes, then waits to be killed (the default period: CUPTI holds its buffer until full)
+    started["killed_sync"] = python_child("killed_sync", 80, "--sync", "--linger", "60", quiet=True)
     two = GPUS >= 2 and os.environ.get("CHILDREN_TWO_GPU") == "1"
     torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                 str(HERE / "work.py"), FOLDER, "torchrun", "40", "--backend", "nccl" if two else "gloo"]
@@ -456,6 +464,16 @@ def test_sigkill(kids):
     killed = kids[0]["killed"]
     open(killed.go, "w").close()
     time.sleep(3.0)
+    killed.proc.send_signal(signal.SIGKILL)
+    killed.proc.wait(30)
+
+
+def test_sigkill_after_sync(kids):
+    """The child synchronized after its work (its truth is written after that); SIGKILL 1 s later."""
+    killed = kids[0]["killed_sync"]
+    open(killed.go, "w").close()
+    work.wait_for(killed.out, timeout=60, alive=lambda: killed.proc.poll() is None)
+    time.sleep(1.0)
     killed.proc.send_signal(signal.SIGKILL)
     killed.proc.wait(30)
 
@@ -638,6 +656,8 @@ def children_cases(out: Path, result: dict[str, Any], two_gpu: bool) -> None:
         killed["ok"] = (killed["truth_gpu_ms"] * 0.5 <= killed["gpu_ms"] <= killed["truth_gpu_ms"] * 1.05
                         and "without handing over" in (killed["note"] or ""))
     result["cases"].append(killed)
+    result["cases"].append(sigkill_after_sync_row(run, truth_ms(truth, "killed_sync")))
+    result["cases"].append(shares_row(run))
     result["cases"].append(case_row("nested_outer_not_counted_twice", run, "test_nested_pytest", 0.0, expect_zero=True))
     inner_doc = inner / "out" / "gpu_util.json"
     inner_run = {"records": {t["test"].split("::")[-1]: t for t in json.loads(inner_doc.read_text())["tests"]}
@@ -671,6 +691,40 @@ def overlap_row(run: dict[str, Any], solo_ms: Optional[float]) -> dict[str, Any]
     row["rows_say_overlap"] = len(rows) == 2 and all((p.get("overlap") or "").startswith("overlapped on GPU 0") for p in rows)
     row["ok"] = row["ok"] and row["overlap_note"] and row["rows_say_overlap"]
     return row
+
+
+#: issue 44: a child SIGKILLed 1 s after it synchronized keeps this share of its GPU work at least
+SIGKILL_KEPT_MIN = 0.95
+#: issue 44: the process rows' shares add up to the test's figure (their union) within this
+SHARES_TOLERANCE_PCT = 1.0
+
+
+def sigkill_after_sync_row(run: dict[str, Any], truth: Optional[float]) -> dict[str, Any]:
+    """sigkill_after_sync: a child that synchronized 1 s before its SIGKILL keeps >= 95 % of its GPU
+    work (handed over right after the synchronize), and the record says it ended without handing over."""
+    row = case_row("sigkill_after_sync", run, "test_sigkill_after_sync", truth)
+    if row["gpu_ms"] is not None and truth:
+        row["kept_pct"] = round(100.0 * row["gpu_ms"] / truth, 2)
+        row["ok"] = (SIGKILL_KEPT_MIN * truth <= row["gpu_ms"] <= (1 + TOLERANCE_PCT / 100) * truth
+                     and "without handing over" in (row["note"] or ""))
+    return row
+
+
+def shares_row(run: dict[str, Any]) -> dict[str, Any]:
+    """overlapping_ranks_shares: two processes time-sliced on GPU 0; their rows' share_ms add up to the
+    test's GPU ms (the union) within 1 %, and each share is less than that process's own GPU ms."""
+    record = run["records"].get("test_overlapping_ranks") or {}
+    rows = record.get("processes") or []
+    union = record.get("gpu_busy_ms")
+    shares = [p.get("share_ms") for p in rows]
+    total = sum(shares) if rows and all(x is not None for x in shares) else None
+    error = 100.0 * (total - union) / union if total is not None and union else None
+    children = [p for p in rows if not p.get("parent")]
+    split = len(children) == 2 and all(p.get("share_ms") is not None and p["share_ms"] < p.get("gpu_ms", 0) for p in children)
+    return {"case": "overlapping_ranks_shares", "test": "test_overlapping_ranks", "gpu_ms": total, "truth_gpu_ms": union,
+            "error_pct": None if error is None else round(error, 3),
+            "ok": error is not None and abs(error) <= SHARES_TOLERANCE_PCT and split,
+            "processes": rows, "note": record.get("note", ""), "shares_split": split}
 
 
 def per_gpu_check(run: dict[str, Any], truth: Path) -> dict[str, Any]:

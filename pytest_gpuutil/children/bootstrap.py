@@ -262,11 +262,45 @@ def _start(torch: Any) -> None:
     capture.run_in_background()
     _hand_over_at_exit()
     _arm_sigterm()
+    _hand_over_after_synchronize(torch)
     try:
         from pytest_gpuutil.capture.profiler import guard_profiler_starts
 
         guard_profiler_starts(torch, _before_profiler)
     except Exception:  # noqa: BLE001
+        pass
+
+
+def _hand_over_after_synchronize(torch: Any) -> None:
+    """Wrap ``torch.cuda.synchronize``: once it returns, nothing of a one-device process runs, and its
+    records so far go to the spool (a burst's end; see ChildCapture.after_synchronize)."""
+    cuda = getattr(torch, "cuda", None)
+    original = getattr(cuda, "synchronize", None)
+    if original is None or getattr(original, "_pytest_gpuutil", False):
+        return
+    from pytest_gpuutil.children.child_capture import torch_devices_used
+
+    def idle() -> bool:
+        return len(torch_devices_used(torch)) <= 1
+
+    def synchronize(device: Any = None) -> Any:
+        result = original(device)
+        capture = _PROCESS.capture
+        if capture is not None:
+            try:
+                capture.after_synchronize(idle)
+            except Exception:  # noqa: BLE001 - the program's synchronize must never fail because of this
+                pass
+        return result
+
+    synchronize.__doc__, synchronize.__name__ = original.__doc__, getattr(original, "__name__", "synchronize")
+    synchronize.__qualname__ = getattr(original, "__qualname__", "synchronize")
+    synchronize.__module__ = getattr(original, "__module__", "torch.cuda")
+    synchronize.__wrapped__ = original  # type: ignore[attr-defined]
+    synchronize._pytest_gpuutil = True  # type: ignore[attr-defined]
+    try:
+        cuda.synchronize = synchronize
+    except Exception:  # noqa: BLE001 - a read-only module: hand-overs stay periodic
         pass
 
 

@@ -11,7 +11,11 @@ A child killed with SIGKILL loses its last period, and what CUPTI still held (se
 While the child runs, hand-overs take only what CUPTI holds complete (its default flush): a forced
 flush returns the records of kernels still running without their times, and those are lost (on an
 H100, 31 of 40 matmuls of one of two spawned children, and 34 of 42 records of a CUDA program, went
-that way). Only the last hand-over, at exit, forces the flush.
+that way). CUPTI calls a buffer complete only once it is full, so a child's periodic hand-overs may
+bring little; the forced flush is safe where nothing of the process runs: at exit, and right after
+the process waited for its GPU (``torch.cuda.synchronize`` on the one device it uses: the end of a
+burst), at most every :data:`SYNC_HAND_OVER_GAP_S` (:meth:`ChildCapture.after_synchronize`). A
+child SIGKILLed after it synchronized keeps what it did up to then.
 """
 from __future__ import annotations
 
@@ -41,6 +45,9 @@ from pytest_gpuutil.machine.processes import command_line, describe, find_rank, 
 
 #: how often the hand-over thread looks at the poke file (seconds)
 POLL_S = 0.05
+#: the forced hand-over after a synchronize comes at most this often (seconds): a loop that
+#: synchronizes every step pays for it at most 20 times a second
+SYNC_HAND_OVER_GAP_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,8 @@ class ChildCapture:
         self.paused = False
         #: time.monotonic() of the last hand-over (a Pool worker's per-task hand-over is bounded by it)
         self.last_hand_over = 0.0
+        #: time.monotonic() of the last forced hand-over while running (after a synchronize, between Pool tasks)
+        self.last_forced = 0.0
         self._fd = -1
         self._lock = threading.RLock()
         self._stop = threading.Event()
@@ -158,6 +167,20 @@ class ChildCapture:
                 except Exception:  # noqa: BLE001 - a broken context: hand over what there is
                     pass
             self.hand_over()
+            self.last_forced = time.monotonic()
+
+    def after_synchronize(self, idle: Callable[[], bool]) -> bool:
+        """The process has just waited for its GPU work: everything so far, with the forced flush, if
+        ``idle()`` says nothing of this process can still run (one device used) and the last forced
+        hand-over was at least :data:`SYNC_HAND_OVER_GAP_S` ago. Whether it handed over."""
+        if time.monotonic() - self.last_forced < SYNC_HAND_OVER_GAP_S:
+            return False
+        with self._lock:
+            if self.finished or self._finishing or self.paused or self._pid != os.getpid() or not idle():
+                return False
+            self.hand_over()
+            self.last_forced = time.monotonic()
+            return True
 
     @property
     def finish_interrupted(self) -> bool:
@@ -258,15 +281,19 @@ class ChildCapture:
 
 def torch_synchronize(torch: Any) -> None:
     """Wait for this process's work on every device it used (its records are then complete)."""
+    synchronize = getattr(torch.cuda.synchronize, "__wrapped__", torch.cuda.synchronize)  # torch's own
+    for device in torch_devices_used(torch):  # only devices it used: another one would get a context
+        synchronize(device)
+
+
+def torch_devices_used(torch: Any) -> list[int]:
+    """The devices on which this process has a CUDA context (or allocated memory)."""
     cuda = torch.cuda
     if not cuda.is_initialized():
-        return
+        return []
     has_context = getattr(torch._C, "_cuda_hasPrimaryContext", None)
-    for device in range(cuda.device_count()):
-        # only devices it used: synchronising another one would create a context there
-        used = has_context(device) if has_context is not None else cuda.max_memory_reserved(device) > 0
-        if used:
-            cuda.synchronize(device)
+    return [d for d in range(cuda.device_count())
+            if (has_context(d) if has_context is not None else cuda.max_memory_reserved(d) > 0)]
 
 
 def torch_memory(torch: Any) -> Memory:

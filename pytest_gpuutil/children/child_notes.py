@@ -77,7 +77,8 @@ class ChildNotes:
         if child.end is None and not child.lost_noted and not self.running(child):
             child.lost_noted = True
             found.append(Note(child.last_known_ns(), f"child {label} ended without handing over its records "
-                                                     f"(killed?): its work after {clock_text(child.covered_ns)} is missing"))
+                                                     f"(killed?): its work after {clock_text(child.covered_ns)} is missing"
+                                                     f"{_missing_bound(child)}"))
         return found
 
     def place(self, children: Sequence[Child], spans: Sequence[Window]) -> tuple[list[list[str]], list[set[int]]]:
@@ -140,6 +141,13 @@ def _window_for(at_ns: int, spans: Sequence[Window]) -> Optional[int]:
             return i
     later = [i for i, span in enumerate(spans) if span.start_ns > at_ns]
     return min(later, key=lambda i: spans[i].start_ns) if later else max(range(len(spans)), key=lambda i: spans[i].end_ns)
+
+
+def _missing_bound(child: Child) -> str:
+    """How much of its run that is: from its last hand-over to when it was found ended."""
+    if child.gone_ns <= 0 or child.covered_ns <= 0 or child.gone_ns < child.covered_ns:
+        return ""
+    return f" (at most the {(child.gone_ns - child.covered_ns) / 1e9:.1f} s until it was found ended)"
 
 
 def clock_text(ns: int) -> str:

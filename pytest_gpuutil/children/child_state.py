@@ -69,6 +69,8 @@ class Child:
     said: set = field(default_factory=set)
     lost_noted: bool = False
     gone: bool = False
+    #: when this process (its source clock) found it gone (0: not yet)
+    gone_ns: int = 0
     #: did not answer a poke in time once: poked again, but not waited for (a stopped or hung child
     #: must not cost every flush a second)
     slow: bool = False
@@ -185,6 +187,10 @@ class SpoolReader:
         if is_running(child.header.pid, child.header.proc_start):
             return True
         child.gone = True
+        try:
+            child.gone_ns = int(self.parent_now())
+        except Exception:  # noqa: BLE001 - only the note's bound needs it
+            child.gone_ns = 0
         return False
 
     def wait_for(self, until_ns: int) -> list[Child]:

@@ -34,6 +34,7 @@ from pytest_gpuutil.children.columns import (
     overlap_text,
     overlaps,
     take_columns,
+    window_shares,
 )
 from pytest_gpuutil.children.spool import Spool
 from pytest_gpuutil.children.spool_format import CAPTURE_NAMES, NESTED, TERMINATED
@@ -158,10 +159,12 @@ class ProcessTree:
             shares = []
             if w in with_children:
                 found = overlaps({o: busy.get(o, {}).get(w, (0.0, {}))[1] for o in present[w]}, union.get(w, {}))
+                parts = window_shares(merged, owner, spans[w].start_ns, spans[w].end_ns)
                 for o in sorted(present[w]):
                     gpu_ms, devices = busy.get(o, {}).get(w, (0.0, {}))
                     share = self._share(None if o == 0 else children[o - 1], gpu_ms, tuple(devices))
-                    shares.append(replace(share, overlap=overlap_text(o, found, self._pid_of(children))))
+                    shares.append(replace(share, overlap=overlap_text(o, found, self._pid_of(children)),
+                                          share_ms=parts.get(o, 0.0)))
                 notes[w].extend(overlap_note(o, self._pid_of(children)) for o in found)
             started = None
             if w in with_children and w in first and owner[first[w]] > 0:

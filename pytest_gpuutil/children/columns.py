@@ -31,12 +31,15 @@ class ProcessShare:
     #: "overlapped on GPU 0 with pid 12": this row's GPU ms include time slices the GPU gave
     #: the others, so the rows are not to be added (the test's figure is their union)
     overlap: str = ""
+    #: this process's share of the test's GPU ms: time when k processes kept a GPU busy counts 1/k
+    #: to each, so the rows' shares add up to the test's figure (None: not worked out)
+    share_ms: Optional[float] = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"pid": self.pid, "program": self.program, "rank": self.rank, "devices": list(self.devices),
                 "gpu_ms": self.gpu_ms, "peak_mb": self.peak_mb, "memory_source": self.memory_source,
                 "note": self.note, "parent": self.parent, "measured_by": self.measured_by,
-                "startup_ms": self.startup_ms, "overlap": self.overlap}
+                "startup_ms": self.startup_ms, "overlap": self.overlap, "share_ms": self.share_ms}
 
 
 @dataclass(frozen=True)
@@ -164,5 +167,56 @@ def overlap_note(found: Overlap, label: Callable[[int], str]) -> str:
     """The record's note for a GPU that processes shared at the same time (never the rows' sum)."""
     return (f"processes {', '.join(label(o) for o in found.owners)} overlapped on GPU {found.device} (for "
             f"{found.overlap_ms:.1f} ms of the {found.union_ms:.1f} ms the GPU was busy): the GPU time-sliced them, so "
-            "each one's GPU ms and kernel times include slices it gave the others and their rows are not to be added; "
-            "the test's figure is their union")
+            "each one's GPU ms and kernel times include slices it gave the others: their gpu_ms are not to be added, "
+            "their shares (share_ms, the time they shared split between them) add up to the test's figure, their union")
+
+
+def _own_blocks(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One owner's intervals as disjoint blocks (sorted)."""
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    reach = np.maximum.accumulate(ends)
+    first = np.flatnonzero(np.r_[True, starts[1:] > reach[:-1]])
+    return starts[first], np.maximum.reduceat(ends, first)
+
+
+def union_shares(starts: np.ndarray, ends: np.ndarray, owners: np.ndarray) -> dict[int, float]:
+    """Each owner's share (ns) of the union of the intervals ``[start, end)``: a stretch when k owners
+    are busy counts 1/k to each of them, so the shares add up to the union."""
+    starts, ends, owners = (np.asarray(a, dtype=np.int64) for a in (starts, ends, owners))
+    keep = ends > starts
+    starts, ends, owners = starts[keep], ends[keep], owners[keep]
+    if not starts.size:
+        return {}
+    per_owner = {int(o): _own_blocks(starts[owners == o], ends[owners == o]) for o in np.unique(owners)}
+    all_starts = np.concatenate([b[0] for b in per_owner.values()])
+    all_ends = np.concatenate([b[1] for b in per_owner.values()])
+    points = np.unique(np.concatenate([all_starts, all_ends]))
+    delta = np.zeros(points.size, dtype=np.int64)
+    np.add.at(delta, np.searchsorted(points, all_starts), 1)
+    np.add.at(delta, np.searchsorted(points, all_ends), -1)
+    busy = np.cumsum(delta)[:-1]  # owners busy on [points[i], points[i + 1])
+    weight = np.where(busy > 0, np.diff(points) / np.maximum(busy, 1), 0.0)
+    integral = np.concatenate([[0.0], np.cumsum(weight)])
+    return {o: float((integral[np.searchsorted(points, e)] - integral[np.searchsorted(points, s)]).sum())
+            for o, (s, e) in per_owner.items()}
+
+
+def window_shares(columns: GpuColumns, owner: np.ndarray, start_ns: int, end_ns: int) -> dict[int, float]:
+    """Each owner's share (ms) of a window's busy time: per device, events clipped to the window."""
+    starts = np.asarray(columns.starts_ns, dtype=np.int64)
+    ends = starts + np.asarray(columns.durs_ns, dtype=np.int64)
+    hit = (starts <= end_ns) & (ends >= start_ns)
+    if not hit.any():
+        return {}
+    codes, values = _codes_and_values(columns.devices)  # (concat_columns codes each part's devices apart)
+    _, same_device = np.unique(np.asarray([str(v) for v in values]), return_inverse=True)
+    device_codes = np.asarray(same_device, dtype=np.int64).reshape(-1)[codes]
+    starts, ends = np.maximum(starts[hit], start_ns), np.minimum(ends[hit], end_ns)
+    owner, device_codes = np.asarray(owner)[hit], device_codes[hit]
+    shares: dict[int, float] = {}
+    for device in np.unique(device_codes):
+        on = device_codes == device
+        for o, ns in union_shares(starts[on], ends[on], owner[on]).items():
+            shares[o] = shares.get(o, 0.0) + ns / 1e6
+    return shares

@@ -486,8 +486,8 @@ EXPORT int InitializeInjection(void) {
     strcpy(g.spool, spool);
     setenv("PYTEST_GPUUTIL_INJECTED", pid_text, 1);
     const char *period = getenv("PYTEST_GPUUTIL_PERIOD");
-    double seconds = period ? strtod(period, NULL) : 1.0;
-    g.period_ns = (int64_t)((seconds >= 0.01 && seconds <= 3600 ? seconds : 1.0) * 1e9);
+    double seconds = period ? strtod(period, NULL) : 0.5;
+    g.period_ns = (int64_t)((seconds >= 0.01 && seconds <= 3600 ? seconds : 0.5) * 1e9);
     char path[4200];
     snprintf(path, sizeof path, "%s/%d-%lld.gpuc", spool, (int)g.pid, (long long)clock_ns(CLOCK_REALTIME));
     g.fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);

@@ -35,7 +35,8 @@ CHILD_ENV_NAMES = (SPOOL_ENV, CUPTI_ENV, SELF_ENV, INJECTED_ENV, PERIOD_ENV, INJ
 PREFIX = "pytest-gpuutil-children-"
 POKE = "poke"
 SUFFIX = ".gpuc"
-DEFAULT_PERIOD_S = 1.0
+#: a child hands over at least this often (seconds): a SIGKILLed child loses at most its last period
+DEFAULT_PERIOD_S = 0.5
 
 
 def period_from(environ: Mapping[str, str]) -> float:

@@ -57,6 +57,7 @@ class SyntheticSource:
 def main(steps: list[str]) -> None:
     source = SyntheticSource()
     directory = os.environ.get(SPOOL_ENV)
+    capture = None
     if directory:
         capture = ChildCapture(directory, source, ChildIdentity.of_this_process(), period_from(os.environ),
                                memory=lambda: Memory(((0, 64 << 20, 128 << 20),)), capture=SYNTHETIC)
@@ -69,6 +70,13 @@ def main(steps: list[str]) -> None:
             source.run(args[0], float(args[1]), int(args[2]) if len(args) > 2 else 0)
         elif kind == "sleep":
             time.sleep(float(args[0]) / 1000)
+        elif kind == "go":
+            deadline = time.monotonic() + 120
+            while not os.path.exists(args[0]) and time.monotonic() < deadline:
+                time.sleep(0.005)
+        elif kind == "sync":
+            if capture is not None:
+                capture.after_synchronize(lambda: True)
         elif kind == "ready":
             print("ready", flush=True)
         elif kind == "kill":

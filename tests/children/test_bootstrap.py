@@ -98,26 +98,73 @@ if __name__ == "__main__":
     assert all(f.header.flags & FORKED and f.end for f in files)
 
 
-def test_sigkill_loses_only_the_last_period(spool, fake_cupti) -> None:
-    code = """
+AFTER_A_SYNC = """
 import sys, time, torch
 torch.cuda.work("_Zfirst", 1_000_000)
+torch.cuda.synchronize()
 print("ready", flush=True)
-time.sleep(0.5)
+sys.stdin.readline()
 torch.cuda.work("_Zafter_the_last_hand_over", 1_000_000)
+print("done", flush=True)
 time.sleep(60)
 """
-    proc = subprocess.Popen([sys.executable, "-c", code], env=child_env(spool, fake_cupti, period=0.1),
-                            stdout=subprocess.PIPE, text=True)
+
+
+def sigkill_after(spool, fake_cupti, code: str, **env: str) -> list[str]:
+    """Run ``code``; at its "ready", the spool's kernels; then a line to its stdin, and SIGKILL at its "done"."""
+    proc = subprocess.Popen([sys.executable, "-c", code], env=child_env(spool, fake_cupti, period=3600, **env),
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "ready"
-        time.sleep(0.3)
+        (child,) = read_spool(str(spool.directory))
+        at_ready = child.names()
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "done"
         proc.send_signal(signal.SIGKILL)
-        proc.wait(10)
+        proc.wait(60)
     finally:
         proc.kill()
     (child,) = read_spool(str(spool.directory))
-    assert child.names() == ["first"] and child.end == []
+    assert child.end == []  # killed: no END chunk
+    return at_ready + ["|"] + child.names()
+
+
+def test_a_sigkill_after_a_synchronize_keeps_the_work_before_it(spool, fake_cupti) -> None:
+    # CUPTI's default flush holds a buffer until it is full (FAKE_CUPTI_HOLD): only the hand-over right
+    # after torch.cuda.synchronize brings "first" before the kill; the later kernel is what is lost
+    got = sigkill_after(spool, fake_cupti, AFTER_A_SYNC, FAKE_CUPTI_HOLD="1")
+    assert got == ["first", "|", "first"]
+
+
+def test_synchronize_stays_torchs_own_to_the_program(spool, fake_cupti) -> None:
+    code = """
+import torch
+original = torch.cuda.synchronize
+torch.cuda.work("_Zk", 1_000_000)
+wrapped = torch.cuda.synchronize
+assert wrapped is not original and wrapped.__wrapped__ is original and wrapped.__name__ == "synchronize"
+assert wrapped() is None and wrapped(0) is None
+"""
+    run_python(code, child_env(spool, fake_cupti, period=3600, FAKE_CUPTI_HOLD="1"))
+    (child,) = read_spool(str(spool.directory))
+    assert child.names() == ["k"] and child.end  # handed over at the synchronize, and at exit (nothing more)
+
+
+def test_synchronizes_in_a_burst_hand_over_at_most_every_gap(spool, fake_cupti) -> None:
+    code = """
+import torch
+from pytest_gpuutil.children import bootstrap
+from pytest_gpuutil.children.child_capture import SYNC_HAND_OVER_GAP_S
+torch.cuda.work("_Zk", 1_000)
+capture = bootstrap._PROCESS.capture
+capture.last_forced = float("inf")  # as if one had just happened: the next synchronizes are within the gap
+for _ in range(100):
+    torch.cuda.synchronize()
+print(len(capture.source.drain()[0]))
+"""
+    out = run_python(code, child_env(spool, fake_cupti, period=3600, FAKE_CUPTI_HOLD="1")).stdout
+    assert out.split() == ["1"]  # the kernel was still with CUPTI: no synchronize in the gap handed over
 
 
 def test_the_injection_library_stays_out_of_a_bootstrapped_child(spool, fake_cupti) -> None:
@@ -162,7 +209,10 @@ prof = profile()
 prof._prepare_trace()
 torch.cuda.work("_Zduring", 1_000_000)
 prof.stop()
-time.sleep(0.3)
+from pytest_gpuutil.children import bootstrap
+deadline = time.monotonic() + 120
+while bootstrap._PROCESS.capture.paused and time.monotonic() < deadline:
+    time.sleep(0.01)  # until the hand-over thread has seen the session end and measures again
 torch.cuda.work("_Zafter", 1_000_000)
 """
     run_python(code, child_env(spool, fake_cupti, period=0.05))

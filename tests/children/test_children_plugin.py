@@ -7,7 +7,9 @@ the records, xdist, SIGKILL and the session's end all run for real.
 """
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -130,8 +132,8 @@ def test_a_killed_child_keeps_what_it_handed_over_and_is_noted(pytester: pytest.
 import os, signal, subprocess, sys
 
 def test_killed():
-    env = dict(os.environ, PYTEST_GPUUTIL_PERIOD="0.1")  # hands over every 100 ms
-    proc = subprocess.Popen([sys.executable, {CHILD!r}, "kernel:handed_over:20", "sleep:400",
+    env = dict(os.environ, PYTEST_GPUUTIL_PERIOD="3600")  # hands over at its synchronize only
+    proc = subprocess.Popen([sys.executable, {CHILD!r}, "kernel:handed_over:20", "sync",
                              "kernel:never_handed_over:20", "ready", "sleep:60000"], stdout=subprocess.PIPE, text=True,
                             env=env)
     assert proc.stdout.readline().strip() == "ready"
@@ -143,6 +145,7 @@ def test_killed():
     record = records(pytester)["test_kill.py::test_killed"]
     assert record["top_kernel"] == "handed_over" and record["kernel_count"] == 1
     assert "ended without handing over its records (killed?)" in record["note"]
+    assert re.search(r"is missing \(at most the \d+\.\d s until it was found ended\)", record["note"]), record["note"]
     (kid,) = record["processes"]
     assert kid["note"] == "ended without handing over its records" and kid["gpu_ms"] == pytest.approx(20.0, rel=0.03)
 
@@ -252,15 +255,19 @@ def test_processes_sharing_a_gpu_at_once_are_said_to_overlap_and_never_added(pyt
     """Two children busy on GPU 0 at the same time (as time-sliced ranks are): the test's figure is the
     union, the record, its process rows and the HTML page say they overlapped, and no output shows the rows' sum."""
     pytester.makeconftest(CONFTEST)
+    # both start their work when the test says go, after both are ready (not when their start-ups happen to end)
     pytester.makepyfile(test_ranks=f"""
 import subprocess, sys
 
-def test_ranks():
-    procs = [subprocess.Popen([sys.executable, {CHILD!r}, "ready", "kernel:rank_kernel:600"], stdout=subprocess.PIPE,
-                              text=True) for _ in range(2)]
+def test_ranks(tmp_path):
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, {CHILD!r}, "ready", f"go:{{go}}", "kernel:rank_kernel:600"],
+                              stdout=subprocess.PIPE, text=True) for _ in range(2)]
     for proc in procs:
         assert proc.stdout.readline().strip() == "ready"
-        assert proc.wait(60) == 0
+    go.touch()
+    for proc in procs:
+        assert proc.wait(120) == 0
 """)
     result = run(pytester, "--gpu-util", "--gpu-util-html")
     result.assert_outcomes(passed=1)
@@ -269,9 +276,15 @@ def test_ranks():
     assert len(rows) == 2 and all(r["overlap"].startswith("overlapped on GPU 0 with pid ") for r in rows)
     row_sum = sum(r["gpu_ms"] for r in rows)
     assert record["gpu_busy_ms"] < row_sum - 100  # the union: the rows overlapped by more than 100 ms
-    assert "overlapped on GPU 0" in record["note"] and "their rows are not to be added" in record["note"]
+    assert "overlapped on GPU 0" in record["note"] and "their gpu_ms are not to be added" in record["note"]
+    # the rows' shares (the shared time split between them) add up to the test's figure; each lies
+    # between its own time alone and its raw GPU ms
+    assert sum(r["share_ms"] for r in rows) == pytest.approx(record["gpu_busy_ms"], rel=1e-6)
+    assert all(r["gpu_ms"] / 2 - 1e-6 <= r["share_ms"] <= r["gpu_ms"] + 1e-6 for r in rows)
     html = (pytester.path / ".gpu_util" / "report.html").read_text()
-    assert html.count("overlapped on GPU 0 with pid") >= 2 and "not to be added" in html
+    assert html.count("overlapped on GPU 0 with pid") >= 2 and "the time they shared is split between them" in html
+    detail = re.search(r'"p":(\[\[.*?\]\])', html)
+    assert detail and [row[4] for row in json.loads(detail.group(1))] == pytest.approx([r["share_ms"] for r in rows], rel=1e-4)  # (5 digits)
     texts = {"terminal": output(result), "html": html, "json": (pytester.path / ".gpu_util" / "gpu_util.json").read_text(),
              "csv": (pytester.path / ".gpu_util" / "gpu_util.csv").read_text()}
     # (a kernel's total µs adds its durations in both processes, by definition: the note says kernel times include the slices)

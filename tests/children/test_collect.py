@@ -11,7 +11,7 @@ import pytest
 from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.windows import window_stats
 from pytest_gpuutil.children.collect import ProcessTree
-from pytest_gpuutil.children.columns import concat_columns, take_columns
+from pytest_gpuutil.children.columns import concat_columns, take_columns, union_shares
 from pytest_gpuutil.children.spool import child_file
 from pytest_gpuutil.children.spool_format import (
     INJECTION,
@@ -178,12 +178,37 @@ def test_injected_childrens_kernel_names_are_demangled(spool) -> None:
     assert list(merged.names) == ["matmul()"] and extras[0].processes[0].measured_by == "injection"
 
 
-def test_a_running_child_is_poked_and_waited_for_briefly(spool) -> None:
+class _WaitClock:
+    """child_state's ``time``, with a monotonic clock that only its waits move (the rest is the real module)."""
+
+    def __init__(self) -> None:
+        self.now, self.waits = 0.0, []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(seconds)
+        self.now += seconds
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+@pytest.fixture
+def wait_clock(monkeypatch) -> _WaitClock:
+    from pytest_gpuutil.children import child_state
+
+    clock = _WaitClock()
+    monkeypatch.setattr(child_state, "time", clock)
+    return clock
+
+
+def test_a_running_child_is_poked_and_waited_for_briefly(spool, wait_clock) -> None:
     write(spool, 101, events(("k", 12, 1, "0"), covered=BASE + 13 * MS), running=True)
     t = tree(spool, wait_s=0.2)
-    began = time.monotonic()
     _, extras = t.attribute(GpuColumns(), [win(10, 20)], ["a"])
-    assert 0.2 <= time.monotonic() - began < 2
+    assert 0.2 <= wait_clock.now < 0.2 + 0.011  # waited its 0.2 s, in steps of 10 ms
     assert (spool.directory / "poke").exists()
     assert "did not hand over its latest records in time" in extras[0].note
     assert t.still_running() and t.still_running() == []  # said once
@@ -232,13 +257,14 @@ def test_concat_and_take_keep_names_devices_and_times() -> None:
     assert picked.durs_ns.tolist() == [3, 1]
 
 
-def test_a_child_that_does_not_answer_is_waited_for_once(spool) -> None:
+def test_a_child_that_does_not_answer_is_waited_for_once(spool, wait_clock) -> None:
     write(spool, 101, events(("k", 12, 1, "0"), covered=BASE + 13 * MS), running=True)
     t = tree(spool, wait_s=0.2)
     t.attribute(GpuColumns(), [win(10, 20)], ["a"])
-    began = time.monotonic()
+    waited = len(wait_clock.waits)
+    assert waited
     t.attribute(GpuColumns(), [win(30, 40)], ["b"])
-    assert time.monotonic() - began < 0.15  # poked again, not waited for again
+    assert len(wait_clock.waits) == waited  # poked again, not waited for again
 
 
 def test_a_nested_runs_own_children_are_not_called_unmeasured(spool, tmp_path) -> None:
@@ -321,3 +347,30 @@ def test_gpu_idle_names_a_childs_start_up() -> None:
     assert with_child_start(idle, "x", 9e12).evidence["child_startup_us"] == 3_661_000.0  # never more than the wait
     other = Finding("launch-bound", "low", "m", "f", {"idle_before_us": 5.0})
     assert with_child_start(other, "x", 1e9) is other
+
+
+@pytest.mark.parametrize("intervals, expected", [
+    ([(0, 10, 1)], {1: 10.0}),
+    ([(0, 10, 1), (0, 10, 2)], {1: 5.0, 2: 5.0}),  # two at once: half each
+    ([(0, 10, 1), (5, 15, 2)], {1: 7.5, 2: 7.5}),
+    ([(0, 10, 1), (2, 4, 1), (3, 6, 2), (3, 6, 3)], {1: 8.0, 2: 1.0, 3: 1.0}),  # an owner's own overlaps count once
+    ([(0, 4, 1), (6, 8, 2)], {1: 4.0, 2: 2.0}),
+])
+def test_union_shares_split_shared_time_and_add_up_to_the_union(intervals, expected) -> None:
+    starts, ends, owners = (np.asarray(c) for c in zip(*intervals))
+    shares = union_shares(starts, ends, owners)
+    assert shares == pytest.approx(expected)
+    covered = set().union(*(range(s, e) for s, e, _ in intervals))
+    assert sum(shares.values()) == pytest.approx(len(covered))
+
+
+def test_each_process_row_gets_its_share_and_the_shares_add_up_to_the_tests_figure(spool) -> None:
+    # the parent 10-20 ms on GPU 0; a child 15-30 ms on GPU 0 and 12-14 ms on GPU 1; the window is 0-25 ms
+    write(spool, 101, events(("k", 15, 15, "0"), ("k", 12, 2, "1")), ended(40))
+    merged, (extras,) = tree(spool).attribute(own(("p", 10, 10, "0")), [win(0, 25)], ["t"])
+    rows = {p.pid: p for p in extras.processes}
+    parent, child = rows[os.getpid()], rows[101]
+    assert parent.share_ms == pytest.approx(5 + 2.5) and child.share_ms == pytest.approx(2.5 + 5 + 2)
+    (stats,) = window_stats(merged, [win(0, 25)], KernelClassifier())
+    assert parent.share_ms + child.share_ms == pytest.approx(stats.busy_us / 1000)
+    assert child.gpu_ms == pytest.approx(12.0) and child.to_dict()["share_ms"] == child.share_ms

@@ -126,11 +126,11 @@ assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
     assert child.names() == ["matmul", "add"] and [e.reason for e in child.end] == [EXITED]
 
 
-def run_script(code: str, env: dict[str, str], folder) -> None:
+def run_script(code: str, env: dict[str, str], folder, *args: str) -> None:
     """Run ``code`` from a file (a spawned child imports its ``__main__`` again: not possible with -c)."""
     script = folder / "main.py"
     script.write_text(code)
-    result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, str(script), *args], env=env, capture_output=True, text=True, timeout=240)
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -160,15 +160,25 @@ def test_with_pool_workers_hand_over_before_terminate(spool, fake_cupti, tmp_pat
 def test_a_pool_worker_hands_over_after_each_task(spool, fake_cupti, tmp_path) -> None:
     # the worker is killed (no handler can run): what it did is there all the same
     body = """
-    import signal, time
+    import signal, sys, time
     pool = mp.get_context("spawn").Pool(1)
     pid = pool.apply(work, (0,))
-    pool.apply_async(time.sleep, (30,))
-    time.sleep(0.5)  # in its next task: not holding the task queue's lock, which terminate() takes
+    started = sys.argv[1]
+    pool.apply_async(mark_then_sleep, (started,))
+    deadline = time.monotonic() + 120
+    while not os.path.exists(started) and time.monotonic() < deadline:
+        time.sleep(0.01)  # until it is in its next task: not holding the task queue's lock, which terminate() takes
     os.kill(pid, signal.SIGKILL)
     pool.terminate()
     """
-    run_script(POOL.replace("BODY", body.strip()), child_env(spool, fake_cupti, period=60), tmp_path)
+    code = POOL.replace("BODY", body.strip()).replace("if __name__", """
+def mark_then_sleep(path):
+    import time
+    open(path, "w").close()
+    time.sleep(60)
+
+if __name__""")
+    run_script(code, child_env(spool, fake_cupti, period=60), tmp_path, str(tmp_path / "started"))
     (child,) = read_spool(str(spool.directory))
     assert child.names() == ["k0"] and child.end == []
 

@@ -193,3 +193,45 @@ def pytest_gpuutil_event_source(config):
 def gpu():
     return GPU
 '''
+
+#: the synthetic GPU on a clock of its own that moves only as it is read (1 µs a reading) and as its work
+#: runs: a busy machine's pauses between readings add no idle time to a test (appended to SYNTHETIC_CONFTEST)
+VIRTUAL_CLOCK = '''
+
+class VirtualClockGpu(SyntheticGpu):
+    def __init__(self):
+        super().__init__()
+        self.clock = time.perf_counter_ns()
+
+    def now(self):
+        self.clock += 1_000
+        return self.clock
+
+
+GPU = VirtualClockGpu()
+'''
+
+
+#: a test file's fixture ``cpu_work``: a function that "takes" S seconds on ``time.perf_counter``, the clock
+#: kernel_bench times with on the CPU, moved by the work alone (a busy machine makes it no slower; patched
+#: for the test only)
+CPU_WORK_FIXTURE = '''
+import time as _time
+
+import pytest as _pytest
+
+
+@_pytest.fixture
+def cpu_work(monkeypatch):
+    now = [_time.perf_counter()]
+
+    def perf_counter():
+        now[0] += 1e-9
+        return now[0]
+
+    def work(seconds):
+        now[0] += seconds
+
+    monkeypatch.setattr(_time, "perf_counter", perf_counter)
+    return work
+'''

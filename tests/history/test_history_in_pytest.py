@@ -1,8 +1,8 @@
 """The run history end to end: real pytest runs (pytester) with --gpu-util-history and --gpu-util-compare history.
 
-kernel_bench times ``time.sleep`` with perf_counter here (no CUDA), so the timings are real and
-noisy; busy % is planted through the plugin's own record hook (tests/helpers PLANT_CONFTEST) where a
-test needs exact numbers.
+kernel_bench times its work with perf_counter here (no CUDA), on a clock the work alone moves
+(tests/helpers CPU_WORK_FIXTURE), so the timings are exact; busy % is planted through the plugin's
+own record hook (tests/helpers PLANT_CONFTEST) where a test needs exact numbers.
 """
 from __future__ import annotations
 
@@ -19,24 +19,23 @@ from pytest_gpuutil.cli import history as history_cli
 from pytest_gpuutil.history.store import SCHEMA_VERSION, open_history
 
 torch = pytest.importorskip("torch")  # before pytester snapshots sys.modules (see tests/conftest.py warm_torch)
-from tests.helpers import PLANT_CONFTEST, TWO_TESTS, busy, output, plant, run  # noqa: E402
+from tests.helpers import CPU_WORK_FIXTURE, PLANT_CONFTEST, TWO_TESTS, busy, output, plant, run  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("warm_torch")
 
 #: two kernel_bench tests; SLOW=5 makes the first five times slower
-KB_TESTS = """
+KB_TESTS = CPU_WORK_FIXTURE + """
 import os
-import time
 
 SLOW = float(os.environ.get("SLOW", "1"))
 
 
-def test_kb(kernel_bench):
-    kernel_bench(time.sleep, 0.01 * SLOW, warmup_ms=2, rep_ms=80, label="sleepy")
+def test_kb(kernel_bench, cpu_work):
+    kernel_bench(cpu_work, 0.01 * SLOW, warmup_ms=2, rep_ms=80, label="sleepy")
 
 
-def test_steady(kernel_bench):
-    kernel_bench(time.sleep, 0.01, warmup_ms=2, rep_ms=50, label="steady")
+def test_steady(kernel_bench, cpu_work):
+    kernel_bench(cpu_work, 0.01, warmup_ms=2, rep_ms=50, label="steady")
 """
 
 GATE = ("--gpu-util-compare", "history", "--gpu-util-fail", "kernel_bench.median:50%")

@@ -9,7 +9,7 @@ import csv as csv_module
 
 import pytest
 
-from tests.helpers import SYNTHETIC_CONFTEST, output, read_json, records_by_test, run
+from tests.helpers import SYNTHETIC_CONFTEST, VIRTUAL_CLOCK, output, read_json, records_by_test, run
 
 pytestmark = pytest.mark.usefixtures("warm_torch")
 
@@ -35,7 +35,7 @@ def test_cpu_only():
 
 @pytest.fixture
 def suite(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makeconftest(SYNTHETIC_CONFTEST)
+    pytester.makeconftest(SYNTHETIC_CONFTEST + VIRTUAL_CLOCK)  # the GPU's own clock: no idle from a busy machine
     pytester.makepyfile(test_work=WORKLOADS)
     return pytester
 
@@ -52,7 +52,6 @@ def test_each_test_record_says_what_to_fix(suite: pytest.Pytester) -> None:
     result = run(suite, "--gpu-util")
     result.assert_outcomes(passed=5)
     got = records(suite)
-    # (the synthetic GPU's clock is real time: a busy machine's pauses may add gpu-idle to a short test)
     assert "launch-bound" in rules(got["test_launch_bound"])
     assert "host-sync" in rules(got["test_item_loop"])
     assert "pageable-memcpy" in rules(got["test_pageable"])
@@ -149,7 +148,7 @@ def test_the_html_report_shows_findings_by_rule_and_per_test(suite: pytest.Pytes
 
 def test_a_finding_new_against_the_baseline_fails_the_gate(pytester: pytest.Pytester,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    pytester.makeconftest(SYNTHETIC_CONFTEST)
+    pytester.makeconftest(SYNTHETIC_CONFTEST + VIRTUAL_CLOCK)  # a busy machine's pauses add no gpu-idle finding
     pytester.makepyfile(test_work="""
 import os
 

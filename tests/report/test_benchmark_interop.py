@@ -17,6 +17,7 @@ pytest.importorskip("pytest_benchmark")
 # process: torch is imported here and warm_torch (tests/conftest.py, used by the whole module)
 # loads the rest first.
 torch = pytest.importorskip("torch")
+from tests.helpers import CPU_WORK_FIXTURE  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("warm_torch")
 
@@ -74,16 +75,15 @@ def test_extra_info_has_gpu_metrics_only_when_measured_on_a_gpu(pytester):
         assert record["busy_pct"] is None and record["note"] == "no CUDA device"
 
 
-KERNEL_BENCH_AS_BENCHMARK = """
+KERNEL_BENCH_AS_BENCHMARK = CPU_WORK_FIXTURE + """
 import json
-import time
 from pathlib import Path
 
 HERE = Path(__file__).parent
 SLEEP_S = float((HERE / "sleep_s.txt").read_text())
 
-def test_kb(benchmark, kernel_bench):
-    result = kernel_bench(time.sleep, SLEEP_S, warmup_ms=2, rep_ms=20, label="sleepy")
+def test_kb(benchmark, kernel_bench, cpu_work):  # (timed on a perf_counter the work alone moves)
+    result = kernel_bench(cpu_work, SLEEP_S, warmup_ms=2, rep_ms=20, label="sleepy")
     kernel_bench.as_benchmark(benchmark, result)
     (HERE / "kb.json").write_text(json.dumps({"median": result.median, "reps": result.reps, "timer": result.timer}))
 """

@@ -155,10 +155,12 @@ def detail_data(record: Mapping[str, Any], categories: Sequence[str], link: Opti
 
 def processes_of(record: Mapping[str, Any]) -> list[list[Any]]:
     """The test's processes when children took part: pid, program, rank, GPUs, GPU ms, peak MiB,
-    where the memory figure comes from, note (the pytest process first, its program "pytest"). A row
-    that shared its GPU with another at the same time says so in its note: such rows are not to be added."""
+    where the memory figure comes from, note (the pytest process first, its program "pytest"). The
+    GPU ms are each one's share of the test's (``share_ms``, where worked out), which add up to the
+    test's figure; a row that shared its GPU with another at the same time says so in its note."""
     return [[p.get("pid"), as_text(p.get("program")) + (" (this pytest process)" if p.get("parent") else ""),
-             as_text(p.get("rank")), ", ".join(as_text(d) for d in p.get("devices") or ()), p.get("gpu_ms"),
+             as_text(p.get("rank")), ", ".join(as_text(d) for d in p.get("devices") or ()),
+             p.get("gpu_ms") if p.get("share_ms") is None else p.get("share_ms"),
              p.get("peak_mb"), as_text(p.get("memory_source")),
              "; ".join(t for t in (as_text(p.get("note")), _overlap(p)) if t)]
             for p in mappings_in(record.get("processes"))]
@@ -166,7 +168,8 @@ def processes_of(record: Mapping[str, Any]) -> list[list[Any]]:
 
 def _overlap(process: Mapping[str, Any]) -> str:
     text = as_text(process.get("overlap"))
-    return f"{text}: its GPU ms include the GPU's time slices for the other (not to be added)" if text else ""
+    return (f"{text}: the time they shared is split between them (its own GPU ms, with the GPU's time slices "
+            "for the other, are in gpu_util.json)") if text else ""
 
 
 #: Rows in the table as the page opens; the rest are parsed inertly and added after the first paint
