@@ -292,6 +292,26 @@ class WindowFacts:
             return self._lengths[np.asarray(wanted, dtype=bool)[keys]] if len(keys) else self._lengths
         return list(compress(self._lengths, map(wanted.__getitem__, self._rows[0])))
 
+    def idle_next_to(self, wanted: Sequence[bool]) -> tuple[int, int]:
+        """(the GPU's idle time right before and right after the ``wanted`` events, how many gaps):
+        each gap between two busy blocks that such an event begins or ends, counted once; never the
+        idle before the window's first work or after its last (gpu-idle's)."""
+        keys, _, starts, ends = self._rows
+        pick = list(compress(range(len(keys)), map(wanted.__getitem__, _ints(keys))))
+        if not pick:
+            return 0, 0
+        busy_starts, busy_ends = _ints(self.timeline.any_busy_starts), _ints(self.timeline.any_busy_ends)
+        starts, ends = _ints(starts), _ints(ends)
+        gaps: set[int] = set()  # gap i lies between block i - 1 and block i
+        for row in pick:
+            block = bisect.bisect_right(busy_starts, starts[row]) - 1
+            if block > 0 and busy_starts[block] == starts[row]:
+                gaps.add(block)
+            after = bisect.bisect_left(busy_ends, ends[row])
+            if after < len(busy_ends) - 1 and busy_ends[after] == ends[row]:
+                gaps.add(after + 1)
+        return sum(busy_starts[i] - busy_ends[i - 1] for i in gaps), len(gaps)
+
     @functools.cached_property
     def is_kernel(self) -> list[bool]:
         """Per (name, kind) pair: whether it is a kernel."""
