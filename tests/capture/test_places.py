@@ -210,9 +210,9 @@ def test_a_capture_s_findings_name_the_planted_lines() -> None:
         places.close()
         waits.take()
     sync = next(f for f in results["test_item_in_a_loop"].findings if f.rule == "host-sync")
-    assert sync.first_place == f"{THIS}:{line_of('<- the read-back')}"
+    assert sync.first_place == f"{os.path.relpath(THIS)}:{line_of('<- the read-back')}"
     assert sync.places[0]["text"] == "waits.call_back(STREAM_SYNC, 0)  # <- the read-back"
     assert sync.places[0]["count"] == 40 and sync.to_dict()["places"][0]["function"] == "read_back"
     idle = next(f for f in results["test_slow_helper"].findings if f.rule == "gpu-idle")
-    assert idle.first_place == f"{THIS}:{line_of('<- the slow helper')}"
+    assert idle.first_place == f"{os.path.relpath(THIS)}:{line_of('<- the slow helper')}"
     assert "ms of host time" in idle.places[0]["what"]

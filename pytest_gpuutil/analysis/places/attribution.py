@@ -20,6 +20,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import linecache
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Optional, Sequence
@@ -132,9 +133,19 @@ def _ms_text(ms: float) -> str:
     return f"{ms:,.0f} ms" if ms >= 100 else (f"{ms:.1f} ms" if ms >= 1 else f"{ms * 1000:.0f} µs")
 
 
+def shown_path(path: str) -> str:
+    """A file as a place names it: relative to the working directory (the rootdir, as pytest's node
+    ids are) when it lies inside it, else as recorded."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive
+        return path
+    return path if relative.startswith("..") else relative
+
+
 def _place(site: Site, what: str, count: int, ms: float) -> Place:
     file, line, function = site
-    return Place(file, line, function, source_text(file, line), what, count, ms)
+    return Place(shown_path(file), line, function, source_text(file, line), what, count, ms)
 
 
 def call_places(calls: HostCalls, kind: str) -> tuple[Place, ...]:
