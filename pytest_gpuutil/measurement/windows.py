@@ -256,8 +256,9 @@ def _continuous(settings: WindowSettings, torch: Any, cuda: bool, source: EventS
 
 
 def _host_places(settings: WindowSettings, source: EventSource, cuda: bool) -> Any:
-    """The findings' places (capture/places): with findings on, on CUDA; None otherwise or where it cannot start."""
-    if not (settings.findings and cuda):
+    """The findings' places (capture/places): with findings on, on CUDA (or a source that asks for them,
+    ``wants_places``: the plugin's CPU tests); None otherwise or where it cannot start."""
+    if not (settings.findings and (cuda or getattr(source, "wants_places", False))):
         return None
     try:
         from pytest_gpuutil.capture.places.host import HostPlaces
