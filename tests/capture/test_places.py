@@ -216,3 +216,18 @@ def test_a_capture_s_findings_name_the_planted_lines() -> None:
     idle = next(f for f in results["test_slow_helper"].findings if f.rule == "gpu-idle")
     assert idle.first_place == f"{os.path.relpath(THIS)}:{line_of('<- the slow helper')}"
     assert "ms of host time" in idle.places[0]["what"]
+
+
+def test_the_first_test_s_note_splits_its_time_before_cuda_into_host_work_and_cuda_s_start_up() -> None:
+    build = site("test_models", 45)
+    ms = 1_000_000
+    times = list(range(10 * ms, 110 * ms, 5 * ms))  # 20 samples, 5 ms each
+    samples = HostSamples(5 * ms, times, [(build,)] * 16 + [(site("test_models", 46),)] * 4, [False] * 16 + [True] * 4,
+                          [5 * ms] * 20)
+    remark = "CUDA came up during this call: its first 100.0 ms (creating the CUDA context) are not in the window"
+    note = HostPlaces.before_cuda_note(remark, HostActivity(samples=samples), 10 * ms, 110 * ms)
+    assert note.startswith("CUDA came up during this call: its first 100.0 ms are not in the window: about 80.0 ms "
+                           "the test's own host work at /src/test_models.py:45 (test_models: ")
+    assert note.endswith("20.0 ms CUDA's start-up (from 20 stack samples)")
+    assert HostPlaces.before_cuda_note(remark, HostActivity(), 10 * ms, 110 * ms) == remark  # no samples: as it was
+    assert HostPlaces.before_cuda_note("", HostActivity(samples=samples), 10 * ms, 110 * ms) == ""  # CUDA was up already

@@ -10,7 +10,6 @@ the findings without places.
 """
 from __future__ import annotations
 
-import threading
 from typing import Any, Callable, Optional, Sequence
 
 from pytest_gpuutil.analysis.finding_records import Finding
@@ -48,7 +47,6 @@ class HostPlaces:
         self.sampler = StackSampler(clock, lambda path: is_users(path, prefixes), interval_s)
         self.calls = CallPlaces.open(to_ns or (lambda ticks: ticks.astype("int64"))) if calls else None
         self._calls_on = False
-        self._thread = threading.get_ident()
         self.note = "" if self.calls is not None else "places at syncs and copies need the C parts (Python 3.11-3.13)"
 
     def begin(self) -> None:
@@ -56,7 +54,7 @@ class HostPlaces:
             if self.calls is not None and not self._calls_on:
                 self.calls.start()
                 self._calls_on = True
-            self.sampler.begin(self._thread)
+            self.sampler.begin()  # the thread that runs the test's call
         except Exception as exc:  # noqa: BLE001 - no places, never a failed session
             self.note = f"places could not be recorded: {exc}"
 
