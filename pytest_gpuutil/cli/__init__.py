@@ -49,7 +49,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         return history_main(rest)
     if command == "trace":
-        from pytest_gpuutil.cli.trace import main as trace_main
+        from pytest_gpuutil.cli.window_trace import main as trace_main
 
         return trace_main(rest)
     print(f"error: unknown command {command!r} (expected analyze, compare, report, merge, history or trace)",
