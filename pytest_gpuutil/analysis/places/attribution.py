@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import linecache
 import os
 from collections import Counter
@@ -52,9 +53,20 @@ class HostCalls:
         return len(self.starts_ns)
 
     def within(self, start_ns: int, end_ns: int) -> "HostCalls":
-        rows = [i for i, (s, e) in enumerate(zip(self.starts_ns, self.ends_ns)) if s < end_ns and e > start_ns]
+        """The calls that overlap [start_ns, end_ns] (the calls in order of their starts, as taken)."""
+        starts = self.starts_ns
+        if not len(starts):
+            return self
+        longest = max(e - s for s, e in zip(starts, self.ends_ns)) if len(starts) < 64 else self._longest
+        lo, hi = bisect.bisect_left(starts, start_ns - longest), bisect.bisect_left(starts, end_ns)
+        rows = [i for i in range(lo, hi) if self.ends_ns[i] > start_ns]
         return HostCalls([self.kinds[i] for i in rows], [self.starts_ns[i] for i in rows],
                          [self.ends_ns[i] for i in rows], [self.sites[i] for i in rows])
+
+
+    @functools.cached_property
+    def _longest(self) -> int:
+        return max(e - s for s, e in zip(self.starts_ns, self.ends_ns))
 
 
 @dataclass(frozen=True)

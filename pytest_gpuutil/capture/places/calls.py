@@ -104,6 +104,7 @@ class CallPlaces:
         for pid, path, line, function in self._frames.places_after(self._known):
             self._sites[pid] = (path, line, function)
             self._known = max(self._known, pid)
+        calls = calls[np.argsort(calls["start"], kind="stable")]  # in order of their starts (HostCalls.within)
         starts, ends = self._to_ns(calls["start"]).tolist(), self._to_ns(calls["end"]).tolist()
         kinds = [COPY if cbid in COPY_CALLS else SYNC for cbid in calls["cbid"].tolist()]
         sites = [tuple(self._sites[p] for p in row[:n] if p in self._sites)
