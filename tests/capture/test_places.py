@@ -101,8 +101,7 @@ def test_syncs_and_copies_come_with_the_line_that_made_them() -> None:
 
 def slow_helper(seconds: float) -> None:
     end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        sum(range(200))  # <- the slow helper
+    while time.perf_counter() < end: sum(range(200))  # <- the slow helper (one line: every sample lands there)
 
 
 def test_the_sampler_sees_the_test_thread_only_between_begin_and_end() -> None:
@@ -119,9 +118,8 @@ def test_the_sampler_sees_the_test_thread_only_between_begin_and_end() -> None:
         samples = sampler.take()
     finally:
         sampler.close()
-    assert 10 <= len(samples) and sum(samples.weights_ns) <= 0.26e9
-    top = samples.sites[len(samples) // 2][0]
-    assert top == (THIS, line_of("<- the slow helper"), "slow_helper")
+    assert 10 <= len(samples) and sum(samples.weights_ns) <= 0.4e9  # 0.2 s sampled (a loaded machine: some slack)
+    assert {sites[0] for sites in samples.sites} == {(THIS, line_of("<- the slow helper"), "slow_helper")}
     assert not any(samples.in_cuda_init)
 
 
