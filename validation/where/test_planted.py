@@ -55,8 +55,7 @@ def test_pageable_copies_in_a_loop():
 
 def slow_helper(seconds: float) -> float:
     end, total = time.perf_counter() + seconds, 0.0
-    while time.perf_counter() < end:
-        total += sum(i * 0.5 for i in range(200))  # planted: gpu-idle
+    while time.perf_counter() < end: total += sum(i * 0.5 for i in range(200))  # planted: gpu-idle
     return total
 
 
