@@ -45,3 +45,43 @@ def test_the_detail_view_gets_the_places_with_their_source_line() -> None:
     row = finding_detail(finding("host-sync", 50.0, (PLACE,)))
     assert row[5] == [["tests/test_loop.py", 14, "test_loop", "loss.item()", "300 syncs, 60 ms of host time"]]
     assert len(finding_detail(finding("gpu-idle", 1.0))) == 5  # no places: the row as before
+
+
+CHROMIUM = None
+try:
+    from tests.helpers.headless_chromium import find_chromium, run_page
+
+    CHROMIUM = find_chromium()
+except ImportError:  # pragma: no cover
+    pass
+
+HARNESS = r"""
+window.addEventListener("load", function () {
+  var out = {};
+  try {
+    var rows = Array.prototype.slice.call(document.querySelectorAll("#tests tbody tr"));
+    var row = rows.filter(function (r) { return r.cells[0].textContent.indexOf("test_loop") >= 0; })[0];
+    row.click();
+    var places = row.nextSibling.querySelectorAll(".places li");
+    out.places = Array.prototype.map.call(places, function (li) { return li.textContent; });
+    out.code = Array.prototype.map.call(row.nextSibling.querySelectorAll(".places pre"), function (p) { return p.textContent; });
+  } catch (e) {
+    guHarness.errors.push("harness: " + e);
+  }
+  guHarness.done(out);
+});
+"""
+
+
+def test_the_detail_view_shows_each_place_with_its_source_line(tmp_path) -> None:
+    import pytest
+
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed")
+    from pytest_gpuutil.report.html_report import render_report
+
+    doc = {"tests": [r.to_dict() for r in RECORDS[:1]], "machine_info": {}, "created": "2026-11-27T08:00:00"}
+    seen = run_page(CHROMIUM, render_report(doc), HARNESS, tmp_path)
+    assert seen["errors"] == []
+    assert seen["places"] == ["tests/test_loop.py:14 in test_loop: 300 syncs, 60 ms of host timeloss.item()"]
+    assert seen["code"] == ["loss.item()"]
