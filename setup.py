@@ -6,6 +6,9 @@
 - ``pytest_gpuutil.capture._waits``: the CUPTI callback that records the host's waits at the
   synchronizing calls only (see pytest_gpuutil/capture/host_waits.py); without it the waits come
   from CUPTI's activity kind 38, which makes every kernel launch dearer.
+- ``pytest_gpuutil.capture.places._frames``: reads the calling thread's Python source places at those
+  calls and at copies (see pytest_gpuutil/capture/places/calls.py); without it (or on a Python
+  other than 3.11-3.13) findings name places from the stack sampler only.
 - ``pytest_gpuutil.children._inject``: the CUDA injection library that measures non-Python child
   processes (``CUDA_INJECTION64_PATH``). A plain shared library (no Python API; never imported),
   built the same optional way; without it such children are reported as not measured.
@@ -65,6 +68,13 @@ setup(
         Extension(
             "pytest_gpuutil.capture._waits",
             sources=["pytest_gpuutil/capture/_waits.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+            libraries=["pthread"],
+        ),
+        Extension(
+            "pytest_gpuutil.capture.places._frames",
+            sources=["pytest_gpuutil/capture/places/_frames.c"],
             optional=True,
             extra_compile_args=["-O2"],
             libraries=["pthread"],

@@ -104,7 +104,10 @@ def check_run(doc: dict[str, Any], part: list[str]) -> tuple[dict[str, Any], lis
         "terminal_lines": len(part),
         "floor": floor,
         "saving_ms": summary.get("saving_ms", 0.0),
-        "top": [{k: t[k] for k in ("rule", "scope", "tests", "saving_ms")} for t in top],
+        "top": [{**{k: t[k] for k in ("rule", "scope", "tests", "saving_ms")}, "first_place": t.get("first_place", "")}
+                for t in top],
+        # issue 42: the top fixes name where (the first place of each fix's largest finding)
+        "top_with_places": sum(1 for t in top[:5] if t.get("first_place")),
         "by_rule": _by_rule(doc),
     }
     return figures, failures

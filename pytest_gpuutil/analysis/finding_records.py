@@ -63,21 +63,34 @@ class Finding:
     saving_pct: float = 0.0
     #: how ``saving_ms`` was estimated, one line with its figures
     saving_basis: str = ""
+    #: where in the source: up to 3 places (file, line, function, text, what, count, ms), largest
+    #: first (:mod:`pytest_gpuutil.analysis.places`); empty where the host recorded none
+    places: tuple[Mapping[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rule": self.rule, "severity": self.severity, "message": self.message, "fix": self.fix,
-                "impact_pct": round(self.impact_pct, 2), "saving_ms": round(self.saving_ms, 3),
-                "saving_pct": round(self.saving_pct, 2), "saving_basis": self.saving_basis,
-                "evidence": dict(self.evidence)}
+        found = {"rule": self.rule, "severity": self.severity, "message": self.message, "fix": self.fix,
+                 "impact_pct": round(self.impact_pct, 2), "saving_ms": round(self.saving_ms, 3),
+                 "saving_pct": round(self.saving_pct, 2), "saving_basis": self.saving_basis,
+                 "evidence": dict(self.evidence)}
+        if self.places:
+            found["places"] = [dict(p) for p in self.places]
+        return found
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Finding":
         """A finding read back from gpu_util.json (missing fields take their defaults)."""
         evidence = data.get("evidence")
+        places = data.get("places")
         return cls(str(data.get("rule", "")), str(data.get("severity", LOW)), str(data.get("message", "")),
                    str(data.get("fix", "")), dict(evidence) if isinstance(evidence, Mapping) else {},
                    _number(data.get("impact_pct")), _number(data.get("saving_ms")), _number(data.get("saving_pct")),
-                   str(data.get("saving_basis", "")))
+                   str(data.get("saving_basis", "")),
+                   tuple(dict(p) for p in places if isinstance(p, Mapping)) if isinstance(places, (list, tuple)) else ())
+
+    @property
+    def first_place(self) -> str:
+        """``path:line`` of the first place, or ""."""
+        return f"{self.places[0].get('file', '')}:{self.places[0].get('line', '')}" if self.places else ""
 
 
 def _number(value: Any) -> float:

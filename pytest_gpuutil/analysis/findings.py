@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from pytest_gpuutil.analysis.windows import WindowStats
 
 __all__ = ["Finding", "Fix", "Glance", "RULE_IDS", "counter_findings", "find", "find_in_trace", "findings_summary",
-           "gated_rules", "glance", "may_fire", "parse_rule_ids", "rank_fixes", "worst_tests"]
+           "gated_rules", "glance", "may_fire", "parse_rule_ids", "rank_fixes", "worst_places", "worst_tests"]
 
 
 def find(events: GpuColumns, window: Window, classifier: Optional[KernelClassifier] = None,
@@ -175,6 +175,8 @@ class Fix:
     scope: str
     tests: int
     saving_ms: float
+    #: ``path:line`` of the first place of the group's largest finding that has places ("" when none has)
+    first_place: str = ""
 
     @property
     def action(self) -> str:
@@ -182,8 +184,11 @@ class Fix:
         return rule.action if rule is not None and rule.action else f"fix {self.rule}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rule": self.rule, "scope": self.scope, "tests": self.tests, "saving_ms": round(self.saving_ms, 3),
-                "action": self.action}
+        found = {"rule": self.rule, "scope": self.scope, "tests": self.tests, "saving_ms": round(self.saving_ms, 3),
+                 "action": self.action}
+        if self.first_place:
+            found["first_place"] = self.first_place
+        return found
 
 
 def scope_of(test: str) -> str:
@@ -195,16 +200,31 @@ def rank_fixes(pairs: Iterable[tuple[str, Optional[Sequence[Any]]]]) -> list[Fix
     """The reported findings of (test, findings) pairs grouped by rule and file, largest summed
     ``saving_ms`` first (then rule order, then file)."""
     sums: dict[tuple[str, str], list[float]] = {}
+    placed: dict[tuple[str, str], tuple[float, str]] = {}  # the largest finding with places: (saving, place)
     for test, found in pairs:
         for item in found if isinstance(found, (list, tuple)) else ():
             if isinstance(item, Mapping):
                 finding = Finding.from_dict(item)
-                entry = sums.setdefault((finding.rule, scope_of(test)), [0, 0.0])
+                key = (finding.rule, scope_of(test))
+                entry = sums.setdefault(key, [0, 0.0])
                 entry[0] += 1
                 entry[1] += finding.saving_ms
+                if finding.places and finding.saving_ms >= placed.get(key, (-1.0, ""))[0]:
+                    placed[key] = (finding.saving_ms, finding.first_place)
     order = {rule: i for i, rule in enumerate(RULES_BY_ID)}
-    fixes = [Fix(rule, scope, int(n), total) for (rule, scope), (n, total) in sums.items()]
+    fixes = [Fix(rule, scope, int(n), total, placed.get((rule, scope), (0.0, ""))[1])
+             for (rule, scope), (n, total) in sums.items()]
     return sorted(fixes, key=lambda f: (-f.saving_ms, order.get(f.rule, len(order)), f.scope))
+
+
+def worst_places(pairs: Iterable[tuple[str, Optional[Sequence[Any]]]]) -> dict[str, str]:
+    """Per test: ``path:line`` of the first place of its largest finding ("" where it has none)."""
+    found = {}
+    for test, items in pairs:
+        findings = [Finding.from_dict(i) for i in items or () if isinstance(i, Mapping)]
+        if findings:
+            found[test] = max(findings, key=lambda f: f.saving_ms).first_place
+    return found
 
 
 def worst_tests(pairs: Iterable[tuple[str, Optional[Sequence[Any]]]]) -> list[tuple[str, float, str]]:
@@ -229,6 +249,7 @@ def findings_summary(tests: Iterable[Mapping[str, Any]], floor: Optional[Floor] 
     pairs = [(str(t.get("test", "")), t.get("findings")) for t in checked]
     fixes = rank_fixes(pairs)
     below = [Finding.from_dict(f) for t in checked for f in t.get("below_floor") or () if isinstance(f, Mapping)]
+    places = worst_places(pairs)
     return {
         "floor": {"ms": floor.ms, "pct": floor.pct},
         "tests": len(checked),
@@ -238,7 +259,8 @@ def findings_summary(tests: Iterable[Mapping[str, Any]], floor: Optional[Floor] 
         "below_floor_saving_ms": round(sum(f.saving_ms for f in below), 3),
         "saving_ms": round(sum(f.saving_ms for f in fixes), 3),
         "top": [f.to_dict() for f in fixes],
-        "worst_tests": [{"test": test, "saving_ms": round(ms, 3), "rule": rule}
+        "worst_tests": [{"test": test, "saving_ms": round(ms, 3), "rule": rule,
+                         **({"first_place": places[test]} if places.get(test) else {})}
                         for test, ms, rule in worst_tests(pairs)[:WORST_TESTS_KEPT]],
     }
 

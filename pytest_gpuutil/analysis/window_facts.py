@@ -61,6 +61,39 @@ class Timeline(NamedTuple):
         return self.idle_before_ns + self.idle_between_ns + self.idle_after_ns
 
 
+#: how far past the end of a host's wait the GPU work it waited for may end in the records: the
+#: GPU's timestamps are converted to the host's clock, and the two may differ by microseconds. A
+#: copy ending 5 µs after ``cudaStreamSynchronize`` returned made every one of 300 waits look as if
+#: the GPU were still busy, and host-sync saw no idle after any (issue 42)
+WAIT_CLOCK_SLACK_NS = 50_000
+#: a gap shorter than this between two pieces of work is the GPU's own step from one queued piece
+#: to the next (a kernel, then the copy of its result), not the host's doing
+QUEUED_STEP_NS = 2_000
+
+
+def idle_after_wait(busy_starts: Sequence[int], busy_ends: Sequence[int], start: int, end: int,
+                    counted_to: int) -> tuple[int, int]:
+    """(the GPU's idle time after the host's wait ``start``-``end``, when the GPU's work resumed).
+
+    ``busy_starts``/``busy_ends``: the GPU's busy blocks (sorted, disjoint). The idle is the first
+    gap that ends after the wait: from the wait's end, or, where the records show the work waited
+    for ending after the wait (clocks apart by up to :data:`WAIT_CLOCK_SLACK_NS`), from that work's
+    end; nothing when the GPU was busy past the slack (another stream's work), and nothing counted
+    before ``counted_to`` (a gap counts once)."""
+    n = len(busy_starts)
+    i = max(0, bisect.bisect_left(busy_ends, start) - 1)  # the last block ending before the wait, or the first
+    if n == 0:
+        return 0, 0
+    if busy_starts[0] > end:  # no GPU work before the wait ended
+        return max(0, busy_starts[0] - max(end, counted_to)), busy_starts[0]
+    while i < n - 1 and busy_ends[i] <= end + WAIT_CLOCK_SLACK_NS:
+        gap_start, gap_end = busy_ends[i], busy_starts[i + 1]
+        if gap_end > end and gap_end - gap_start >= QUEUED_STEP_NS:
+            return max(0, gap_end - max(gap_start, end, counted_to)), gap_end
+        i += 1
+    return 0, 0
+
+
 class Waits(NamedTuple):
     """The host's waits for the GPU in the window and what the GPU did after each."""
 
@@ -259,6 +292,26 @@ class WindowFacts:
             return self._lengths[np.asarray(wanted, dtype=bool)[keys]] if len(keys) else self._lengths
         return list(compress(self._lengths, map(wanted.__getitem__, self._rows[0])))
 
+    def idle_next_to(self, wanted: Sequence[bool]) -> tuple[int, int]:
+        """(the GPU's idle time right before and right after the ``wanted`` events, how many gaps):
+        each gap between two busy blocks that such an event begins or ends, counted once; never the
+        idle before the window's first work or after its last (gpu-idle's)."""
+        keys, _, starts, ends = self._rows
+        pick = list(compress(range(len(keys)), map(wanted.__getitem__, _ints(keys))))
+        if not pick:
+            return 0, 0
+        busy_starts, busy_ends = _ints(self.timeline.any_busy_starts), _ints(self.timeline.any_busy_ends)
+        starts, ends = _ints(starts), _ints(ends)
+        gaps: set[int] = set()  # gap i lies between block i - 1 and block i
+        for row in pick:
+            block = bisect.bisect_right(busy_starts, starts[row]) - 1
+            if block > 0 and busy_starts[block] == starts[row]:
+                gaps.add(block)
+            after = bisect.bisect_left(busy_ends, ends[row])
+            if after < len(busy_ends) - 1 and busy_ends[after] == ends[row]:
+                gaps.add(after + 1)
+        return sum(busy_starts[i] - busy_ends[i - 1] for i in gaps), len(gaps)
+
     @functools.cached_property
     def is_kernel(self) -> list[bool]:
         """Per (name, kind) pair: whether it is a kernel."""
@@ -343,10 +396,10 @@ class WindowFacts:
         busy_starts, busy_ends = _ints(self.timeline.any_busy_starts), _ints(self.timeline.any_busy_ends)
         ws = self.window.start_ns
         found = []
+        counted_to = ws  # idle before this is counted already (two waits before one gap count it once)
         for start, end in zip(merged_s, merged_e):
-            at = bisect.bisect_right(busy_starts, end)  # the first block starting after the wait ended
-            covering = at > 0 and busy_ends[at - 1] > end  # the GPU was still busy when the wait ended
-            idle = busy_starts[at] - end if at < len(busy_starts) and not covering else 0
+            idle, resumed = idle_after_wait(busy_starts, busy_ends, start, end, counted_to)
+            counted_to = max(counted_to, resumed)
             found.append((start - ws, end - ws, idle))
         names = Counter(r[0] for r in rows)
         worst = sorted(found, key=lambda w: (-w[2], w[0]))[:5]

@@ -28,6 +28,20 @@ typedef struct {
 
 typedef int (*Clock)(uint64_t *);
 
+/* a synchronizing call or a copy with the source places it was made from (see places/_frames.c): what the
+ * findings' places read (pytest_gpuutil/capture/places/calls.py) */
+typedef struct {
+    uint32_t cbid;
+    uint32_t n_places;
+    uint64_t start;
+    uint64_t end;
+    uint32_t places[3];
+    uint32_t pad;
+} Call;
+
+/* _frames.c's walk(): the calling thread's place ids, innermost first (NULL: places are off) */
+typedef int (*FrameReader)(uint32_t *, int);
+
 /* at most this many waits between two takes (24 MB); more are counted as dropped */
 enum { MAX_WAITS = 1 << 20 };
 /* CUpti_CallbackDomain: the runtime API */
@@ -38,6 +52,11 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static Wait *waits;
 static size_t n_waits, cap_waits, dropped;
 static __thread uint64_t entered;
+static FrameReader frame_reader;
+static Call *calls;
+static size_t n_calls, cap_calls, dropped_calls;
+static __thread uint32_t entered_places[3];
+static __thread int entered_n;
 
 static uint64_t stamp(void) {
     uint64_t value = 0;
@@ -57,6 +76,27 @@ static uint32_t type_of(uint32_t cbid) {
     }
 }
 
+/* the runtime's copies whose call sites are recorded with places: cudaMemcpy_v3020, cudaMemcpyAsync_v3020 */
+static int is_copy(uint32_t cbid) { return cbid == 31 || cbid == 41; }
+
+static void add_call(uint32_t cbid, uint64_t start, uint64_t end) {
+    Call call = {cbid, (uint32_t)entered_n, start, end, {0, 0, 0}, 0};
+    for (int i = 0; i < entered_n && i < 3; i++) call.places[i] = entered_places[i];
+    if (n_calls == cap_calls && cap_calls < MAX_WAITS) {
+        size_t grown = cap_calls ? cap_calls * 2 : 1024;
+        Call *more = realloc(calls, grown * sizeof(Call));
+        if (more) {
+            calls = more;
+            cap_calls = grown;
+        }
+    }
+    if (n_calls < cap_calls) {
+        calls[n_calls++] = call;
+    } else {
+        dropped_calls++;
+    }
+}
+
 /* CUpti_CallbackFunc: (userdata, domain, cbid, const CUpti_CallbackData *); the data's first field
  * is the callback site, a 32-bit enum: 0 on entry, 1 on exit */
 static void on_api(void *userdata, int domain, uint32_t cbid, const void *data) {
@@ -64,16 +104,28 @@ static void on_api(void *userdata, int domain, uint32_t cbid, const void *data) 
     if (domain != DOMAIN_RUNTIME || data == NULL) return;
     uint32_t site;
     memcpy(&site, data, sizeof site);
+    FrameReader reader = frame_reader;
     if (site == 0) {
+        entered_n = reader ? reader(entered_places, 3) : 0;
         entered = stamp();
         return;
     }
     uint64_t end = stamp();
     uint32_t type = type_of(cbid);
-    if (!type || !entered) return;
+    if (!entered) return;
+    if (!type) {
+        if (is_copy(cbid) && reader) {
+            pthread_mutex_lock(&lock);
+            add_call(cbid, entered, end);
+            pthread_mutex_unlock(&lock);
+        }
+        entered = 0;
+        return;
+    }
     Wait wait = {type, cbid, entered, end};
     entered = 0;
     pthread_mutex_lock(&lock);
+    if (reader) add_call(cbid, wait.start, end);
     if (n_waits == cap_waits && cap_waits < MAX_WAITS) {
         size_t grown = cap_waits ? cap_waits * 2 : 1024;
         Wait *more = realloc(waits, grown * sizeof(Wait));
@@ -119,10 +171,46 @@ static PyObject *take(PyObject *self, PyObject *args) {
     return Py_BuildValue("(Nn)", out, (Py_ssize_t)lost);
 }
 
+static PyObject *set_frame_reader(PyObject *self, PyObject *arg) {
+    (void)self;
+    void *address = PyLong_AsVoidPtr(arg);
+    if (address == NULL && PyErr_Occurred()) return NULL;
+    frame_reader = (FrameReader)address;
+    Py_RETURN_NONE;
+}
+
+/* every call recorded with places since the last take, as bytes of Call, and how many were dropped */
+static PyObject *take_calls(PyObject *self, PyObject *args) {
+    (void)self; (void)args;
+    pthread_mutex_lock(&lock);
+    PyObject *out = PyBytes_FromStringAndSize((const char *)calls, (Py_ssize_t)(n_calls * sizeof(Call)));
+    size_t lost = dropped_calls;
+    if (out) {
+        n_calls = 0;
+        dropped_calls = 0;
+    }
+    pthread_mutex_unlock(&lock);
+    if (!out) return NULL;
+    return Py_BuildValue("(Nn)", out, (Py_ssize_t)lost);
+}
+
+/* the callback as CUPTI calls it, for tests without a GPU: (cbid, site 0 entry / 1 exit) */
+static PyObject *call_back(PyObject *self, PyObject *args) {
+    (void)self;
+    unsigned int cbid, site;
+    if (!PyArg_ParseTuple(args, "II", &cbid, &site)) return NULL;
+    uint32_t data[4] = {site, 0, 0, 0};
+    on_api(NULL, DOMAIN_RUNTIME, cbid, data);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"callback_address", callback_address, METH_NOARGS, "The address of the CUPTI callback (CUpti_CallbackFunc)."},
     {"set_clock", set_clock, METH_O, "The address of cuptiGetTimestamp (0: CLOCK_REALTIME)."},
     {"take", take, METH_NOARGS, "(bytes of the waits since the last take, waits dropped)."},
+    {"set_frame_reader", set_frame_reader, METH_O, "The address of _frames' walk (0: no places)."},
+    {"take_calls", take_calls, METH_NOARGS, "(bytes of the calls with places since the last take, calls dropped)."},
+    {"call_back", call_back, METH_VARARGS, "Call the callback as CUPTI would: (cbid, site)."},
     {NULL, NULL, 0, NULL},
 };
 

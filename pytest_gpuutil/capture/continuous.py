@@ -131,6 +131,9 @@ class ContinuousCapture:
     _last_flush: float = field(default_factory=time.perf_counter)
     #: what earlier windows of this process ran (gpu-idle names a library's start-up by its first use)
     _first_uses: Optional[FirstUses] = None
+    #: the host's places for the findings (a :class:`~pytest_gpuutil.capture.places.host.HostPlaces`:
+    #: ``begin()``/``end()`` around each call, ``take()`` per flush), or None
+    places: Any = None
 
     # -- the source -----------------------------------------------------------------------------
     def ensure_started(self) -> bool:
@@ -218,6 +221,8 @@ class ContinuousCapture:
             self.synchronize()
             start_ns = self.source.now()
         window = _Window(key, start_ns, 0.0, note)
+        if self.places is not None and not note:
+            self.places.begin()
         window.perf_start = time.perf_counter()
         window.own_s = window.perf_start - began
         self._open = window
@@ -236,6 +241,8 @@ class ContinuousCapture:
             return
         self._open = None
         began = time.perf_counter()
+        if self.places is not None:
+            self.places.end()
         if not window.note:
             if self.findings and self._records_waits:
                 window.sync_end_ns = self.source.now()
@@ -272,6 +279,7 @@ class ContinuousCapture:
                 syncs = self.source.drain_syncs() if self._records_waits else None
             except Exception as exc:  # noqa: BLE001 - what was measured before stays; this batch says why
                 error = f"{self.source.name} could not be read: {exc}"
+        host = self.places.take() if self.places is not None else None
         stats: dict[int, WindowStats] = {}
         events: dict[int, GpuColumns] = {}
         findings: dict[int, tuple[Finding, ...]] = {}
@@ -295,7 +303,8 @@ class ContinuousCapture:
                     self._first_uses = FirstUses(self.device_name)
                 looked = [w for w in measured if id(w) in stats]
                 contexts = self._first_uses.contexts(looked, stats, extras)
-                findings = findings_of(columns, syncs, looked, stats, self.classifier, self.findings_ignore, contexts)
+                findings = findings_of(columns, syncs, looked, stats, self.classifier, self.findings_ignore, contexts,
+                                       host=host)
             except Exception as exc:  # noqa: BLE001 - the figures stand without findings; this batch says why
                 error = f"findings could not be looked for: {exc}"
         for w in measured:  # gpu-idle names a child's start-up where the window's first GPU work was a child's
@@ -310,6 +319,12 @@ class ContinuousCapture:
                                      gap_ns=self.timeline_gap_ns)
             except Exception as exc:  # noqa: BLE001 - the figures stand without timelines; this batch says why
                 error = error or f"timelines could not be drawn: {exc}"
+        if host is not None:  # the time before CUDA came up in a call: the test's own host work and CUDA's start-up
+            for w in measured:
+                w.remark = self.places.before_cuda_note(w.remark, host, w.began_ns, w.start_ns)
+            for w in measured:
+                if id(w) in drawn:
+                    drawn[id(w)] = self.places.with_host_frames(drawn[id(w)], host, spans_of([w])[0])
         note = error or (f"{self.source.name} dropped {dropped} records in this batch: figures may be low" if dropped else "")
         share = (time.perf_counter() - began) / len(windows)
         return [
@@ -339,6 +354,8 @@ class ContinuousCapture:
         self.end()
         results = self.flush()
         self._pause()
+        if self.places is not None:
+            self.places.close()
         self.closed = True
         return results
 

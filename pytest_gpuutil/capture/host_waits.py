@@ -32,6 +32,9 @@ SYNC_CALLS = {
     165: 4,  # cudaDeviceSynchronize_v3020
     126: 4,  # cudaThreadSynchronize_v3020
 }
+#: the runtime's copies, enabled too: with the findings' places on, the callback records where each
+#: copy was made and how long it held the host (capture/places/calls.py); without, it returns at once
+COPY_CALLS = (31, 41)  # cudaMemcpy_v3020, cudaMemcpyAsync_v3020
 #: one wait as _waits.c hands it over
 WAIT_DTYPE = np.dtype([("type", "<u4"), ("cbid", "<u4"), ("start", "<u8"), ("end", "<u8")])
 
@@ -87,7 +90,7 @@ class SyncCallbacks:
         result = self._lib.cuptiSubscribe(ctypes.byref(self._handle), self._module.callback_address(), None)
         if result != 0:
             return f"cuptiSubscribe returned {result} (another CUPTI subscriber, e.g. Kineto's, holds the process)"
-        for cbid in SYNC_CALLS:
+        for cbid in (*SYNC_CALLS, *COPY_CALLS):
             result = self._lib.cuptiEnableCallback(1, self._handle, DOMAIN_RUNTIME, cbid)
             if result != 0:
                 self._lib.cuptiUnsubscribe(self._handle)

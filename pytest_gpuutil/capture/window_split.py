@@ -89,8 +89,9 @@ class FirstUses:
 
 def findings_of(columns: GpuColumns, syncs: Optional[SyncColumns], windows: Sequence[Any],
                 stats: dict[int, WindowStats], classifier: KernelClassifier, ignore: frozenset[str],
-                contexts: Optional[dict[int, dict[str, float]]] = None) -> dict[int, tuple[Finding, ...]]:
-    """Each window's findings: the events and waits of those that may have some, looked at one by one."""
+                contexts: Optional[dict[int, dict[str, float]]] = None, host: Any = None) -> dict[int, tuple[Finding, ...]]:
+    """Each window's findings: the events and waits of those that may have some, looked at one by one
+    (``host``: the host's activity, :class:`~pytest_gpuutil.analysis.places.HostActivity`: their places)."""
     spans = spans_of(windows)
     waits = waits_by_window(syncs, windows, spans)
     found: dict[int, tuple[Finding, ...]] = {id(w): () for w in windows}
@@ -106,6 +107,10 @@ def findings_of(columns: GpuColumns, syncs: Optional[SyncColumns], windows: Sequ
         found[id(w)] = find(events[id(w)], spans[i], classifier,
                             None if waits is None or syncs is None else syncs.take(waits[i]),
                             ignore=ignore, sync_end_ns=w.sync_end_ns, context=(contexts or {}).get(id(w)))
+        if host is not None and found[id(w)]:
+            from pytest_gpuutil.capture.places.host import HostPlaces
+
+            found[id(w)] = HostPlaces.attach(found[id(w)], host, spans[i], events[id(w)])
     return found
 
 

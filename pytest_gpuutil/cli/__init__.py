@@ -18,6 +18,7 @@ commands:
   report RUN.json [--baseline BASELINE.json] [-o OUT]   render a run as a self-contained HTML report
   merge RUN.json [RUN.json ...] -o OUT.json             merge CI shards into one run
   history [--db PATH] [--format table|json] [TEST ...]  the run history: runs and per-test series
+  trace RUN_DIR TEST [-o OUT.json]                      one test's window as a Chrome trace (Perfetto)
 """
 
 
@@ -47,6 +48,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from pytest_gpuutil.cli.history import main as history_main
 
         return history_main(rest)
-    print(f"error: unknown command {command!r} (expected analyze, compare, report, merge or history)", file=sys.stderr)
+    if command == "trace":
+        from pytest_gpuutil.cli.window_trace import main as trace_main
+
+        return trace_main(rest)
+    print(f"error: unknown command {command!r} (expected analyze, compare, report, merge, history or trace)",
+          file=sys.stderr)
     return EXIT_USAGE
 

@@ -245,6 +245,7 @@ def _continuous(settings: WindowSettings, torch: Any, cuda: bool, source: EventS
         else (lambda: None),
         timeline_wanted=_timeline_choice(settings.timelines),
         timeline_gap_ns=int(settings.timeline_gap_ms * 1e6),
+        places=_host_places(settings, source, cuda),
     )
     if cuda and not inherited and getattr(source, "ever_started", None) is False:
         _wait_for_cuda(capture, torch)
@@ -252,6 +253,19 @@ def _continuous(settings: WindowSettings, torch: Any, cuda: bool, source: EventS
     if not capture.ensure_started() and capture.broken:
         warnings.warn(f"pytest-gpuutil: {capture.broken}; tests are not measured", stacklevel=3)
     return windows
+
+
+def _host_places(settings: WindowSettings, source: EventSource, cuda: bool) -> Any:
+    """The findings' places (capture/places): with findings on, on CUDA (or a source that asks for them,
+    ``wants_places``: the plugin's CPU tests); None otherwise or where it cannot start."""
+    if not (settings.findings and (cuda or getattr(source, "wants_places", False))):
+        return None
+    try:
+        from pytest_gpuutil.capture.places.host import HostPlaces
+
+        return HostPlaces(source.now, getattr(source, "_to_ns", None))
+    except Exception:  # noqa: BLE001 - findings without places
+        return None
 
 
 def _timeline_choice(timelines: Optional[int]) -> Optional[Callable[..., bool]]:

@@ -16,6 +16,7 @@ from pytest_gpuutil.analysis.findings import (
     WORST_TESTS_KEPT,
     findings_summary,
     rank_fixes,
+    worst_places,
     worst_tests,
 )
 from pytest_gpuutil.analysis.rules import RULES_BY_ID
@@ -150,11 +151,31 @@ def finding_lines(records: Sequence[TestRecord], width: int = 120, verbose: bool
         else:
             prefix = ""
         rule_width = max(len(rule) for _, _, rule in kept)
-        room_for_ids = max(20, width - 11 - rule_width)
+        places = worst_places(kept_records(records, kept))
+        shown = {test: _place_text(places.get(test, "")) for test, _, _ in kept}
+        place_width = max(len(text) for text in shown.values())
+        room_for_ids = max(20, width - 11 - rule_width - place_width)
         short = shorten_test_ids([test[len(prefix):] for test, _, _ in kept], room_for_ids)
         for (test, ms, rule), name in zip(kept, short):
-            lines.append(f"  {saving_text(ms):>7}  {name}  {rule}")
+            lines.append(f"  {saving_text(ms):>7}  {name}  {rule}{shown[test]}")
     return [_fit(line, width) for line in lines]
+
+
+#: a worst test's first place is shown in at most this many columns (its end: the file and line)
+PLACE_COLUMNS = 44
+
+
+def _place_text(place: str) -> str:
+    """"  at path:line" for a worst-test line ("" without a place), the path's start cut to fit."""
+    if not place:
+        return ""
+    return "  at " + (place if len(place) <= PLACE_COLUMNS else "..." + place[-(PLACE_COLUMNS - 3):])
+
+
+def kept_records(records: Sequence["TestRecord"], kept: Sequence[tuple[str, float, str]]) -> list[tuple[str, Any]]:
+    """(test, findings) of the records of the ``kept`` worst tests."""
+    wanted = {test for test, _, _ in kept}
+    return [(r.test, r.findings) for r in records if r.test in wanted and r.findings is not None]
 
 
 def trace_findings_text(findings: Optional[Sequence[Finding]], floor: Optional[Floor] = None) -> str:

@@ -91,7 +91,7 @@ def test_the_findings_page_has_a_section_per_rule_with_its_limits_and_an_example
 
 def test_the_cli_page_has_each_commands_help(site):
     page = page_path(site, "cli.md")
-    assert cli_commands() == ["analyze", "compare", "report", "merge", "history"]
+    assert cli_commands() == ["analyze", "compare", "report", "merge", "history", "trace"]
     for command in cli_commands():
         helped = subprocess.run([sys.executable, "-m", "pytest_gpuutil", command, "--help"], capture_output=True,
                                 text=True, check=True, env={"COLUMNS": "100", "PATH": ""}).stdout

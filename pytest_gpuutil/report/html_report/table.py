@@ -146,11 +146,20 @@ def detail_data(record: Mapping[str, Any], categories: Sequence[str], link: Opti
         "tr": link,
         "cmp": [[r.metric, r.baseline, r.current, r.change_text, r.limit_text, int(r.regressed), round(r.severity, 3)]
                 for r in compared],
-        "fd": [[as_text(f.get("rule")), as_text(f.get("severity")), as_text(f.get("message")), as_text(f.get("fix")),
-                dict(as_map(f.get("evidence")))] for f in mappings_in(record.get("findings"))],
+        "fd": [finding_detail(f) for f in mappings_in(record.get("findings"))],
         "hw": counters_of(record),
     }
     return rounded({k: v for k, v in detail.items() if v}, 5)
+
+
+def finding_detail(f: Mapping[str, Any]) -> list[Any]:
+    """A finding for the detail view: [rule, severity, message, fix, evidence] and, when it has places,
+    [[file, line, function, source line, what], ...] (issue 42)."""
+    row: list[Any] = [as_text(f.get("rule")), as_text(f.get("severity")), as_text(f.get("message")),
+                      as_text(f.get("fix")), dict(as_map(f.get("evidence")))]
+    places = [[as_text(p.get("file")), p.get("line"), as_text(p.get("function")), as_text(p.get("text")),
+               as_text(p.get("what"))] for p in mappings_in(f.get("places"))]
+    return row + [places] if places else row
 
 
 def processes_of(record: Mapping[str, Any]) -> list[list[Any]]:

@@ -131,13 +131,18 @@
     return el("div", {}, [el("h4", {}, [title]), grid(["label"].concat(cols, withCats ? ["categories (% of busy)"] : []), body2, 99)]);
   }
 
-  // a finding: [rule, severity, message, fix, evidence]
+  // a finding: [rule, severity, message, fix, evidence(, places: [[file, line, function, source line, what]])]
   function findings(fd) {
     return el("div", { "class": "fd" }, [el("h4", {}, ["Findings: what to fix"])].concat(fd.map(function (f) {
       var ev = f[4] || {};
+      var pl = f[5] || [];
       return el("div", { "class": "finding sev-" + f[1] }, [
         el("p", {}, [el("b", {}, [f[0]]), " ", el("span", { "class": "sev" }, [f[1]]), " ", f[2]]),
         el("p", { "class": "fix" }, ["fix: " + f[3]]),
+        pl.length ? el("ul", { "class": "places" }, pl.map(function (p) {
+          return el("li", {}, [el("code", {}, [p[0] + ":" + p[1]]), " in " + p[2] + ": " + p[4],
+            p[3] ? el("pre", { "class": "mono" }, [p[3]]) : null]);
+        })) : null,
         Object.keys(ev).length ? el("details", {}, [el("summary", {}, ["evidence"]),
           el("pre", { "class": "mono" }, [JSON.stringify(ev, null, 1)])]) : null]);
     })));

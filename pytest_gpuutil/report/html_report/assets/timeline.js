@@ -216,6 +216,20 @@
     c.fillRect(left, y, Math.max(1, right - left), h);
     c.globalAlpha = 1;
   };
+  // what the host was doing in [from, to]: its sampled places (t.hs: [ns, "path:line function: text"]), most often first
+  function hostAt(t, from, to) {
+    if (!t.hs || !t.hs.length) return "";
+    var counts = {}, order = [];
+    t.hs.forEach(function (s) {
+      if (s[0] < from || s[0] > to) return;
+      if (!(s[1] in counts)) { counts[s[1]] = 0; order.push(s[1]); }
+      counts[s[1]] += 1;
+    });
+    if (!order.length) return "";
+    order.sort(function (a, b) { return counts[b] - counts[a]; });
+    return "\nthe host was at:" + order.slice(0, 3).map(function (k) { return "\n  " + k + " (" + counts[k] + " samples)"; }).join("");
+  }
+
   // what is under the mouse: an event (or merged span), a wait, a gap, a counter sample
   View.prototype.at = function (x, y) {
     var t = this.t, ev = this.ev, ns = this.ns(x), slack = 2 * (this.v1 - this.v0) / this.width;
@@ -242,7 +256,7 @@
       }
       for (var g = 0; g < t.g.length; g++) {
         var gap = t.g[g];
-        if (gap[0] === t.l[ln][0] && ns >= gap[1] && ns <= gap[1] + gap[2]) return "GPU " + gap[0] + " idle " + dur(gap[2]) + "\nfrom " + dur(gap[1]);
+        if (gap[0] === t.l[ln][0] && ns >= gap[1] && ns <= gap[1] + gap[2]) return "GPU " + gap[0] + " idle " + dur(gap[2]) + "\nfrom " + dur(gap[1]) + hostAt(t, gap[1], gap[1] + gap[2]);
       }
       return null;
     }
