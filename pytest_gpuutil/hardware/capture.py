@@ -75,15 +75,23 @@ class CounterCapture:
     def begin(self, key: Any, remark: str = "") -> None:
         """Open a window now (``remark``: said in its note, e.g. that it covers only part of the call)."""
         self._open = (key, self.sampler.now(), remark)
+        self.sampler.energy_edge()  # an energy reading at the start, unless one was asked for lately
 
     def end(self) -> None:
         if self._open is None:
             return
         key, start, remark = self._open
         self._open = None
-        self._closed.append((key, start, self.sampler.now(), remark))
+        end = self.sampler.now()
+        self._closed.append((key, start, end, remark))
+        if end - start >= self.energy_min_ns:  # a window with energy of its own: a reading at its end
+            self.sampler.energy_edge(always=True)
 
     def _timeout_s(self) -> float:
+        """How long a flush waits for the samples (a source may set ``sync_timeout_s``, e.g. a test's)."""
+        given = getattr(self.sampler.source, "sync_timeout_s", None)
+        if given:
+            return float(given)
         period = self.sampler.period_ns or 0
         return max(0.5, 3 * period / 1e9)
 
