@@ -123,6 +123,12 @@ def test_each_test_gets_the_counters_of_its_call(counted: pytest.Pytester, monke
     totals = doc["totals"]
     assert totals["counters"] == ["synthetic_counters"] and totals["counters_fallback"] == []
     assert totals["counters_startup_s"] >= 0 and totals["counters_samples"] > 50
+    # the sampling thread's CPU, over its life and by part, for the cost model to read
+    assert totals["counters_thread_wall_s"] > 0 and totals["counters_thread_cpu_s"] > 0
+    assert totals["counters_thread_pct"] == pytest.approx(
+        100 * totals["counters_thread_cpu_s"] / totals["counters_thread_wall_s"])
+    assert set(totals["counters_thread_parts_cpu_s"]) == {"poll", "energy", "process"}
+    assert totals["counters_thread_parts_cpu_s"]["poll"] > 0
     header, rows = read_csv(counted.path / ".gpu_util" / "gpu_util.csv")
     assert header[-11:] == ["sm_pct", "tensor_pct", "dram_bw_pct", "occupancy_pct", "fp16_pct", "fp32_pct", "fp64_pct",
                             "energy_j", "avg_power_w", "counters_source", "counters_note"]
