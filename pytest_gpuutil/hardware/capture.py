@@ -113,7 +113,7 @@ class CounterCapture:
         self._closed = self._closed[len(windows):]
         if not windows:
             return {}
-        figures = self._figures([(start, end) for _, start, end, _ in windows])
+        figures = self._figures([(start, end) for _, start, end, _ in windows], wait)
         self.sampler.forget_before(max(end for _, _, end, _ in windows))
         return {key: dataclasses.replace(figure, note=_join(remark, figure.note)) if remark else figure
                 for (key, _, _, remark), figure in zip(windows, figures)}
@@ -134,11 +134,14 @@ class CounterCapture:
         """The figures of one span on the sampler's clock (e.g. kernel_bench's timed loop)."""
         return self._figures([(start_ns, end_ns)])[0]
 
-    def _figures(self, spans: list[tuple[int, int]]) -> list[TestCounters]:
+    def _figures(self, spans: list[tuple[int, int]], wait: bool = False) -> list[TestCounters]:
         began = time.perf_counter()
         sampler = self.sampler
         last_end = max(end for _, end in spans)
-        needs_energy = any(end - start >= self.energy_min_ns for start, end in spans)
+        # energy up to the last window when one is long enough for its own, or (a flush that waits)
+        # when a window's start asked for a reading the thread has not taken yet (the sums need it)
+        needs_energy = (any(end - start >= self.energy_min_ns for start, end in spans)
+                        or (wait and sampler.energy_asked_ns > sampler.energy_until))
         sampler.sync(last_end, energy=needs_energy, timeout_s=self._timeout_s())
         samples, energy, checks = sampler.collected()
         period = sampler.period_ns or samples.median_period_ns()

@@ -122,6 +122,8 @@ class CounterSampler:
         #: when (time.monotonic) an edge last asked for an energy reading
         self._energy_asked = float("-inf")
         self._energy_at = 0.0
+        #: when (on the sampler's clock) an edge last asked for an energy reading (0: never)
+        self.energy_asked_ns = 0
 
     # -- life cycle -------------------------------------------------------------------------------
     @property
@@ -306,6 +308,7 @@ class CounterSampler:
         if not always and now - self._energy_asked < self.energy_gap_s:
             return
         self._energy_asked = now
+        self.energy_asked_ns = self.now()
         with self._cond:
             self._want_energy = True
             self._cond.notify_all()

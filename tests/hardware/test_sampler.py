@@ -308,3 +308,18 @@ def test_at_the_sessions_end_the_device_is_released_without_waiting() -> None:
     assert not sampler.running and not source.stopped
     release.set()
     wait_until(lambda: source.stopped)
+
+
+def test_a_flush_that_waits_takes_the_energy_reading_a_start_asked_for(source: SyntheticCounters) -> None:
+    """The session's energy sums need a reading over the short tests too: a flush that waits does not
+    leave before the reading their start asked for, however slow the thread is to take it."""
+    sampler = started(source, tick_s=30.0, energy_every_s=600.0)
+    capture = CounterCapture(sampler)  # energy of its own from 1 s of window: not this one
+    try:
+        capture.begin("short")
+        busy_wait(0.01)
+        capture.end()
+        got = capture.flush()["short"]
+    finally:
+        sampler.stop()
+    assert got.energy_j is None and got.sums.energy_j and got.sums.energy_j > 0

@@ -200,7 +200,7 @@ def test_kernel_bench_gets_the_counters_of_its_timed_reps(counted: pytest.Pytest
 import time
 
 def spin():
-    end = time.perf_counter() + 0.001
+    end = time.perf_counter() + 0.005  # a rep of 5 ms: the reps span over two samples however few they are
     while time.perf_counter() < end:
         pass
 
@@ -209,6 +209,7 @@ def test_bench(kernel_bench, counters, gpu):
     time.sleep(0.02)
     counters.level(sm_pct=80.0, tensor_pct=60.0)  # only while the reps run: the warm-up too, at 80
     result = kernel_bench(spin, warmup_ms=5, rep_ms=40, flops=10**9)
+    time.sleep(0.004)  # the sample the reps' end falls in reads 80 too, however loaded the machine
     counters.level(sm_pct=5.0)
     assert result.sm_pct is not None
 """)
@@ -223,16 +224,20 @@ def test_bench(kernel_bench, counters, gpu):
 def test_a_policy_flush_does_not_wait_for_the_counters_and_the_records_wait_for_them(pytester: pytest.Pytester) -> None:
     # a source polled only when a flush asks: every policy flush (each 2 tests) finds the last
     # windows uncovered, so those records wait; the last test's flush waits and sends them all
-    pytester.makeconftest(SYNTHETIC_CONFTEST + synthetic_counters_conftest() + """
+    pytester.makeconftest(counted_conftest() + """
 COUNTERS.poll_interval_s = 60.0
 """ + LOG_BATCHES)
     pytester.makepyfile(test_five="""
 import pytest, time
 
-@pytest.mark.parametrize("i", range(5))
-def test_t(gpu, counters, i):
+@pytest.fixture
+def level(counters, i):
     counters.level(sm_pct=10.0 * (i + 1))
-    time.sleep(0.003)
+    time.sleep(0.004)  # whole samples at the level before the call starts
+
+
+@pytest.mark.parametrize("i", range(5))
+def test_t(gpu, level, i):
     gpu.run("k", 20_000_000)
 """)
     pytester.makeini(COUNTERS_ON)
