@@ -119,11 +119,8 @@ class CounterSampler:
         self._polls = self._energy_reads = self._checks = self._samples_seen = 0
         self._poll_s = self._energy_s = self._process_s = 0.0
         self._poll_cpu = self._energy_cpu = self._process_cpu = 0.0
-        #: when (time.monotonic) an edge last asked for an energy reading
-        self._energy_asked = float("-inf")
-        self._energy_at = 0.0
-        #: when (on the sampler's clock) an edge last asked for an energy reading (0: never)
-        self.energy_asked_ns = 0
+        #: when an edge last asked for an energy reading (time.monotonic; the sampler's clock, 0: never)
+        self._energy_asked, self.energy_asked_ns, self._energy_at = float("-inf"), 0, 0.0
 
     # -- life cycle -------------------------------------------------------------------------------
     @property
@@ -299,9 +296,8 @@ class CounterSampler:
 
     # -- the test side ----------------------------------------------------------------------------
     def energy_edge(self, always: bool = False) -> None:
-        """A window's edge: have the thread read the energy counter now (it reads it otherwise only
-        every ``energy_every_s``). A start asks only when the last ask is ``energy_gap_s`` old
-        (``always``: the end of a window long enough for energy of its own)."""
+        """A window's edge: have the thread read the energy counter now; a start (not ``always``) only
+        if the last ask is ``energy_gap_s`` old."""
         if self._energy_mj is None or self.energy_error or self._thread is None:
             return
         now = time.monotonic()
