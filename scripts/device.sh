@@ -44,6 +44,17 @@ step_cost_model() {
   python3 benchmarks/cost_model.py --out "$W/cost" --deadline-s $((${STEP_LIMIT_S:-400} - 25)) ${COST_ARGS:-}
 }
 
+defstep cost_acceptance "${COST_ACCEPT_LIMIT_S:-380}" 24 "issue 41's acceptance in one step (~6 min on an H100): benchmarks/cost_model.py --acceptance: plain / default / lean / counters on 500 and 5,000 small tests, a launch-bound pair (200 and 10,000 kernels a test) for µs a kernel, 5 interleaved rounds (fewer if \$COST_ACCEPT_LIMIT_S (380) less 20 s comes first), the counters' thread on 5 tests of 2 s bf16 matmuls; cost.json (self_per_test_us, slope_per_test_us, counters_thread_pct_busy, acceptance) and cost_acceptance.txt, the bars beside the figures (cost_acceptance/)"
+step_cost_acceptance() {
+  unset PYTHONDONTWRITEBYTECODE  # bytecode written and reused, as on a machine that ran the suite before
+  python3 benchmarks/cost_model.py --acceptance --out "$W/cost_acceptance" --deadline-s $((${STEP_LIMIT_S:-380} - 20)) \
+    --bootstrap 500 ${COST_ACCEPT_ARGS:-}
+}
+after_cost_acceptance() {
+  [ -f "$W/cost_acceptance/cost_acceptance.txt" ] && tail -n 30 "$W/cost_acceptance/cost_acceptance.txt"
+  return 0
+}
+
 defstep cost_parts "${COST_PARTS_LIMIT_S:-150}" 60 "where the cost model's figures come from, per part: benchmarks/diagnostics/cupti_launch_cost.py (a launch and a small test's body per CUPTI activity kind and host-wait source, fresh processes, \$COST_PARTS_ROUNDS (2) rounds), gpu_path_costs.py (each per-test read and call in a tight loop), session_phases.py --hooks on the small suite (each hook's µs a test, default / lean / counters) (cost_parts/)"
 step_cost_parts() {
   unset PYTHONDONTWRITEBYTECODE

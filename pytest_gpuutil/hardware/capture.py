@@ -75,15 +75,23 @@ class CounterCapture:
     def begin(self, key: Any, remark: str = "") -> None:
         """Open a window now (``remark``: said in its note, e.g. that it covers only part of the call)."""
         self._open = (key, self.sampler.now(), remark)
+        self.sampler.energy_edge()  # an energy reading at the start, unless one was asked for lately
 
     def end(self) -> None:
         if self._open is None:
             return
         key, start, remark = self._open
         self._open = None
-        self._closed.append((key, start, self.sampler.now(), remark))
+        end = self.sampler.now()
+        self._closed.append((key, start, end, remark))
+        if end - start >= self.energy_min_ns:  # a window with energy of its own: a reading at its end
+            self.sampler.energy_edge(always=True)
 
     def _timeout_s(self) -> float:
+        """How long a flush waits for the samples (a source may set ``sync_timeout_s``, e.g. a test's)."""
+        given = getattr(self.sampler.source, "sync_timeout_s", None)
+        if given:
+            return float(given)
         period = self.sampler.period_ns or 0
         return max(0.5, 3 * period / 1e9)
 
@@ -105,7 +113,7 @@ class CounterCapture:
         self._closed = self._closed[len(windows):]
         if not windows:
             return {}
-        figures = self._figures([(start, end) for _, start, end, _ in windows])
+        figures = self._figures([(start, end) for _, start, end, _ in windows], wait)
         self.sampler.forget_before(max(end for _, _, end, _ in windows))
         return {key: dataclasses.replace(figure, note=_join(remark, figure.note)) if remark else figure
                 for (key, _, _, remark), figure in zip(windows, figures)}
@@ -126,11 +134,14 @@ class CounterCapture:
         """The figures of one span on the sampler's clock (e.g. kernel_bench's timed loop)."""
         return self._figures([(start_ns, end_ns)])[0]
 
-    def _figures(self, spans: list[tuple[int, int]]) -> list[TestCounters]:
+    def _figures(self, spans: list[tuple[int, int]], wait: bool = False) -> list[TestCounters]:
         began = time.perf_counter()
         sampler = self.sampler
         last_end = max(end for _, end in spans)
-        needs_energy = any(end - start >= self.energy_min_ns for start, end in spans)
+        # energy up to the last window when one is long enough for its own, or (a flush that waits)
+        # when a window's start asked for a reading the thread has not taken yet (the sums need it)
+        needs_energy = (any(end - start >= self.energy_min_ns for start, end in spans)
+                        or (wait and sampler.energy_asked_ns > sampler.energy_until))
         sampler.sync(last_end, energy=needs_energy, timeout_s=self._timeout_s())
         samples, energy, checks = sampler.collected()
         period = sampler.period_ns or samples.median_period_ns()

@@ -9,7 +9,8 @@ it fills. Each sample has a start and end timestamp on CUPTI's clock (wall-clock
 Costs measured on an H100 (CUPTI 13.0): start-up ~0.6 s (profiler initialise 0.1 s, counter
 availability 0.14 s, SetConfig 0.3 s); a counter data image holds ~35 KB per sample, so the image
 is kept small (a few seconds of samples) and decoded from the sampler's thread, where the calls
-release the GIL; evaluating a sample costs ~0.03 ms. Needs profiling permission (root, or the
+release the GIL; evaluating a sample costs ~0.03 ms (one CUPTI call per sample: the API has no
+batch form; the Python around it keeps to a tuple per sample and column stores per poll). Needs profiling permission (root, or the
 driver option ``NVreg_RestrictProfilingToAdminUsers=0``); not on MIG instances.
 
 The parameter structs are in :mod:`pytest_gpuutil.hardware.pm_structs`; the choice of metrics that
@@ -192,6 +193,7 @@ class PmSamplingSource:
         """Parameter structs built once for the per-sample calls (only the index changes)."""
         image = self._image
         self._values = (C.c_double * len(self.metric_names))()
+        self._values_view = np.ctypeslib.as_array(self._values)  # copied into a row without a list between
         self._decode = DecodeData(pPmSamplingObject=self._object, pCounterDataImage=u8_pointer(image), counterDataImageSize=image.size)
         self._info = CounterDataInfo(pCounterDataImage=u8_pointer(image), counterDataImageSize=image.size)
         self._sample = SampleInfo(pPmSamplingObject=self._object, pCounterDataImage=u8_pointer(image), counterDataImageSize=image.size)
@@ -247,16 +249,20 @@ class PmSamplingSource:
         values = np.full((count, len(self.metric_names)), np.nan)
         sample, evaluate = self._sample, self._evaluate
         info_ref, evaluate_ref = C.byref(sample), C.byref(evaluate)
-        fn_info, fn_evaluate, out = self._fn_info, self._fn_evaluate, self._values
+        fn_info, fn_evaluate, out = self._fn_info, self._fn_evaluate, self._values_view
+        stamps: list[tuple[int, int]] = []
         for row, index in enumerate(range(first, last)):
             sample.sampleIndex = evaluate.rangeIndex = index
             if fn_info(info_ref) != SUCCESS:
+                stamps.append((0, 0))
                 continue
-            starts[row], ends[row] = sample.startTimestamp, sample.endTimestamp
-            if index == 0 and self._last_end and (starts[row] >= ends[row] or starts[row] < self._last_end):
-                starts[row] = self._last_end  # a fresh image's first sample: it follows the last one
+            stamps.append((sample.startTimestamp, sample.endTimestamp))
             if fn_evaluate(evaluate_ref) == SUCCESS:
-                values[row] = out[:]
+                values[row] = out
+        if count:  # the timestamps as columns at once, not one numpy store per sample
+            starts[:], ends[:] = np.asarray(stamps, dtype=np.int64).T
+            if first == 0 and self._last_end and (starts[0] >= ends[0] or starts[0] < self._last_end):
+                starts[0] = self._last_end  # a fresh image's first sample: it follows the last one
         if count:
             self._last_end = int(ends[ends > 0].max(initial=self._last_end))
         self._evaluated = last

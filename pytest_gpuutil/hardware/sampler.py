@@ -1,12 +1,18 @@
 """The background thread that reads the hardware counters while tests run.
 
 It owns the device-side state: it polls the counter source (for CUPTI PM sampling: decode the
-hardware buffer and evaluate the completed samples) every ``poll_interval_s`` of the source (0.5 s
-for PM sampling, whose decode costs ~20-40 ms of CPU; GPM's period), and reads NVML's energy
-counter and checks which processes are on the GPU every ``tick_s`` (0.1 s). Those calls release
-the GIL (ctypes), so the tests' own threads run on. The test side only reads the clock (:meth:`CounterSampler.now`) at
-window edges and, at a flush, asks for everything up to a time (:meth:`CounterSampler.sync`)
-and takes the samples (:meth:`CounterSampler.collected`).
+hardware buffer and evaluate the completed samples) every ``poll_interval_s`` of the source (0.1 s
+for PM sampling; GPM's period) and checks which processes are on the GPU every ``tick_s`` (0.1 s).
+NVML's energy counter costs 4-12 ms of CPU a read (H100), more than everything else the thread
+does at 5 ms samples, so it is read where a window needs it: at a window's edges (asked by
+:meth:`CounterSampler.energy_edge`, at most every ``energy_gap_s`` for the starts of short tests),
+at a flush that needs it, and otherwise every ``energy_every_s`` (1 s) for the session's sums.
+Those calls release the GIL (ctypes), so the tests' own threads run on. The test side only reads
+the clock (:meth:`CounterSampler.now`) at window edges and, at a flush, asks for everything up to a
+time (:meth:`CounterSampler.sync`) and takes the samples (:meth:`CounterSampler.collected`).
+
+The thread's CPU time is kept, whole and by part (``time.thread_time`` inside the thread), and
+given with its share of one core over the thread's life by :meth:`CounterSampler.cost`.
 """
 from __future__ import annotations
 
@@ -25,6 +31,11 @@ from pytest_gpuutil.machine.processes import descends_from
 _CLOCK_SANITY_NS = 60_000_000_000
 #: checks of the GPU's processes that may list others before this process must show up among them
 _SELF_UNSEEN_CHECKS = 20
+#: the energy counter is read at least this often (s) when no window edge asks (the session's sums)
+ENERGY_EVERY_S = 1.0
+#: a window's start asks for an energy reading only when the last one asked is older (s): the
+#: starts of many short tests share one (a window needs 1 s of call for energy of its own)
+ENERGY_GAP_S = 0.25
 
 
 class CounterSource(Protocol):
@@ -57,6 +68,12 @@ class SamplerCost:
     samples: int
     #: how long the sampler ran
     wall_s: float
+    #: the thread's CPU time by part: polls (decode and evaluation), energy reads, process checks
+    poll_cpu_s: float = 0.0
+    energy_cpu_s: float = 0.0
+    process_cpu_s: float = 0.0
+    #: the thread's CPU time as a share of one core over ``wall_s`` (%)
+    thread_pct: float = 0.0
 
 
 class CounterSampler:
@@ -65,12 +82,15 @@ class CounterSampler:
     def __init__(self, source: Optional[CounterSource], energy_mj: Optional[Callable[[], int]] = None,
                  process_pids: Optional[Callable[[], set[int]]] = None,
                  own_pids: Callable[[], set[int]] = lambda: {os.getpid()},
-                 tick_s: float = 0.1, clock: Callable[[], int] = time.time_ns):
+                 tick_s: float = 0.1, clock: Callable[[], int] = time.time_ns,
+                 energy_every_s: float = ENERGY_EVERY_S, energy_gap_s: float = ENERGY_GAP_S):
         self.source = source
         self._energy_mj = energy_mj
         self._process_pids = process_pids
         self.own_pids = own_pids
         self.tick_s = tick_s
+        self.energy_every_s = energy_every_s
+        self.energy_gap_s = energy_gap_s
         self.now = clock
         #: why the source stopped delivering (then windows after it get no figures), else ""
         self.error = ""
@@ -98,6 +118,9 @@ class CounterSampler:
         self._thread_cpu = 0.0
         self._polls = self._energy_reads = self._checks = self._samples_seen = 0
         self._poll_s = self._energy_s = self._process_s = 0.0
+        self._poll_cpu = self._energy_cpu = self._process_cpu = 0.0
+        #: when an edge last asked for an energy reading (time.monotonic; the sampler's clock, 0: never)
+        self._energy_asked, self.energy_asked_ns, self._energy_at = float("-inf"), 0, 0.0
 
     # -- life cycle -------------------------------------------------------------------------------
     @property
@@ -169,7 +192,7 @@ class CounterSampler:
         try:
             while True:
                 with self._cond:
-                    while (not self._stopping and self._wanted <= self._done
+                    while (not self._stopping and self._wanted <= self._done and not self._want_energy
                            and time.monotonic() < min(next_tick, next_poll)):
                         self._cond.wait(timeout=max(0.0, min(next_tick, next_poll) - time.monotonic()))
                     if self._stopping:
@@ -178,7 +201,8 @@ class CounterSampler:
                     self._want_energy = False
                 now = time.monotonic()
                 tick, poll = now >= next_tick, now >= next_poll or wanted > self._done
-                self._work(energy=tick or want_energy, processes=tick, poll=poll)
+                energy = want_energy or (tick and now - self._energy_at >= self.energy_every_s)
+                self._work(energy=energy, processes=tick, poll=poll)
                 if tick:
                     next_tick = max(next_tick + self.tick_s, time.monotonic())
                 if poll:
@@ -192,7 +216,7 @@ class CounterSampler:
 
     def _work(self, energy: bool, processes: bool = True, poll: bool = True) -> None:
         if poll and self.source is not None and self._source_alive:
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), time.thread_time()
             try:
                 self._add_samples(self.source.poll())
             except Exception as exc:  # noqa: BLE001 - counters stop, tests go on
@@ -200,10 +224,15 @@ class CounterSampler:
                 self._source_alive = False
             self._polls += 1
             self._poll_s += time.perf_counter() - began
+            self._poll_cpu += time.thread_time() - cpu
         if energy:
+            cpu = time.thread_time()
             self._read_energy()
+            self._energy_cpu += time.thread_time() - cpu
         if processes:
+            cpu = time.thread_time()
             self._check_processes()
+            self._process_cpu += time.thread_time() - cpu
 
     def _add_samples(self, samples: CounterSamples) -> None:
         if not len(samples):
@@ -219,6 +248,7 @@ class CounterSampler:
         if self._energy_mj is None or self.energy_error:
             return
         began = time.perf_counter()
+        self._energy_at = time.monotonic()
         before = self.now()
         try:
             millijoules = self._energy_mj()
@@ -265,6 +295,20 @@ class CounterSampler:
             self._check_foreign.append(foreign)
 
     # -- the test side ----------------------------------------------------------------------------
+    def energy_edge(self, always: bool = False) -> None:
+        """A window's edge: have the thread read the energy counter now; a start (not ``always``) only
+        if the last ask is ``energy_gap_s`` old."""
+        if self._energy_mj is None or self.energy_error or self._thread is None:
+            return
+        now = time.monotonic()
+        if not always and now - self._energy_asked < self.energy_gap_s:
+            return
+        self._energy_asked = now
+        self.energy_asked_ns = self.now()
+        with self._cond:
+            self._want_energy = True
+            self._cond.notify_all()
+
     def sync(self, until_ns: int, energy: bool = False, timeout_s: float = 1.0) -> bool:
         """Have the thread poll until the samples (and, if asked, energy readings) reach ``until_ns``.
 
@@ -321,8 +365,11 @@ class CounterSampler:
         end = self._ended if self._ended is not None else time.perf_counter()
         source = self.source
         samples = getattr(source, "samples", self._samples_seen) if source is not None else 0
+        wall = max(0.0, end - self._began) if self._began else 0.0
         return SamplerCost(
             startup_s=self._startup_s, thread_cpu_s=thread_cpu, polls=self._polls, poll_s=self._poll_s,
             energy_reads=self._energy_reads, energy_s=self._energy_s, process_checks=self._checks,
-            process_s=self._process_s, samples=int(samples), wall_s=max(0.0, end - self._began) if self._began else 0.0,
+            process_s=self._process_s, samples=int(samples), wall_s=wall,
+            poll_cpu_s=self._poll_cpu, energy_cpu_s=self._energy_cpu, process_cpu_s=self._process_cpu,
+            thread_pct=100.0 * thread_cpu / wall if wall > 0 else 0.0,
         )

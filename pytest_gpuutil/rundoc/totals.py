@@ -49,13 +49,21 @@ def counter_totals(processes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
         return {}
     costs = [p.get("counters_cost") or {} for p in opened]
     startups = [p["counters_startup_s"] for p in opened if p.get("counters_startup_s") is not None]
+    thread_cpu = sum(c.get("thread_cpu_s") or 0.0 for c in costs)
+    thread_wall = sum(c.get("wall_s") or 0.0 for c in costs)
     return {
         "counters": sorted({p["counters"] for p in opened}),
         "counters_fallback": fallbacks,
         "counters_startup_s": max(startups) if startups else None,
-        "counters_thread_cpu_s": sum(c.get("thread_cpu_s") or 0.0 for c in costs),
+        "counters_thread_cpu_s": thread_cpu,
         "counters_flush_s": sum(c.get("flush_s") or 0.0 for c in costs),
         "counters_samples": sum(c.get("samples") or 0 for c in costs),
+        # the sampling threads' CPU over their lives (summed over processes): % of one core
+        "counters_thread_wall_s": thread_wall,
+        "counters_thread_pct": 100.0 * thread_cpu / thread_wall if thread_wall > 0 else None,
+        # by part (polls: decode and evaluation; energy reads; process checks), CPU s
+        "counters_thread_parts_cpu_s": {part: sum(c.get(f"{part}_cpu_s") or 0.0 for c in costs)
+                                        for part in ("poll", "energy", "process")},
     }
 
 

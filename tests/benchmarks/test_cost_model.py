@@ -215,3 +215,76 @@ def test_dry_run_writes_the_suites_and_runs_nothing(tmp_path: Path, capsys):
     assert cost_model.main(["--out", str(tmp_path / "out"), "--dry-run", "--launch-tests", "4"]) == 0
     text = capsys.readouterr().out
     assert "launch_20000" in text and "80008 kernels" in text and not (tmp_path / "out" / "cost.json").exists()
+
+
+SELF_US = {"default": 35.0, "lean": 20.0, "counters": 45.0}
+
+
+def acceptance_runner(clock: FakeClock):
+    """fake_runner's runs, with the plugin's self-timed work (measure_s) of SELF_US a test."""
+    inner = fake_runner(clock, {})
+
+    def run(suite: cost_model.Suite, config: str, left: float) -> dict:
+        got = inner(suite, config, left)
+        got["measure_s"] = None if config == "plain" else 0.004 + suite.tests * SELF_US[config] * 1e-6
+        return got
+
+    run.calls = inner.calls  # type: ignore[attr-defined]
+    return run
+
+
+def test_the_acceptance_shape_gives_each_configs_self_and_slope_per_test_with_their_range(tmp_path: Path):
+    found = cost_model.write_suites(tmp_path / "s", small=(500, 5000), launch=(200, 10000), launch_tests=10)
+    plan = cost_model._plan(["lean=small", "counters=small_min"], found, None)  # type: ignore[arg-type]
+    assert plan == {"lean": ["small_500", "small_5000"], "counters": ["small_500"]}
+    clock = FakeClock()
+    run = acceptance_runner(clock)
+    rounds = cost_model.measure(found, list(cost_model.CONFIGS), run, deadline_s=1e9, clock=clock, max_rounds=5, plan=plan)
+    assert len(rounds.runs) == 5
+    assert {(s, c) for s, c in run.calls if c == "lean"} == {("small_500", "lean"), ("small_5000", "lean")}
+    assert {s for s, c in run.calls if c == "counters"} == {"small_500"}
+    busy = [{"counters_thread_pct": 4.0, "counters_startup_s": 0.12, "counters": ["cupti_pm_sampling"],
+             "counters_thread_parts_cpu_s": {"poll": 0.2, "energy": 0.1, "process": 0.01}},
+            {"counters_thread_pct": 6.0, "counters_startup_s": 0.14}]
+    doc = cost_model.document(rounds, found, list(cost_model.CONFIGS), bootstrap=50, busy=busy)
+    json.dumps(doc)
+    default, lean, counters = (doc["configs"][c] for c in ("default", "lean", "counters"))
+    assert default["self_per_test_us"]["median"] == pytest.approx(35.0) and default["self_per_test_us"]["rounds"] == 5
+    assert default["self_per_test_us"]["range"] == [pytest.approx(35.0), pytest.approx(35.0)]
+    assert default["slope_per_test_us"]["median"] == pytest.approx(TRUTH["default"][1] * 1e6 + 5 * TRUTH["default"][2] * 1e6)
+    assert lean["self_per_test_us"]["median"] == pytest.approx(20.0)
+    assert default["per_kernel_us"] == pytest.approx(1.2) and default["startup_s"] == pytest.approx(0.08)
+    # lean ran the small suites only: its kernels follow its tests, so no µs a kernel
+    assert lean["per_kernel_us"] is None and lean["suites"] == ["small_500", "small_5000"]
+    assert counters["self_per_test_us"] is None and counters["startup_s"] is None  # one size: no slope, no fit
+    assert doc["counters_thread_pct_busy"] == 5.0 and doc["counters_busy"]["thread_pct_range"] == [4.0, 6.0]
+    assert len(doc["acceptance"]) == 7
+    met = {row["what"]: row["met"] for row in doc["acceptance"]}
+    assert met["default: the plugin's self-timed work per test (median)"] is True
+    assert met["counters: sampling thread on the busy suite (% of one core)"] is True  # 5.0 <= 5
+    assert met["lean: the plugin's self-timed work per test (median)"] is True
+    assert met["counters: their start-up, more than the default's"] is True  # 0.13 s, the busy runs' median
+    text = cost_model.acceptance_table(doc)
+    assert "<= 50 µs" in text and "self_per_test_us" in text and "range" in text
+    assert "(one suite: no fit)" in cost_model.table(doc)
+
+
+def test_a_run_documents_measurement_cost_and_counters_thread_are_read():
+    doc = {"totals": {"measure_ms": 123.0, "counters_thread_cpu_s": 0.5, "test_s": 10.0, "counters_thread_pct": 4.5,
+                      "counters_thread_parts_cpu_s": {"poll": 0.3}, "counters": ["cupti_pm_sampling"]}}
+    got = cost_model.parse_run("measurement cost 0.100 s\n", 1.0, doc)
+    assert got["measure_s"] == pytest.approx(0.123)  # the document's field, not the summary's rounded line
+    assert got["counters_thread_pct"] == 4.5 and got["counters_thread_cpu_pct"] == pytest.approx(5.0)
+    assert got["counters_thread_parts_cpu_s"] == {"poll": 0.3} and got["counters"] == ["cupti_pm_sampling"]
+
+
+def test_the_acceptance_preset_plans_its_suites_and_options_after_it_win(tmp_path: Path, capsys):
+    assert cost_model.main(["--out", str(tmp_path), "--acceptance", "--dry-run", "--rounds", "3"]) == 0
+    text = capsys.readouterr().out
+    assert "small_5000" in text and "launch_10000" in text and "busy_matmul" in text and "3 rounds" in text
+    line = next(l for l in text.splitlines() if l.startswith("small_5000"))
+    assert "lean" in line and "counters" not in line
+    with pytest.raises(SystemExit):
+        cost_model.main(["--out", str(tmp_path), "--dry-run", "--suites-of", "lean=small_7"])
+    with pytest.raises(SystemExit):
+        cost_model.main(["--out", str(tmp_path), "--dry-run", "--sizes", "0,5"])

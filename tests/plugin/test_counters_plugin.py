@@ -16,10 +16,44 @@ pytestmark = pytest.mark.usefixtures("warm_torch")
 #: the counters are off by default (see README "Hardware counters"): these runs turn them on in the ini
 COUNTERS_ON = "[pytest]\ngpu_util_counters = auto\n"
 
+#: what TESTS' tests need besides the synthetic GPU and counters, so that no figure depends on how
+#: loaded the machine is: flushes wait long for samples, and ``held_clock`` holds the counters'
+#: clock over a test (its readings 10 µs apart: the window is far under two samples however long
+#: the call takes)
+STEADY = """
+
+COUNTERS.sync_timeout_s = 60.0
+_HELD = []
+
+
+def _counters_now():
+    if not _HELD:
+        return time.time_ns()
+    _HELD[0] += 10_000
+    return _HELD[0]
+
+
+COUNTERS.now = _counters_now
+
+
+@_pytest.fixture
+def held_clock():
+    _HELD.append(time.time_ns())
+    yield
+    _HELD.clear()
+"""
+
+
+def counted_conftest(period_ns: int = 1_000_000) -> str:
+    return SYNTHETIC_CONFTEST + synthetic_counters_conftest(period_ns=period_ns) + STEADY
+
+
 TESTS = """
 import time
 
 import pytest
+
+from pytest_gpuutil.traces.model import GpuEvent
 
 
 def at_level(counters, **values):
@@ -42,18 +76,25 @@ def test_matmul_like(gpu, matmul_level):
 
 
 def test_tiny_kernels(gpu, tiny_level):
-    for _ in range(100):
-        gpu.run("vectorized_elementwise_kernel", 800_000)
+    # 100 kernels over 80 % of a 0.1 s span measured as it passed: busy ~80 % however long the
+    # span really took (a spinning loop of fixed-length kernels reads less busy on a loaded machine)
+    start = gpu.now()
+    while gpu.now() < start + 100_000_000:
+        pass
+    slot = (gpu.now() - start) // 100
+    if gpu.collecting:
+        gpu.events.extend(GpuEvent("vectorized_elementwise_kernel", "kernel", 0, 7, start + i * slot, slot * 8 // 10)
+                          for i in range(100))
 
 
-def test_short(gpu):
+def test_short(gpu, held_clock):
     gpu.run("vectorized_elementwise_kernel", 100_000)
 """
 
 
 @pytest.fixture
 def counted(pytester: pytest.Pytester) -> pytest.Pytester:
-    pytester.makeconftest(SYNTHETIC_CONFTEST + synthetic_counters_conftest())
+    pytester.makeconftest(counted_conftest())
     pytester.makepyfile(test_hw=TESTS)
     pytester.makeini(COUNTERS_ON)
     return pytester
@@ -82,6 +123,12 @@ def test_each_test_gets_the_counters_of_its_call(counted: pytest.Pytester, monke
     totals = doc["totals"]
     assert totals["counters"] == ["synthetic_counters"] and totals["counters_fallback"] == []
     assert totals["counters_startup_s"] >= 0 and totals["counters_samples"] > 50
+    # the sampling thread's CPU, over its life and by part, for the cost model to read
+    assert totals["counters_thread_wall_s"] > 0 and totals["counters_thread_cpu_s"] > 0
+    assert totals["counters_thread_pct"] == pytest.approx(
+        100 * totals["counters_thread_cpu_s"] / totals["counters_thread_wall_s"])
+    assert set(totals["counters_thread_parts_cpu_s"]) == {"poll", "energy", "process"}
+    assert totals["counters_thread_parts_cpu_s"]["poll"] > 0
     header, rows = read_csv(counted.path / ".gpu_util" / "gpu_util.csv")
     assert header[-11:] == ["sm_pct", "tensor_pct", "dram_bw_pct", "occupancy_pct", "fp16_pct", "fp32_pct", "fp64_pct",
                             "energy_j", "avg_power_w", "counters_source", "counters_note"]
@@ -108,7 +155,7 @@ def test_off_reads_no_counters(counted: pytest.Pytester) -> None:
 def test_counter_limits_fail_a_test_that_barely_works(counted: pytest.Pytester) -> None:
     # 10 ms samples: the empty test stays under two of them even on a loaded machine (with 1 ms
     # samples its call took over 2 ms about once in twenty runs under -n 2 and read tensor 0 %)
-    counted.makeconftest(SYNTHETIC_CONFTEST + synthetic_counters_conftest(period_ns=10_000_000))
+    counted.makeconftest(counted_conftest(period_ns=10_000_000))
     counted.makepyfile(test_limits="""
 import pytest, time
 
@@ -125,7 +172,7 @@ def test_working(gpu, counters):
     gpu.run("nvjet_sm90_tst_256x128", 60_000_000)
 
 @pytest.mark.gpu_util(min_tensor_pct=10)
-def test_too_short_to_tell(gpu):
+def test_too_short_to_tell(gpu, held_clock):
     pass
 """)
     result = run(counted, "--gpu-util", "test_limits.py")
@@ -153,7 +200,7 @@ def test_kernel_bench_gets_the_counters_of_its_timed_reps(counted: pytest.Pytest
 import time
 
 def spin():
-    end = time.perf_counter() + 0.001
+    end = time.perf_counter() + 0.005  # a rep of 5 ms: the reps span over two samples however few they are
     while time.perf_counter() < end:
         pass
 
@@ -162,6 +209,7 @@ def test_bench(kernel_bench, counters, gpu):
     time.sleep(0.02)
     counters.level(sm_pct=80.0, tensor_pct=60.0)  # only while the reps run: the warm-up too, at 80
     result = kernel_bench(spin, warmup_ms=5, rep_ms=40, flops=10**9)
+    time.sleep(0.004)  # the sample the reps' end falls in reads 80 too, however loaded the machine
     counters.level(sm_pct=5.0)
     assert result.sm_pct is not None
 """)
@@ -176,16 +224,20 @@ def test_bench(kernel_bench, counters, gpu):
 def test_a_policy_flush_does_not_wait_for_the_counters_and_the_records_wait_for_them(pytester: pytest.Pytester) -> None:
     # a source polled only when a flush asks: every policy flush (each 2 tests) finds the last
     # windows uncovered, so those records wait; the last test's flush waits and sends them all
-    pytester.makeconftest(SYNTHETIC_CONFTEST + synthetic_counters_conftest() + """
+    pytester.makeconftest(counted_conftest() + """
 COUNTERS.poll_interval_s = 60.0
 """ + LOG_BATCHES)
     pytester.makepyfile(test_five="""
 import pytest, time
 
-@pytest.mark.parametrize("i", range(5))
-def test_t(gpu, counters, i):
+@pytest.fixture
+def level(counters, i):
     counters.level(sm_pct=10.0 * (i + 1))
-    time.sleep(0.003)
+    time.sleep(0.004)  # whole samples at the level before the call starts
+
+
+@pytest.mark.parametrize("i", range(5))
+def test_t(gpu, level, i):
     gpu.run("k", 20_000_000)
 """)
     pytester.makeini(COUNTERS_ON)
@@ -214,7 +266,7 @@ def test_a_busy_test_whose_sms_barely_work_gets_the_low_sm_activity_finding(coun
 
 
 def test_the_counters_are_off_unless_asked_for(pytester: pytest.Pytester) -> None:
-    pytester.makeconftest(SYNTHETIC_CONFTEST + synthetic_counters_conftest())
+    pytester.makeconftest(counted_conftest())
     pytester.makepyfile(test_hw=TESTS)
     run(pytester, "--gpu-util").assert_outcomes(passed=3)
     got = records(pytester)

@@ -36,13 +36,17 @@ def test_totals_add_what_measuring_cost_to_the_records_figures():
 def test_counter_and_child_totals_over_processes():
     assert counter_totals({"main": {}}) == {}
     processes = {
-        "gw0": {"counters": "nvml", "counters_startup_s": 0.2, "counters_cost": {"thread_cpu_s": 0.5, "samples": 10}},
+        "gw0": {"counters": "nvml", "counters_startup_s": 0.2,
+                "counters_cost": {"thread_cpu_s": 0.5, "samples": 10, "wall_s": 10.0, "poll_cpu_s": 0.3, "energy_cpu_s": 0.15,
+                                  "process_cpu_s": 0.05}},
         "gw1": {"counters_fallback": "no permission", "children": {"processes": 2, "startup_ms": [30.0, 10.0, 20.0],
                                                                     "notes": ["n"], "problem": "p"}},
     }
     assert counter_totals(processes) == {
         "counters": ["nvml"], "counters_fallback": ["no permission"], "counters_startup_s": 0.2,
         "counters_thread_cpu_s": 0.5, "counters_flush_s": 0.0, "counters_samples": 10,
+        "counters_thread_wall_s": 10.0, "counters_thread_pct": 5.0,
+        "counters_thread_parts_cpu_s": {"poll": 0.3, "energy": 0.15, "process": 0.05},
     }
     assert child_totals(processes)["children"] == {
         "processes": 2, "measured": 3, "startup_ms_median": 20.0, "startup_ms_max": 30.0, "notes": ["n"],
