@@ -344,3 +344,10 @@ def read_settings(getoption: Callable[[str], Any], getini: Callable[[str], Any])
         timelines=None if values["gpu_util_timelines"] == ALL_TIMELINES else values["gpu_util_timelines"],
         timeline_gap_ms=values["gpu_util_timeline_gap"],
     )
+
+#: the gpu_util marker's line in `pytest --markers`
+MARKER = (
+    "gpu_util(min_busy_pct=None, min_mm_conv_pct=None, max_gpu_ms=None, max_kernel_count=None, max_memory=None, "
+    "max_leak=None, min_sm_pct=None, min_tensor_pct=None, max_energy_j=None): fail the test when --gpu-util measures "
+    "it below/above these limits (sizes like '2 GiB'; SM/tensor % and energy from the hardware counters)"
+)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Generator, Optional
 import pytest
 
 from pytest_gpuutil.options import (
+    MARKER,
     OptionError,
     add_options,
     keep_test_paths,
@@ -27,12 +28,6 @@ if TYPE_CHECKING:
     )
     from pytest_gpuutil.per_test import TestResults
     from pytest_gpuutil.session.state import GpuUtilSession
-
-MARKER = (
-    "gpu_util(min_busy_pct=None, min_mm_conv_pct=None, max_gpu_ms=None, max_kernel_count=None, max_memory=None, "
-    "max_leak=None, min_sm_pct=None, min_tensor_pct=None, max_energy_j=None): fail the test when --gpu-util measures "
-    "it below/above these limits (sizes like '2 GiB'; SM/tensor % and energy from the hardware counters)"
-)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

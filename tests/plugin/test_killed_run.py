@@ -32,7 +32,7 @@ def test_a_killed_run_keeps_its_flushed_tests_and_gpuutil_report_renders_them(py
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     env.pop("PYTEST_XDIST_WORKER", None)
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:randomly",
-                           "--gpu-util", "--gpu-util-flush", "tests=5", "-q"],
+                           "--gpu-util", "--gpu-util-flush", "tests=5 seconds=3600 megabytes=4096", "-q"],
                           cwd=pytester.path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == -signal.SIGKILL, done.stdout + done.stderr
     out = pytester.path / ".gpu_util"
