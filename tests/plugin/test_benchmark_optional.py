@@ -49,8 +49,11 @@ def test_without_pytest_benchmark_nothing_of_it_is_imported_or_printed(pytester:
         assert "GPU utilization (pytest-gpuutil)" in text
 
 
-def test_with_pytest_benchmark_its_header_and_the_machine_info_hook_work(pytester: pytest.Pytester) -> None:
+def test_with_pytest_benchmark_its_header_and_the_machine_info_hook_work(pytester: pytest.Pytester,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("pytest_benchmark")
+    # under xdist the inner pytest would inherit the worker's variable and pytest-benchmark write no JSON
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     pytester.makepyfile(test_b="def test_sum(benchmark):\n    assert benchmark(sum, range(100)) == 4950\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:xdist", "--benchmark-json=out.json",
                                            "--benchmark-max-time=0.01", "--benchmark-min-rounds=1")
