@@ -57,6 +57,10 @@ def run_pytest(out: Path, args: list[str], timeout: int) -> dict[str, Any]:
     command = [sys.executable, "-m", "pytest", "--gpu-util", f"--gpu-util-dir={out}", "-p", "no:cacheprovider",
                "-q", *args]
     env = {**os.environ, "COLUMNS": "120"}
+    if os.environ.get("WHERE_DUMP"):  # diagnostics: each flush's inputs and findings under out/dump (dump_windows.py)
+        command[3:3] = ["-p", "dump_windows"]
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH", "")]))
+        env["WHERE_DUMP_DIR"] = str(out / "dump")
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
     (out / "pytest.log").write_text(done.stdout + done.stderr)
     path = out / "gpu_util.json"
