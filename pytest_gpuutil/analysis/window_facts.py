@@ -79,11 +79,9 @@ def idle_after_wait(busy_starts: Sequence[int], busy_ends: Sequence[int], start:
     first gap that ends after the wait: from the wait's end, or, where the records show the work
     waited for ending after the wait (clocks apart by up to :data:`WAIT_CLOCK_SLACK_NS`), from that
     work's end; nothing when the GPU was busy past the slack (another stream's work), and nothing
-    counted before ``counted_to`` (a gap counts once). Every later gap of at least
-    :data:`QUEUED_STEP_NS` that begins before ``until`` (the host's next wait) counts too: after a
-    wait the GPU's queue is empty and the host refills it one launch at a time, so the idle a wait
-    causes is spread over the gaps before each of the next launches (a 4096² matmul step on an
-    H100: 20 µs before the first launch, 6 µs before the next; issue 42)."""
+    counted before ``counted_to`` (a gap counts once). Every later gap of :data:`QUEUED_STEP_NS` or
+    more before ``until`` (the next wait) counts too: the host refills an empty queue one launch at
+    a time (a 4096² matmul step on an H100: 20 µs idle before one launch, 6 µs before the next)."""
     n = len(busy_starts)
     i = max(0, bisect.bisect_left(busy_ends, start) - 1)  # the last block ending before the wait, or the first
     if n == 0:

@@ -1,4 +1,4 @@
-"""host-sync on the read-back loops as an H100 recorded them (issue 42; tests/data/findings/FINDINGS.md).
+"""host-sync on the read-back loops as an H100 recorded them (issue 42; tests/data/where/, described in tests/data/findings/FINDINGS.md).
 
 Every wait reached the findings (301 a window: 300 read-backs and the set-up's synchronize), so the
 waits were not lost on the way; the idle after them was undercounted. After a wait the GPU's queue
@@ -20,7 +20,7 @@ from pytest_gpuutil.analysis.findings import find
 from pytest_gpuutil.analysis.window_facts import WindowFacts, idle_after_wait
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "findings" / "h100_read_back_loops.json.gz"
+DATA = Path(__file__).resolve().parents[1] / "data" / "where" / "h100_read_back_loops.json.gz"
 LOOPS = ("test_sum_item_300_x_4096", "test_index_item_300_x_4096", "test_synchronize_300_x_4096")
 
 
@@ -61,3 +61,25 @@ def test_every_wait_of_the_recorded_loops_reaches_the_rule_with_the_idle_before_
     found = {f.rule: f for f in find(events, window, syncs=syncs, sync_end_ns=sync_end)}
     assert "host-sync" in found
     assert found["host-sync"].evidence["waits"] == 301
+
+
+def test_a_loop_whose_waits_leave_under_a_tenth_of_its_window_idle_is_listed_under_the_floor() -> None:
+    """300 waits, 8 µs of host work after each 190 µs matmul: under host-sync's 10 % idle limit, the
+    finding is kept under the floor (with its figures and, in a capture, its places), not dropped."""
+    from pytest_gpuutil.analysis.finding_records import UNDER_LIMIT, split_by_floor
+    from pytest_gpuutil.traces.model import GpuEvent
+
+    us, events, waits, t = 1_000, [], [], 100_000
+    for _ in range(300):
+        events.append(GpuEvent("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NNT", "kernel", "0", "7", t, 190 * us))
+        events.append(GpuEvent("Memcpy DtoH (Device -> Pinned)", "gpu_memcpy", "0", "7", t + 191 * us, 1500))
+        waits.append(("cudaStreamSynchronize", t + 20 * us, 175 * us))
+        t += 195 * us + 8 * us
+    window = Window(0, t + 50 * us, "test_call")
+    syncs = SyncColumns(*map(list, zip(*waits)))
+    found = {f.rule: f for f in find(GpuColumns.from_events(events), window, syncs=syncs, sync_end_ns=window.end_ns)}
+    sync = found["host-sync"]
+    assert sync.evidence[UNDER_LIMIT] == "min_idle_after_pct"
+    assert sync.evidence["waits"] == 300 and sync.saving_ms > 1.0  # above the saving floor, yet not reported
+    reported, below = split_by_floor(tuple(found.values()))
+    assert sync in below and sync not in reported
