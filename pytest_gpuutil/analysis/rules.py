@@ -119,8 +119,9 @@ def _pageable(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[str, 
     moving = max(0.0, total - copies * latency)
     faster = moving * (1 - pageable / pinned)
     # the host stages a pageable copy through a buffer of its own and is held until it is done: the
-    # GPU idles right before and after each copy while the host copies the bytes (issue 42: 48
-    # copies of 8 MB kept a 249 ms window 71 % idle; pinned, the same work took 24 ms)
+    # GPU idles right before and after each copy while the host copies the bytes (on an H100, 48
+    # copies of 8 MB: 6 ms of such idle; the 145 ms more that issue 42 saw in that window was the
+    # test's comparison run for the first time, not the copies: examples/test_gpu_workloads.py)
     held, gaps = facts.idle_next_to(wanted)
     saving = faster + held
     return _finding(
