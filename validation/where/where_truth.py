@@ -14,7 +14,8 @@
 Writes OUT/where.json ``{"device", "cases": [{"case", "rule", "expected", "first_place", "ok",
 "reported"}], "pairs": [{"pair", "rule", "estimated_ms", "measured_ms", "ratio", "within_2x"}],
 "cost": {...}}``, OUT/where.md, and the runs' files under OUT/planted/ and OUT/pairs/. Expected:
-about 60 s on an H100 or H200; exit 1 when a case or a pair misses.
+about 60 s on an H100 or H200; exit 1 when a case or a pair misses. With ``WHERE_DUMP=1`` each run
+also keeps its findings' inputs under OUT/planted/dump/ and OUT/pairs/dump/ (dump_windows.py).
 """
 from __future__ import annotations
 
