@@ -89,7 +89,13 @@ step_findings_savings() {
 
 defstep where 120 30 "where the findings point (issue 42): validation/where/where_truth.py, a planted-cause suite (.item() loops of the issue's table, pageable copies, a slow host helper, a 6,000-launch loop) and the main job's problem/fix pairs under pytest --gpu-util, each finding's first place against the planted line and each pair's saving against its measured difference, plus the places' cost (sync/copy µs with the frame reader on and off, the sampler's share of a core); ~60 s (where/where.json, where.md, planted/, pairs/)"
 step_where() {
+  # WHERE_DUMP=1: each flush's findings inputs and results kept as where/planted/dump/ and where/pairs/dump/
+  # (validation/where/dump_windows.py, replayed on the CPU with its load()); WHERE_PROBE=1: the raw
+  # callback waits of the read-back loops too (validation/where/waits_probe.py, ~15 s, where/probe.json)
   python3 validation/where/where_truth.py "$W/where"
+  local rc=$?
+  [ "${WHERE_PROBE:-0}" = 1 ] && timeout 60 python3 validation/where/waits_probe.py "$W/where/probe.json"
+  return $rc
 }
 
 defstep timm_findings 240 20 "findings ranked on timm's model tests (every 40th forward/backward test, ~65, COLUMNS=80; needs .timm/ at the repo root): benchmarks/thirdparty/timm_findings.py, with findings_savings' estimates merged (timm_findings/findings_rank.json, gpu_util/, report.html, pytest.log)"

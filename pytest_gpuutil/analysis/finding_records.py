@@ -35,7 +35,14 @@ class Floor(NamedTuple):
         return f"{self.ms:g} ms and {self.pct:g} % of the test's time"
 
     def keeps(self, finding: "Finding") -> bool:
+        if finding.evidence.get(UNDER_LIMIT):  # under one of its rule's own limits: listed, never reported
+            return False
         return finding.saving_ms >= self.ms and finding.saving_pct >= self.pct
+
+
+#: the evidence key of a finding its rule keeps under one of its limits (the limit's name): such a
+#: finding is listed under the floor with its places, never reported, and supersedes nothing
+UNDER_LIMIT = "under_limit"
 
 
 #: a saving under 1 ms is too small to act on in one test, and under 2 % of a test's time it is

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
-from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, Finding, Floor, Glance, Rule, severity_of
+from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, UNDER_LIMIT, Finding, Floor, Glance, Rule, severity_of
 from pytest_gpuutil.analysis.rules import BEFORE_CAUSES, RULE_IDS, RULES, RULES_BY_ID
 from pytest_gpuutil.analysis.window_facts import Timeline, WindowFacts
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Trace, Window
@@ -65,8 +65,9 @@ def find(events: GpuColumns, window: Window, classifier: Optional[KernelClassifi
             finding = rule.check(facts, rule.limits, figures)
             if finding is not None:
                 found[rule.id] = finding
-    kept = {rule_id: finding for rule_id, finding in found.items() if not _superseded(rule_id, finding, found)}
-    if "gpu-idle" in kept and ("launch-bound" in kept or "host-sync" in kept):
+    counted = {rule_id: finding for rule_id, finding in found.items() if not finding.evidence.get(UNDER_LIMIT)}
+    kept = {rule_id: finding for rule_id, finding in found.items() if not _superseded(rule_id, finding, counted)}
+    if "gpu-idle" in kept and ("launch-bound" in counted or "host-sync" in counted):
         kept["gpu-idle"] = without_between(kept["gpu-idle"], window.duration_ns)
     return tuple(kept.values())
 

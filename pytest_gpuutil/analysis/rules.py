@@ -20,7 +20,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import CONV, GEMM
 from pytest_gpuutil.analysis.classify import MEMCPY as MEMCPY_CATEGORY
-from pytest_gpuutil.analysis.finding_records import Finding, Gate, Limit, Rule, severity_of
+from pytest_gpuutil.analysis.finding_records import UNDER_LIMIT, Finding, Gate, Limit, Rule, severity_of
 from pytest_gpuutil.analysis.window_facts import MEMCPY, WindowFacts
 
 
@@ -119,8 +119,9 @@ def _pageable(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[str, 
     moving = max(0.0, total - copies * latency)
     faster = moving * (1 - pageable / pinned)
     # the host stages a pageable copy through a buffer of its own and is held until it is done: the
-    # GPU idles right before and after each copy while the host copies the bytes (issue 42: 48
-    # copies of 8 MB kept a 249 ms window 71 % idle; pinned, the same work took 24 ms)
+    # GPU idles right before and after each copy while the host copies the bytes (on an H100, 48
+    # copies of 8 MB: 6 ms of such idle; the 145 ms more that issue 42 saw in that window was the
+    # test's comparison run for the first time, not the copies: examples/test_gpu_workloads.py)
     held, gaps = facts.idle_next_to(wanted)
     saving = faster + held
     return _finding(
@@ -144,8 +145,10 @@ def _host_sync(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[str,
         return None
     waits = facts.waits
     share = _pct(waits.idle_after_ns, facts.window_ns)
-    if waits.count < limits["min_waits"].value or share < limits["min_idle_after_pct"].value:
+    if waits.count < limits["min_waits"].value or not waits.idle_after_ns:
         return None
+    # under the idle floor: kept under the findings' floor (gpu_util.json's below_floor), with its places
+    under = {} if share >= limits["min_idle_after_pct"].value else {UNDER_LIMIT: "min_idle_after_pct"}
     names = ", ".join(f"{name} {count}" for name, count in waits.by_name)
     # one wait stays (the value is read once, at the end): the idle after the others is saved
     saving = waits.idle_after_ns * (waits.count - 1) / waits.count
@@ -159,7 +162,7 @@ def _host_sync(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[str,
                        f"instead of {waits.count} keeps {waits.count - 1}/{waits.count} of it: {_ms_text(saving)}",
         waits=waits.count, by_name=dict(waits.by_name), wait_us=_us(waits.wait_ns),
         idle_after_us=_us(waits.idle_after_ns),
-        worst=[{"start_us": _us(s), "dur_us": _us(e - s), "idle_after_us": _us(i)} for s, e, i in waits.worst])
+        worst=[{"start_us": _us(s), "dur_us": _us(e - s), "idle_after_us": _us(i)} for s, e, i in waits.worst], **under)
 
 
 # -- launch-bound -------------------------------------------------------------------------------
@@ -389,7 +392,8 @@ RULES: tuple[Rule, ...] = (
              min_waits=Limit(10, "", "one or two waits (the end of a test, a final .item()) are normal; a wait "
                                      "in a loop shows up tens of times"),
              min_idle_after_pct=Limit(10, "%", "the GPU idle after the waits (the host launching the next work) "
-                                               "is what the waits cost; under a tenth of the window it is noise")),
+                                               "is what the waits cost; under a tenth of the window the finding is "
+                                               "listed under the floor, not reported")),
          _host_sync, gate=lambda g, limits: bool(g.event_count) and (g.waits or 0) >= limits["min_waits"].value,
          saving="the GPU's idle time after the waits, less one wait's share: one read at the end instead of N "
                 "keeps the GPU fed between them (idle after x (N - 1) / N)",

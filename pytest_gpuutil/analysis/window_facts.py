@@ -72,14 +72,16 @@ QUEUED_STEP_NS = 2_000
 
 
 def idle_after_wait(busy_starts: Sequence[int], busy_ends: Sequence[int], start: int, end: int,
-                    counted_to: int) -> tuple[int, int]:
-    """(the GPU's idle time after the host's wait ``start``-``end``, when the GPU's work resumed).
+                    counted_to: int, until: Optional[int] = None) -> tuple[int, int]:
+    """(the GPU's idle time after the host's wait ``start``-``end``, when the GPU's work resumed last).
 
-    ``busy_starts``/``busy_ends``: the GPU's busy blocks (sorted, disjoint). The idle is the first
-    gap that ends after the wait: from the wait's end, or, where the records show the work waited
-    for ending after the wait (clocks apart by up to :data:`WAIT_CLOCK_SLACK_NS`), from that work's
-    end; nothing when the GPU was busy past the slack (another stream's work), and nothing counted
-    before ``counted_to`` (a gap counts once)."""
+    ``busy_starts``/``busy_ends``: the GPU's busy blocks (sorted, disjoint). The idle begins with the
+    first gap that ends after the wait: from the wait's end, or, where the records show the work
+    waited for ending after the wait (clocks apart by up to :data:`WAIT_CLOCK_SLACK_NS`), from that
+    work's end; nothing when the GPU was busy past the slack (another stream's work), and nothing
+    counted before ``counted_to`` (a gap counts once). Every later gap of :data:`QUEUED_STEP_NS` or
+    more before ``until`` (the next wait) counts too: the host refills an empty queue one launch at
+    a time (a 4096² matmul step on an H100: 20 µs idle before one launch, 6 µs before the next)."""
     n = len(busy_starts)
     i = max(0, bisect.bisect_left(busy_ends, start) - 1)  # the last block ending before the wait, or the first
     if n == 0:
@@ -89,7 +91,17 @@ def idle_after_wait(busy_starts: Sequence[int], busy_ends: Sequence[int], start:
     while i < n - 1 and busy_ends[i] <= end + WAIT_CLOCK_SLACK_NS:
         gap_start, gap_end = busy_ends[i], busy_starts[i + 1]
         if gap_end > end and gap_end - gap_start >= QUEUED_STEP_NS:
-            return max(0, gap_end - max(gap_start, end, counted_to)), gap_end
+            idle = max(0, gap_end - max(gap_start, end, counted_to))
+            resumed = gap_end
+            if until is not None:
+                i += 1
+                while i < n - 1 and busy_ends[i] < until:
+                    gap_start, gap_end = busy_ends[i], min(busy_starts[i + 1], until)
+                    if gap_end - gap_start >= QUEUED_STEP_NS:
+                        idle += gap_end - max(gap_start, counted_to, resumed)
+                        resumed = gap_end
+                    i += 1
+            return idle, resumed
         i += 1
     return 0, 0
 
@@ -101,7 +113,7 @@ class Waits(NamedTuple):
     #: calls or records behind the waits, by name
     by_name: tuple[tuple[str, int], ...]
     wait_ns: int
-    #: GPU idle from each wait's end until the next GPU work starts (waits followed by none: 0)
+    #: GPU idle after each wait: its gaps from the wait's end until the next wait (waits followed by none: 0)
     idle_after_ns: int
     #: the waits as (start, end, idle after) relative to the window start, longest idle first (at most 5)
     worst: tuple[tuple[int, int, int], ...]
@@ -397,8 +409,9 @@ class WindowFacts:
         ws = self.window.start_ns
         found = []
         counted_to = ws  # idle before this is counted already (two waits before one gap count it once)
-        for start, end in zip(merged_s, merged_e):
-            idle, resumed = idle_after_wait(busy_starts, busy_ends, start, end, counted_to)
+        nexts = [*merged_s[1:], None]
+        for start, end, until in zip(merged_s, merged_e, nexts):
+            idle, resumed = idle_after_wait(busy_starts, busy_ends, start, end, counted_to, until)
             counted_to = max(counted_to, resumed)
             found.append((start - ws, end - ws, idle))
         names = Counter(r[0] for r in rows)

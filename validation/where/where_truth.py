@@ -14,7 +14,8 @@
 Writes OUT/where.json ``{"device", "cases": [{"case", "rule", "expected", "first_place", "ok",
 "reported"}], "pairs": [{"pair", "rule", "estimated_ms", "measured_ms", "ratio", "within_2x"}],
 "cost": {...}}``, OUT/where.md, and the runs' files under OUT/planted/ and OUT/pairs/. Expected:
-about 60 s on an H100 or H200; exit 1 when a case or a pair misses.
+about 60 s on an H100 or H200; exit 1 when a case or a pair misses. With ``WHERE_DUMP=1`` each run
+also keeps its findings' inputs under OUT/planted/dump/ and OUT/pairs/dump/ (dump_windows.py).
 """
 from __future__ import annotations
 
@@ -57,6 +58,10 @@ def run_pytest(out: Path, args: list[str], timeout: int) -> dict[str, Any]:
     command = [sys.executable, "-m", "pytest", "--gpu-util", f"--gpu-util-dir={out}", "-p", "no:cacheprovider",
                "-q", *args]
     env = {**os.environ, "COLUMNS": "120"}
+    if os.environ.get("WHERE_DUMP"):  # diagnostics: each flush's inputs and findings under out/dump (dump_windows.py)
+        command[3:3] = ["-p", "dump_windows"]
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH", "")]))
+        env["WHERE_DUMP_DIR"] = str(out / "dump")
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
     (out / "pytest.log").write_text(done.stdout + done.stderr)
     path = out / "gpu_util.json"

@@ -179,15 +179,22 @@ def call_places(calls: HostCalls, kind: str) -> tuple[Place, ...]:
 
 
 def sampled_places(samples: HostSamples, keep: Optional[Sequence[bool]] = None) -> tuple[Place, ...]:
-    """The lines the host was sampled at most (``keep``: which samples count), as host time."""
-    counts: Counter[Site] = Counter()
-    times: Counter[Site] = Counter()
+    """The lines the host was sampled at most (``keep``: which samples count), as host time. A line
+    is one place whatever frame ran it (a generator expression's frame and its function's, on one
+    line, are one place: the function's)."""
+    counts: Counter[tuple[str, int]] = Counter()
+    times: Counter[tuple[str, int]] = Counter()
+    named: dict[tuple[str, int], Site] = {}
     for i, sites in enumerate(samples.sites):
         if sites and (keep is None or keep[i]):
-            counts[sites[0]] += 1
-            times[sites[0]] += samples.weight(i)
+            line = sites[0][:2]
+            counts[line] += 1
+            times[line] += samples.weight(i)
+            site = sites[0]
+            if line not in named or (named[line][2].startswith("<") and not site[2].startswith("<")):
+                named[line] = site
     order = sorted(counts, key=lambda s: (-times[s], s))[:MAX_PLACES]
-    return tuple(_place(s, f"{_ms_text(times[s] / 1e6)} of host time ({counts[s]} samples)", 0, times[s] / 1e6)
+    return tuple(_place(named[s], f"{_ms_text(times[s] / 1e6)} of host time ({counts[s]} samples)", 0, times[s] / 1e6)
                  for s in order)
 
 

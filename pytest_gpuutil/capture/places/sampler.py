@@ -1,7 +1,7 @@
 """A low-rate sampler of the test thread's Python stack, only while a test's call runs.
 
 Launch loops and idle gaps have no call of their own to read a place at: there the findings'
-places come from samples. A daemon thread wakes every ``interval_s`` (5 ms: 200 Hz) while a call
+places come from samples. A daemon thread wakes every ``interval_s`` (10 ms on average: 100 Hz) while a call
 runs, reads the test thread's frame (``sys._current_frames()``), walks it outward and keeps up to
 three places outside torch, the plugin, pytest, pluggy and the standard library, with the clock
 (the GPU events' clock) and whether the thread was inside torch.cuda's lazy initialisation (the
@@ -9,11 +9,12 @@ first test's note splits its time before CUDA came up by it). Between calls the 
 event and costs nothing.
 
 Cost: one sample is a dictionary of the threads' frames and a walk of a few dozen frames, about
-10-30 µs of the sampler's time, plus the GIL handed over once: at 200 Hz about 0.5 % of one core
+10-30 µs of the sampler's time, plus the GIL handed over once: at 100 Hz about 1.2 % of one core
 (the ``where`` device step measures it; the design allows 2 %).
 """
 from __future__ import annotations
 
+import random
 import sys
 import threading
 import time
@@ -21,12 +22,21 @@ from typing import Any, Callable, Optional
 
 from pytest_gpuutil.analysis.places import HostSamples, Site
 
-#: 200 Hz
-INTERVAL_S = 0.005
-#: samples kept between two takes at most (about 80 minutes of calls at 200 Hz)
+#: 100 Hz on average (each period drawn between 0.5 and 1.5 times this). At 5 ms with Python's 5 ms
+#: switch interval a pure-Python stretch was sampled at ~97 Hz for 1.2 % of a core (H100 host, the
+#: where step); with the switch interval at 0.5 ms the same 5 ms would sample it twice as often
+INTERVAL_S = 0.01
+#: samples kept between two takes at most (about 160 minutes of calls at 100 Hz)
 MAX_SAMPLES = 1_000_000
 #: frames walked outward from the innermost at most
 MAX_DEPTH = 200
+#: Python's switch interval while a call is sampled (s). The sampler needs the GIL to read the
+#: frames; at Python's default (5 ms) a thread running pure Python hands it over only after 5 ms, or
+#: sooner wherever it releases it itself (a torch op). Each sample then landed on the next torch op
+#: after a stretch of pure Python, never in it: on an H100 a 5 ms helper between matmuls was sampled
+#: only at the matmul's line (issue 42). At 0.5 ms a sample is at most that late. It matters only
+#: while another thread waits for the GIL: the sampler, once a sample (and a test's own threads).
+SAMPLING_SWITCH_INTERVAL_S = 0.0005
 
 
 class StackSampler:
@@ -50,6 +60,8 @@ class StackSampler:
         self.samples_taken = 0
         self.cpu_s = 0.0
         self._user_file: dict[str, bool] = {}
+        #: Python's switch interval before :meth:`begin` lowered it (None: left as it was)
+        self._switch_before: Optional[float] = None
 
     def begin(self, thread_id: Optional[int] = None) -> None:
         """Sample ``thread_id`` (this thread by default) from now on."""
@@ -60,10 +72,17 @@ class StackSampler:
             self._thread = threading.Thread(target=self._run, name="pytest-gpuutil-stack-sampler", daemon=True)
             self._thread.start()
         self._last = 0
+        before = sys.getswitchinterval()
+        if before > SAMPLING_SWITCH_INTERVAL_S and self._switch_before is None:
+            self._switch_before = before
+            sys.setswitchinterval(SAMPLING_SWITCH_INTERVAL_S)
         self._active.set()
 
     def end(self) -> None:
         self._active.clear()
+        before, self._switch_before = self._switch_before, None
+        if before is not None and abs(sys.getswitchinterval() - SAMPLING_SWITCH_INTERVAL_S) < 1e-6:  # unless the test set its own
+            sys.setswitchinterval(before)
 
     def close(self) -> None:
         self._closed = True
@@ -105,11 +124,14 @@ class StackSampler:
 
     def _run(self) -> None:
         began = time.thread_time()
+        # a period drawn afresh each time (0.5-1.5 x the interval): a fixed one locks onto a loop of the
+        # same period, and every sample of it lands on the same line (a 5 ms helper between torch ops)
+        jitter = random.Random(0x42)
         while not self._closed:
             self._active.wait()
             if self._closed:
                 break
-            time.sleep(self.interval_s)
+            time.sleep(self.interval_s * (0.5 + jitter.random()))
             target = self._target
             if not self._active.is_set() or target is None:
                 continue
