@@ -80,8 +80,15 @@ def torch_versions_without_import() -> tuple[Optional[str], Optional[str]]:
     return (version.group(1) if version else None), (cuda.group(1) if cuda else None)
 
 
+#: CI systems' variables for the commit under test (GitHub, GitLab, Buildkite, Jenkins): where one is set it
+#: names the commit, also where the checkout's own git history is missing or stale (a copied work tree)
+CI_COMMIT_VARIABLES = ("GITHUB_SHA", "CI_COMMIT_SHA", "BUILDKITE_COMMIT", "GIT_COMMIT")
+
+
 def git_commit(cwd: Optional[str] = None) -> Optional[str]:
-    return _run(["git", "rev-parse", "HEAD"], cwd=cwd)
+    """The commit under test: the CI's variable where one is set, else ``git rev-parse HEAD``."""
+    from_ci = next((os.environ[v] for v in CI_COMMIT_VARIABLES if os.environ.get(v)), None)
+    return from_ci or _run(["git", "rev-parse", "HEAD"], cwd=cwd)
 
 
 def machine_info(cwd: Optional[str] = None, torch_module: Any = None) -> dict[str, Any]:

@@ -29,3 +29,20 @@ def test_visible_gpus_follow_cuda_visible_devices() -> None:
     assert visible_gpu_ids({"CUDA_VISIBLE_DEVICES": "2, 3"}) == ["2", "3"]
     assert visible_gpu_ids({"CUDA_VISIBLE_DEVICES": "-1"}) == []
     assert visible_gpu_ids({}, physical_count=2) == ["0", "1"]
+
+
+def test_the_ci_commit_variable_names_the_commit_over_a_stale_checkout(tmp_path, monkeypatch) -> None:
+    """A copied work tree whose .git is stale (a CI cache, a device copy) still names the commit under test."""
+    import subprocess
+
+    from pytest_gpuutil.machine.identity import CI_COMMIT_VARIABLES, git_commit
+
+    for name in CI_COMMIT_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--allow-empty", "-m", "stale"], check=True)
+    stale = git_commit(str(tmp_path))
+    assert stale and len(stale) == 40
+    monkeypatch.setenv("GITHUB_SHA", "c75b690")
+    assert git_commit(str(tmp_path)) == "c75b690"
