@@ -35,6 +35,8 @@ class RunState(Protocol):
     processes: dict[str, dict[str, Any]]
     output_dir: Path
     written: list[Path]
+    #: the measurement cost (ms) written into gpu_util.json and the page, before this summary's own time
+    written_measure_ms: Optional[float]
 
     def has_output(self) -> bool: ...
     def no_cuda(self) -> bool: ...
@@ -211,6 +213,9 @@ def measurement_lines(state: RunState) -> list[str]:
             f"the rest at the end), {t['measure_share_pct']:.1f}% of the {t['test_s']:.2f} s the tests took "
             f"({_count(t['profiled'], 'test')} measured)"
         )
+        written = state.written_measure_ms
+        if written and t["measure_ms"] - written >= 1.0:
+            lines.append(f"  ({written / 1000:.3f} s in gpu_util.json and the HTML page: written before this summary)")
     return lines
 
 

@@ -81,6 +81,8 @@ class GpuUtilSession:
         self.test_seconds = 0.0
         #: seconds the session's end took here: the last flush, writing gpu_util.csv/json
         self.finish_s = 0.0
+        #: the measurement cost (ms) as gpu_util.json and the page give it: written before the summary's own time
+        self.written_measure_ms: Optional[float] = None
         #: the totals' per-record part, with the records' list and length it was read from (see totals)
         self._record_figures: Optional[tuple[list[TestRecord], int, dict[str, Any]]] = None
         self.machine: Optional[dict[str, Any]] = None
@@ -262,8 +264,10 @@ class GpuUtilSession:
         created, info = now_utc(), self.machine_info()
         trends = (self.history.trends(self.records, info, self.fail_exprs, self.comparison)
                   if self.settings.html is not None and self.history.used else None)
+        totals = self.totals()
+        self.written_measure_ms = totals.get("measure_ms")
         try:
-            run_files.write_run(self.records, info, gpus=self.gpu_table(), totals=self.totals(),
+            run_files.write_run(self.records, info, gpus=self.gpu_table(), totals=totals,
                                 thresholds=self.receiver.threshold_states(), settings=self.settings,
                                 output_dir=self.output_dir, invocation_dir=self.invocation_dir, baseline=self.baseline,
                                 fail_exprs=self.fail_exprs, comparison=self.comparison, written=self.written,

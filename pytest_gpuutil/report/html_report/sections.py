@@ -70,7 +70,8 @@ def header(doc: Mapping[str, Any], tests: Sequence[Mapping[str, Any]], totals: M
     if cost:
         share, test_s = _finite(totals.get("measure_share_pct")), _finite(totals.get("test_s"))
         cards.append(_card(f"{cost / 1000:.3f} s", "measurement cost",
-                           f"{share:.1f}% of the {test_s:.2f} s the tests took" if share is not None and test_s else ""))
+                           f"{share:.1f}% of the {test_s:.2f} s the tests took, until this page was written"
+                           if share is not None and test_s else "until this page was written"))
     if baseline is not None:
         bad = baseline.regressions
         cards.append(_card(str(len(bad)), "regressions",
