@@ -359,16 +359,17 @@ def _plain_figures(cols: GpuColumns, win: Window, pair_codes: list[int], key_kin
         ends = [min(end, we) for end in ends]
         keys = list(map(pair_codes.__getitem__, kept))
         lengths = list(map(operator.sub, map(ends.__getitem__, kept), map(starts.__getitem__, kept)))
-        cat_count = tally(map(cat_of_event.__getitem__, kept), len(categories_seen))
     else:  # all inside: nothing clipped, nothing dropped (what the profiler's span gives)
         kept, keys, lengths = range(len(starts)), pair_codes, durs
-        cat_count = tally(cat_of_event, len(categories_seen))
     counts = tally(keys, len(key_kinds))
     totals = [0] * len(key_kinds)
     for key, length in zip(keys, lengths):
         totals[key] += length
+    cat_count = [0] * len(categories_seen)  # per category from per (name, kind) pair: no second pass over the events
+    for key, count in enumerate(counts):
+        cat_count[cat_of_key[key]] += count
     is_kernel_key = [k == KERNEL_KIND for k in key_kinds]
-    kernel_count = sum(map(is_kernel_key.__getitem__, keys))
+    kernel_count = sum(compress(counts, is_kernel_key))
 
     by_device: dict[int, list[int]] = {}
     if len(device_names) == 1:  # one device: no need to sort the events out
@@ -416,11 +417,12 @@ def _plain_figures(cols: GpuColumns, win: Window, pair_codes: list[int], key_kin
             comm_ns += dev_comm
             compute_ns += dev_compute
             overlap_ns += dev_comm + dev_compute - dev_busy
-        stream_count = tally(st, len(stream_names))
+        stream_count = [len(st)] if len(stream_names) == 1 else tally(st, len(stream_names))
         for code in sorted(set(st), key=stream_names.__getitem__):
             union = dev_busy if stream_count[code] == len(st) else union_where(map(code.__eq__, st))
             stream_stats.append(StreamStat(name, stream_names[code], union / 1000, stream_count[code]))
-    kernel_lengths = list(compress(lengths, map(is_kernel_key.__getitem__, keys)))
+    kernel_lengths = (list(lengths) if all(is_kernel_key) else
+                      list(compress(lengths, map(is_kernel_key.__getitem__, keys))))
     return _Figures(busy_ns, mm_conv_ns, comm_ns, compute_ns, overlap_ns, cat_ns, cat_count, counts,
                     list(map(float, totals)), device_stats, stream_stats, idle, kernel_count, len(kept),
                     timeline_of(win, device_blocks, kernel_lengths))
