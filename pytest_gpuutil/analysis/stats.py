@@ -4,11 +4,10 @@ One window's or one trace's figures, as both analyses report them (one trace: ``
 windows: ``window_stats``): per category, device, stream, kernel, idle gap and communication
 overlap, and the two rules every figure follows: a percentage of nothing is 0, and devices are
 listed by number first. What a ``kernel_bench`` timing gives is in
-:mod:`~pytest_gpuutil.analysis.timing_stats` (its names are still found here, imported on first use).
+:mod:`~pytest_gpuutil.capture.timing_stats`.
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,14 +75,3 @@ def pct(part: float, whole: float) -> float:
 
 def device_key(device: str) -> tuple[int, Any]:
     return (0, int(device)) if device.lstrip("-").isdigit() else (1, device)
-
-
-#: the kernel_bench names that moved to :mod:`~pytest_gpuutil.analysis.timing_stats`
-_TIMING_NAMES = frozenset({"Timer", "TIMERS", "TimingStats", "TimingResult", "FwdBwdResult", "quantile", "summarize",
-                           "throughput"})
-
-
-def __getattr__(name: str) -> Any:
-    if name in _TIMING_NAMES:
-        return getattr(importlib.import_module("pytest_gpuutil.analysis.timing_stats"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -34,7 +34,7 @@ ANALYZE_IMPORTS = {
 #: heavy or unrelated modules that neither the import nor a JSON run of a small trace may load
 NOT_IMPORTED = (
     "torch", "numpy", "msgspec", "tabulate", "pytest", "_pytest", "importlib.metadata", "csv", "decimal",
-    "pytest_gpuutil.analysis.timing_stats", "pytest_gpuutil.analysis.timeline", "pytest_gpuutil.analysis.windows",
+    "pytest_gpuutil.analysis.timeline", "pytest_gpuutil.analysis.windows",
     "pytest_gpuutil.analysis.counters", "pytest_gpuutil.capture", "pytest_gpuutil.report",
     "pytest_gpuutil.traces.kineto_layout", "pytest_gpuutil.traces.msgspec_reader", "pytest_gpuutil.plugin",
 )
@@ -69,13 +69,6 @@ def test_a_json_run_loads_nothing_heavy():
     code = (f"import contextlib, io\nfrom pytest_gpuutil.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
             f"    assert main(['analyze', {trace!r}, '--format', 'json']) == 0")
     assert unwanted(loaded_by(code)) == []
-
-
-def test_the_kernel_bench_records_still_come_from_stats():
-    """analysis.stats no longer defines them (its importers pay nothing for them) but still gives them."""
-    code = ("from pytest_gpuutil.analysis.stats import TimingResult, summarize\n"
-            "assert TimingResult.__module__ == 'pytest_gpuutil.analysis.timing_stats'")
-    assert "pytest_gpuutil.analysis.timing_stats" in loaded_by(code)
 
 
 def test_the_probe_sees_a_heavy_import():

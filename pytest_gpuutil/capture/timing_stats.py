@@ -3,8 +3,8 @@
 Pure: no torch, no pytest. :mod:`pytest_gpuutil.capture.timing` times and builds a
 :class:`TimingResult` from its per-run times with :func:`summarize` and :func:`throughput`; the
 report reads the records (``TimingResult.to_dict`` goes into each test's record). Apart from
-:mod:`~pytest_gpuutil.analysis.stats` (a trace's figures) so that ``gpuutil analyze`` does not
-build these records at import.
+:mod:`~pytest_gpuutil.analysis.stats` (a trace's figures, which ``gpuutil analyze`` imports) and
+from :mod:`~pytest_gpuutil.capture.timing` (which imports torch when it times).
 """
 from __future__ import annotations
 
