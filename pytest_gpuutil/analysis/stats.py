@@ -14,6 +14,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class CategoryStat:
+    """One kernel category's union of time, its share of busy time and of the window, its event count."""
+
     name: str
     time_us: float
     #: percent of busy time (0-100)
@@ -25,6 +27,8 @@ class CategoryStat:
 
 @dataclass(frozen=True)
 class DeviceStat:
+    """One device's busy time (the union over its streams) and its events."""
+
     device: str
     busy_us: float
     busy_pct: float
@@ -33,6 +37,8 @@ class DeviceStat:
 
 @dataclass(frozen=True)
 class StreamStat:
+    """One stream's busy time (the union of its events) and its events."""
+
     device: str
     stream: str
     busy_us: float
@@ -41,6 +47,8 @@ class StreamStat:
 
 @dataclass(frozen=True)
 class KernelStat:
+    """One kernel (name and category): how often it ran and its total and mean time."""
+
     name: str
     category: str
     count: int
@@ -52,6 +60,8 @@ class KernelStat:
 
 @dataclass(frozen=True)
 class IdleGap:
+    """A stretch of the window in which a device did no GPU work."""
+
     device: str
     #: start relative to the window start
     start_us: float

@@ -66,6 +66,8 @@ KERNEL_KIND = "kernel"
 
 @dataclass(frozen=True)
 class TraceSummary:
+    """What ``gpuutil analyze`` reports of one trace (see the module docstring for the definitions)."""
+
     path: str
     window: Window
     busy_us: float
