@@ -97,7 +97,10 @@ def plain_text_codes(ids: Sequence[Any]) -> tuple[list[int], list[str]]:
     codes, distinct = column_codes(ids)
     codes_of_text, texts = value_codes([str(v) for v in distinct])
     as_list = getattr(codes, "tolist", None)  # numpy codes: Python ints first, not one numpy scalar at a time
-    return list(map(codes_of_text.__getitem__, as_list() if as_list is not None else codes)), texts
+    codes = as_list() if as_list is not None else codes
+    if codes_of_text == list(range(len(codes_of_text))):  # every id its own text (the usual case): the same codes
+        return list(codes), texts
+    return list(map(codes_of_text.__getitem__, codes)), texts
 
 
 def tally(codes: Iterable[int], size: int) -> list[int]:
@@ -130,6 +133,8 @@ def plain_blocks(starts: Sequence[int], ends: Sequence[int]) -> tuple[list[int],
     """:func:`blocks` on lists: a block ends where the next start is past every end so far."""
     if not starts:
         return [], []
+    if all(map(operator.lt, ends, starts[1:])) and all(map(operator.lt, ends, ends[1:])):
+        return list(starts), list(ends)  # each event ends before the next starts: a block of its own
     reach = list(accumulate(ends, max))  # the furthest end so far, as numpy's maximum.accumulate
     new_block = list(map(operator.gt, starts[1:], reach))  # the next start is past every end so far
     return [starts[0], *compress(starts[1:], new_block)], [*compress(reach, new_block), reach[-1]]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, field
+from functools import partial
 from heapq import nlargest
 from itertools import compress
 from typing import TYPE_CHECKING, Any, NamedTuple, Optional
@@ -65,6 +66,8 @@ KERNEL_KIND = "kernel"
 
 @dataclass(frozen=True)
 class TraceSummary:
+    """What ``gpuutil analyze`` reports of one trace (see the module docstring for the definitions)."""
+
     path: str
     window: Window
     busy_us: float
@@ -358,16 +361,17 @@ def _plain_figures(cols: GpuColumns, win: Window, pair_codes: list[int], key_kin
         ends = [min(end, we) for end in ends]
         keys = list(map(pair_codes.__getitem__, kept))
         lengths = list(map(operator.sub, map(ends.__getitem__, kept), map(starts.__getitem__, kept)))
-        cat_count = tally(map(cat_of_event.__getitem__, kept), len(categories_seen))
     else:  # all inside: nothing clipped, nothing dropped (what the profiler's span gives)
         kept, keys, lengths = range(len(starts)), pair_codes, durs
-        cat_count = tally(cat_of_event, len(categories_seen))
     counts = tally(keys, len(key_kinds))
     totals = [0] * len(key_kinds)
     for key, length in zip(keys, lengths):
         totals[key] += length
+    cat_count = [0] * len(categories_seen)  # per category from per (name, kind) pair: no second pass over the events
+    for key, count in enumerate(counts):
+        cat_count[cat_of_key[key]] += count
     is_kernel_key = [k == KERNEL_KIND for k in key_kinds]
-    kernel_count = sum(map(is_kernel_key.__getitem__, keys))
+    kernel_count = sum(compress(counts, is_kernel_key))
 
     by_device: dict[int, list[int]] = {}
     if len(device_names) == 1:  # one device: no need to sort the events out
@@ -401,22 +405,33 @@ def _plain_figures(cols: GpuColumns, win: Window, pair_codes: list[int], key_kin
         for i in nlargest(gap_count, range(len(gap_lengths)), key=gap_lengths.__getitem__):  # stable, as sorted()
             if gap_lengths[i] > 0:
                 idle.append(IdleGap(name, (gap_starts[i] - ws) / 1000, gap_lengths[i] / 1000))
+        # every event a block of its own (none overlaps or touches another): the union of any of
+        # them is the sum of their lengths, summed in C instead of merged again
+        union_where = _disjoint_sum(s, e) if len(block_starts) == len(s) else partial(plain_union_where, s, e)
         present_cats = set(c)
         for code in present_cats:
-            cat_ns[code] += dev_busy if len(present_cats) == 1 else plain_union_where(s, e, map(code.__eq__, c))
+            cat_ns[code] += dev_busy if len(present_cats) == 1 else union_where(map(code.__eq__, c))
         if mm_cats:
-            mm_conv_ns += plain_union_where(s, e, map(mm_cats.__contains__, c))
+            mm_conv_ns += union_where(map(mm_cats.__contains__, c))
         if comm_code in present_cats:
-            dev_comm = plain_union_where(s, e, map(comm_code.__eq__, c))
-            dev_compute = plain_union_where(s, e, map(comm_code.__ne__, c))
+            dev_comm = union_where(map(comm_code.__eq__, c))
+            dev_compute = union_where(map(comm_code.__ne__, c))
             comm_ns += dev_comm
             compute_ns += dev_compute
             overlap_ns += dev_comm + dev_compute - dev_busy
-        stream_count = tally(st, len(stream_names))
+        stream_count = [len(st)] if len(stream_names) == 1 else tally(st, len(stream_names))
         for code in sorted(set(st), key=stream_names.__getitem__):
-            union = dev_busy if stream_count[code] == len(st) else plain_union_where(s, e, map(code.__eq__, st))
+            union = dev_busy if stream_count[code] == len(st) else union_where(map(code.__eq__, st))
             stream_stats.append(StreamStat(name, stream_names[code], union / 1000, stream_count[code]))
-    kernel_lengths = list(compress(lengths, map(is_kernel_key.__getitem__, keys)))
+    kernel_lengths = (list(lengths) if all(is_kernel_key) else
+                      list(compress(lengths, map(is_kernel_key.__getitem__, keys))))
     return _Figures(busy_ns, mm_conv_ns, comm_ns, compute_ns, overlap_ns, cat_ns, cat_count, counts,
                     list(map(float, totals)), device_stats, stream_stats, idle, kernel_count, len(kept),
                     timeline_of(win, device_blocks, kernel_lengths))
+
+
+def _disjoint_sum(starts: list[int], ends: list[int]) -> Any:
+    """The union of the chosen intervals (a mask, as :func:`plain_union_where` takes) where no two
+    intervals overlap or touch: the sum of their lengths."""
+    lengths = list(map(operator.sub, ends, starts))
+    return lambda chosen: sum(compress(lengths, chosen))

@@ -27,7 +27,7 @@ import bisect
 import functools
 import operator
 from collections import Counter
-from itertools import accumulate, compress
+from itertools import accumulate, chain, compress
 from typing import Any, NamedTuple, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
@@ -496,5 +496,5 @@ def timeline_of(window: Window, devices: Sequence[tuple[Any, ...]],
     if len(gaps) == 1 and hasattr(gaps[0], "dtype"):
         all_gaps: Sequence[int] = gaps[0]
     else:
-        all_gaps = tuple(v for part in gaps for v in _ints(part))
+        all_gaps = tuple(chain.from_iterable(map(_ints, gaps)))
     return Timeline(len(all_starts), busy, before, between, after, all_gaps, any_starts, any_ends, kernel_lengths)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from typing import Optional, Sequence
@@ -150,6 +149,8 @@ def render(summaries: Sequence[TraceSummary], fmt: str, several: bool,
     keeps them under ``below_floor``)."""
     found = list(findings) if findings is not None else [None] * len(summaries)
     if fmt == "json":
+        import json  # only for this format
+
         docs = [s.to_dict() for s in summaries]
         for doc, of_trace in zip(docs, found):
             if of_trace is not None:

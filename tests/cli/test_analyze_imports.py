@@ -1,0 +1,77 @@
+"""``gpuutil analyze``'s import budget, pinned by what it imports (not by a timing).
+
+Every module on the path costs start-up in every run (issue 44: the CLI's start-up). The lists
+below are the budget: a module added to analyze's import path has to be added here on purpose.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data")
+
+#: what ``import pytest_gpuutil.cli.analyze`` may load of the package, and nothing more
+ANALYZE_IMPORTS = {
+    "pytest_gpuutil",
+    "pytest_gpuutil.analysis",
+    "pytest_gpuutil.analysis.classify",
+    "pytest_gpuutil.analysis.finding_records",
+    "pytest_gpuutil.analysis.findings",
+    "pytest_gpuutil.analysis.grouping",
+    "pytest_gpuutil.analysis.rules",
+    "pytest_gpuutil.analysis.stats",
+    "pytest_gpuutil.analysis.summary",
+    "pytest_gpuutil.analysis.window_facts",
+    "pytest_gpuutil.cli",
+    "pytest_gpuutil.cli.analyze",
+    "pytest_gpuutil.traces",
+    "pytest_gpuutil.traces.json_events",
+    "pytest_gpuutil.traces.model",
+    "pytest_gpuutil.traces.reader",
+}
+#: heavy or unrelated modules that neither the import nor a JSON run of a small trace may load
+NOT_IMPORTED = (
+    "torch", "numpy", "msgspec", "tabulate", "pytest", "_pytest", "importlib.metadata", "csv", "decimal",
+    "pytest_gpuutil.analysis.timeline", "pytest_gpuutil.analysis.windows",
+    "pytest_gpuutil.analysis.counters", "pytest_gpuutil.capture", "pytest_gpuutil.report",
+    "pytest_gpuutil.traces.kineto_layout", "pytest_gpuutil.traces.msgspec_reader", "pytest_gpuutil.plugin",
+)
+
+PROBE = """
+import json, sys
+before = set(sys.modules)
+{code}
+loaded = set(sys.modules) - before
+print(json.dumps(sorted(loaded)))
+"""
+
+
+def loaded_by(code: str) -> set[str]:
+    """The modules a fresh interpreter loads while it runs ``code``."""
+    res = subprocess.run([sys.executable, "-c", PROBE.format(code=code)], capture_output=True, text=True, check=True)
+    return set(json.loads(res.stdout.strip().splitlines()[-1]))
+
+
+def unwanted(loaded: set[str]) -> list[str]:
+    return sorted(m for m in loaded if any(m == n or m.startswith(n + ".") for n in NOT_IMPORTED))
+
+
+def test_importing_analyze_loads_only_its_own_modules():
+    loaded = loaded_by("import pytest_gpuutil.cli.analyze")
+    assert unwanted(loaded) == []
+    assert {m for m in loaded if m.startswith("pytest_gpuutil")} == ANALYZE_IMPORTS
+
+
+def test_a_json_run_loads_nothing_heavy():
+    trace = os.path.join(DATA, "bmm_bf16.json.gz")
+    code = (f"import contextlib, io\nfrom pytest_gpuutil.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    assert main(['analyze', {trace!r}, '--format', 'json']) == 0")
+    assert unwanted(loaded_by(code)) == []
+
+
+def test_the_probe_sees_a_heavy_import():
+    """The check can fail: a module on the --html path imports numpy at its top."""
+    found = unwanted(loaded_by("import pytest_gpuutil.analysis.timeline"))
+    assert "numpy" in found and "pytest_gpuutil.analysis.timeline" in found
