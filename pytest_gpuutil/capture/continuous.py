@@ -209,18 +209,18 @@ class ContinuousCapture:
 
     # -- windows --------------------------------------------------------------------------------
     def begin(self, key: Any) -> None:
-        began = time.perf_counter()
+        clock = time.perf_counter
+        began = clock()
         note = ""
-        if not self.ensure_started():
+        # the source running and no other profiler: ensure_started's answer without its call
+        if not (self.started and not self.broken and not self.profiler_active()) and not self.ensure_started():
             note = self.broken or ALREADY_ACTIVE
         start_ns = 0
         if not note:
             self.synchronize()
             start_ns = self.source.now()
-        window = _Window(key, start_ns, 0.0, note)
-        window.perf_start = time.perf_counter()
-        window.own_s = window.perf_start - began
-        self._open = window
+        perf_start = clock()
+        self._open = _Window(key, start_ns, perf_start, note, own_s=perf_start - began)
 
     def step_aside(self, reason: str) -> None:
         """Stop measuring the open window (someone else needs the profiler or a quiet GPU)."""
@@ -235,14 +235,16 @@ class ContinuousCapture:
         if window is None:
             return
         self._open = None
-        began = time.perf_counter()
+        clock = time.perf_counter
+        began = clock()
         if not window.note:
+            source = self.source
             if self.findings and self._records_waits:
-                window.sync_end_ns = self.source.now()
+                window.sync_end_ns = source.now()
             self.synchronize()
-            window.end_ns = self.source.now()
+            window.end_ns = source.now()
         window.wall_ms = (began - window.perf_start) * 1000
-        window.own_s += time.perf_counter() - began
+        window.own_s += clock() - began
         self._closed.append(window)
 
     @property
