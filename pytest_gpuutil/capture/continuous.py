@@ -314,22 +314,25 @@ class ContinuousCapture:
                 error = error or f"timelines could not be drawn: {exc}"
         note = error or (f"{self.source.name} dropped {dropped} records in this batch: figures may be low" if dropped else "")
         share = (time.perf_counter() - began) / len(windows)
-        return [
-            WindowResult(
+        batch_notes = (note, children_error)
+        results = []
+        for w in windows:
+            key = id(w)
+            extra = extras.get(key)
+            notes = (*batch_notes, getattr(extra, "note", ""), w.remark)
+            results.append(WindowResult(
                 key=w.key,
                 wall_ms=w.wall_ms,
-                stats=stats.get(id(w)),
-                note=w.note or "; ".join(n for n in (note, children_error, getattr(extras.get(id(w)), "note", ""),
-                                                     w.remark) if n),
+                stats=stats.get(key),
+                note=w.note or ("; ".join(n for n in notes if n) if any(notes) else ""),
                 measure_ms=(w.own_s + share) * 1000,
-                events=events.get(id(w)),
-                findings=findings.get(id(w)),
-                syncs=syncs_of(syncs, w) if self.keep_events and syncs is not None and id(w) in events else None,
-                processes=getattr(extras.get(id(w)), "processes", ()),
-                timeline=drawn.get(id(w)),
-            )
-            for w in windows
-        ]
+                events=events.get(key),
+                findings=findings.get(key),
+                syncs=syncs_of(syncs, w) if self.keep_events and syncs is not None and key in events else None,
+                processes=getattr(extra, "processes", ()),
+                timeline=drawn.get(key),
+            ))
+        return results
 
     @property
     def _records_waits(self) -> bool:
