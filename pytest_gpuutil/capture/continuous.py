@@ -219,8 +219,10 @@ class ContinuousCapture:
         if not note:
             self.synchronize()
             start_ns = self.source.now()
-        perf_start = clock()
-        self._open = _Window(key, start_ns, perf_start, note, own_s=perf_start - began)
+        window = _Window(key, start_ns, 0.0, note)
+        window.perf_start = clock()  # the call's wall clock starts after the plugin's own work
+        window.own_s = window.perf_start - began
+        self._open = window
 
     def step_aside(self, reason: str) -> None:
         """Stop measuring the open window (someone else needs the profiler or a quiet GPU)."""
