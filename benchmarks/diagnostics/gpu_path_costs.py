@@ -11,7 +11,7 @@ Prints and writes DIR/gpu_path_costs.json:
 - ``small_test_us``: the small overhead suite's test body (ones, mul, add, sum, item), the same way;
 - ``call_us``: the per-test calls of the plugin's path, each timed over 5,000 calls: both
   synchronizes (also with the callbacks subscribed), CUDA's initialised check, CUPTI's clock, the
-  memory counters (read, reset, the meter's begin and end);
+  memory counters (read, reset, the meter's begin and end; the accelerator API's read where torch has it);
 - ``drain_us_per_record``: turning the collected records into columns.
 """
 from __future__ import annotations
@@ -98,6 +98,13 @@ def main(argv: list[str] | None = None) -> int:
         "_cuda_resetPeakMemoryStats": per_call_us(lambda: torch._C._cuda_resetPeakMemoryStats(0)),
         "cuda.memory_allocated": per_call_us(lambda: torch.cuda.memory_allocated(0)),
     }
+    # the allocator's other reads, to find the cheapest (torch 2.9+: the accelerator API's)
+    device_stats = getattr(torch._C, "_accelerator_getDeviceStats", None)
+    if device_stats is not None:
+        calls["_accelerator_getDeviceStats"] = per_call_us(lambda: device_stats(0))
+    reset_accumulated = getattr(torch._C, "_cuda_resetAccumulatedMemoryStats", None)
+    if reset_accumulated is not None:
+        calls["_cuda_resetAccumulatedMemoryStats"] = per_call_us(lambda: reset_accumulated(0))
     meter = MemoryMeter(torch)
     calls["MemoryMeter.begin+end"] = per_call_us(lambda: meter.end(meter.begin()))
     source_syncs.drain()

@@ -212,9 +212,11 @@ class ContinuousCapture:
 
     # -- windows --------------------------------------------------------------------------------
     def begin(self, key: Any) -> None:
-        began = time.perf_counter()
+        clock = time.perf_counter
+        began = clock()
         note = ""
-        if not self.ensure_started():
+        # the source running and no other profiler: ensure_started's answer without its call
+        if not (self.started and not self.broken and not self.profiler_active()) and not self.ensure_started():
             note = self.broken or ALREADY_ACTIVE
         start_ns = 0
         if not note:
@@ -223,7 +225,7 @@ class ContinuousCapture:
         window = _Window(key, start_ns, 0.0, note)
         if self.places is not None and not note:
             self.places.begin()
-        window.perf_start = time.perf_counter()
+        window.perf_start = clock()  # the call's wall clock starts after the plugin's own work
         window.own_s = window.perf_start - began
         self._open = window
 
@@ -240,16 +242,18 @@ class ContinuousCapture:
         if window is None:
             return
         self._open = None
-        began = time.perf_counter()
+        clock = time.perf_counter
+        began = clock()
         if self.places is not None:
             self.places.end()
         if not window.note:
+            source = self.source
             if self.findings and self._records_waits:
-                window.sync_end_ns = self.source.now()
+                window.sync_end_ns = source.now()
             self.synchronize()
-            window.end_ns = self.source.now()
+            window.end_ns = source.now()
         window.wall_ms = (began - window.perf_start) * 1000
-        window.own_s += time.perf_counter() - began
+        window.own_s += clock() - began
         self._closed.append(window)
 
     @property
@@ -327,22 +331,25 @@ class ContinuousCapture:
                     drawn[id(w)] = self.places.with_host_frames(drawn[id(w)], host, spans_of([w])[0])
         note = error or (f"{self.source.name} dropped {dropped} records in this batch: figures may be low" if dropped else "")
         share = (time.perf_counter() - began) / len(windows)
-        return [
-            WindowResult(
+        batch_notes = (note, children_error)
+        results = []
+        for w in windows:
+            key = id(w)
+            extra = extras.get(key)
+            notes = (*batch_notes, getattr(extra, "note", ""), w.remark)
+            results.append(WindowResult(
                 key=w.key,
                 wall_ms=w.wall_ms,
-                stats=stats.get(id(w)),
-                note=w.note or "; ".join(n for n in (note, children_error, getattr(extras.get(id(w)), "note", ""),
-                                                     w.remark) if n),
+                stats=stats.get(key),
+                note=w.note or ("; ".join(n for n in notes if n) if any(notes) else ""),
                 measure_ms=(w.own_s + share) * 1000,
-                events=events.get(id(w)),
-                findings=findings.get(id(w)),
-                syncs=syncs_of(syncs, w) if self.keep_events and syncs is not None and id(w) in events else None,
-                processes=getattr(extras.get(id(w)), "processes", ()),
-                timeline=drawn.get(id(w)),
-            )
-            for w in windows
-        ]
+                events=events.get(key),
+                findings=findings.get(key),
+                syncs=syncs_of(syncs, w) if self.keep_events and syncs is not None and key in events else None,
+                processes=getattr(extra, "processes", ()),
+                timeline=drawn.get(key),
+            ))
+        return results
 
     @property
     def _records_waits(self) -> bool:

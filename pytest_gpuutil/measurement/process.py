@@ -17,7 +17,7 @@ from pytest_gpuutil.measurement.child_processes import ChildProcesses
 from pytest_gpuutil.measurement.counter_reads import CounterReads
 from pytest_gpuutil.measurement.flush_schedule import FlushSchedule
 from pytest_gpuutil.measurement.memory_reads import MemoryReads
-from pytest_gpuutil.measurement.part import Setup
+from pytest_gpuutil.measurement.part import MeasurementPart, Setup
 from pytest_gpuutil.measurement.windows import CallWindows, WindowSettings, choose_windows
 
 if TYPE_CHECKING:
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from pytest_gpuutil.capture.flush_policy import FlushPolicy
     from pytest_gpuutil.capture.memory import MemoryMeter
     from pytest_gpuutil.hardware.capture import CounterCapture
-    from pytest_gpuutil.measurement.part import MeasurementPart
     from pytest_gpuutil.measurement.call_profile import TestMemory, TestProfile
 
 
@@ -47,6 +46,12 @@ class Measurement:
         self.counter_reads = CounterReads(counters, counters_interval_ms, strips=timelines != 0)
         #: the sources of per-test figures beside the window, called in this order
         self.parts: tuple[MeasurementPart, ...] = (self.memory_reads, self.child_processes, self.counter_reads)
+        #: the parts that do something at each moment of a test (a part that keeps a default no-op
+        #: is not called per test: a call less per part and moment, inside the test's timing)
+        self._begins = _overriding(self.parts, "begin")
+        self._openers = _overriding(self.parts, "opened")
+        self._enders = _overriding(self.parts, "end")
+        self._waiters = _overriding(self.parts, "waiting")
         self.cuda = False
         #: why the continuous capture is not used where it was wanted ("" when it is)
         self.fallback_reason = ""
@@ -115,18 +120,18 @@ class Measurement:
     # -- per test ---------------------------------------------------------------------------------
     def begin(self, nodeid: str, results: Any) -> Optional[TestProfile]:
         """Open the test's window (or start its profiler); a profile at once if it cannot be measured."""
-        for part in self.parts:
+        for part in self._begins:
             part.begin(nodeid)
         profile = self.windows.begin(nodeid, results)
         if profile is None:
-            for part in self.parts:
+            for part in self._openers:
                 part.opened(nodeid)
         return profile
 
     def end(self, nodeid: str, results: Any) -> Optional[TestProfile]:
         """Close the window; the profile now if it is already known (per-test profiling), else None."""
         profile = self.windows.end(nodeid, results)
-        for part in self.parts:
+        for part in self._enders:
             part.end(nodeid)
         if profile is None or profile.measure_ms is None:
             return profile  # none yet (a flush gives it), or one that says why it was not measured
@@ -135,7 +140,9 @@ class Measurement:
     # -- flushing -------------------------------------------------------------------------------
     def flush_due(self) -> Optional[str]:
         """Why a flush is due now (the policy's reason), or None."""
-        pending = self.windows.pending_tests + sum(part.waiting() for part in self.parts)
+        pending = self.windows.pending_tests
+        for part in self._waiters:
+            pending += part.waiting()
         return self.schedule.due(pending, self.windows.pending_bytes())
 
     def flush(self, wait: bool = True) -> dict[str, TestProfile]:
@@ -169,6 +176,12 @@ class Measurement:
         """What the summary says of the parts in this process (JSON-able): the counters' keys, then
         ``children``."""
         return {**self.counter_reads.info(), "children": self.child_processes.info()}
+
+
+def _overriding(parts: tuple[MeasurementPart, ...], name: str) -> tuple[MeasurementPart, ...]:
+    """The parts whose class does something at ``name`` (not MeasurementPart's default no-op)."""
+    default = getattr(MeasurementPart, name)
+    return tuple(part for part in parts if getattr(type(part), name) is not default)
 
 
 def _collect_garbage() -> float:

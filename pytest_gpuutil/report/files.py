@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, Union
 
 from pytest_gpuutil.records import CSV_COLUMNS, TestRecord
-from pytest_gpuutil.report.metric_tables import format_value
 from pytest_gpuutil.rundoc.document import json_bytes
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -40,13 +39,25 @@ def atomic_write_text(path: PathLike, text: str) -> Path:
 
 
 def records_csv(records: Iterable[TestRecord], columns: Sequence[str] = CSV_COLUMNS) -> str:
+    """gpu_util.csv's text: each record's :meth:`~TestRecord.csv_row`, each value as
+    :func:`~pytest_gpuutil.report.metric_tables.format_value` writes it, built a column at a time
+    (one pass over the records per column, no dict per row: the session's end writes every test)."""
+    records = list(records)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(columns)
-    for record in records:
-        row = record.csv_row()
-        writer.writerow([format_value(row[c]) for c in columns])
+    writer.writerows(zip(*(_csv_column(records, name) for name in columns)) if columns else [[] for _ in records])
     return out.getvalue()
+
+
+def _csv_column(records: Sequence[TestRecord], name: str) -> list[str]:
+    """One CSV column's text over the records (format_value's rules, inline)."""
+    if name == "devices":
+        return [" ".join(r.devices) for r in records]
+    if name == "findings":
+        return [" ".join(r.finding_rules) for r in records]
+    values = [getattr(r, name) for r in records]
+    return ["" if v is None else f"{v:.6f}" if isinstance(v, float) else str(v) for v in values]
 
 
 def write_run_files(directory: PathLike, records: Sequence[TestRecord], doc: Mapping[str, Any]) -> tuple[Path, Path]:

@@ -59,15 +59,17 @@ def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], resu
                                                       profile.wall_ms))
         reported, under = split_by_floor(found, findings_floor or DEFAULT_FLOOR)
         findings, below = tuple(f.to_dict() for f in reported), tuple(f.to_dict() for f in under)
+    category_rows = stats.category_rows
+    of_window = {row[0]: row[3] for row in category_rows}  # each category's % of the window, read once
     return TestRecord(
         **common,
         wall_ms=profile.wall_ms,
         gpu_busy_ms=stats.busy_us / 1000,
         busy_pct=stats.busy_pct,
         mm_conv_pct=stats.mm_conv_pct,
-        attention_pct=stats.category_pct_of_window(ATTENTION),
-        communication_pct=stats.category_pct_of_window(COMMUNICATION),
-        memcpy_pct=stats.category_pct_of_window(MEMCPY),
+        attention_pct=of_window.get(ATTENTION, 0.0),
+        communication_pct=of_window.get(COMMUNICATION, 0.0),
+        memcpy_pct=of_window.get(MEMCPY, 0.0),
         kernel_count=stats.kernel_count,
         measure_ms=measure_ms,
         top_kernel=stats.top_kernel,
@@ -80,7 +82,7 @@ def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], resu
         devices=tuple([device for device, _ in stats.devices]),
         gpu_busy_us_by_device={physical_id(device): busy_us for device, busy_us in stats.devices},
         categories={name: {"time_us": time_us, "share_of_busy": share, "pct_of_window": pct_of_window, "count": count}
-                    for name, time_us, share, pct_of_window, count in stats.category_rows},
+                    for name, time_us, share, pct_of_window, count in category_rows},
         note=_join(profile.note, oom_note),
         findings=findings,
         below_floor=below,

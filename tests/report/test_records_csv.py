@@ -1,0 +1,40 @@
+"""gpu_util.csv built a column at a time says exactly what each record's csv_row says, value by value."""
+from __future__ import annotations
+
+import csv
+import io
+
+import numpy as np
+
+from pytest_gpuutil.records import CSV_COLUMNS, TestRecord
+from pytest_gpuutil.report.files import records_csv
+from pytest_gpuutil.report.metric_tables import format_value
+
+RECORDS = [
+    TestRecord("t.py::test_a", "passed", wall_ms=1.5, gpu_busy_ms=0.25, busy_pct=16.666666666, kernel_count=3,
+               devices=("0", "1"), top_kernel="gemm, \"quoted\"", worker="gw1",
+               findings=({"rule": "host-sync"}, {"rule": "gpu-idle"})),
+    TestRecord("t.py::test_b[x\ny]", "failed", note="no CUDA device", findings=()),
+    TestRecord("t.py::test_c", "passed", busy_pct=np.float64(2.5), kernel_count=np.int64(7), sm_pct=0.0,
+               counters_source="nvml_gpm", alloc_retries=0),
+]
+
+
+def _row_by_row(records: list[TestRecord]) -> str:
+    """The definition: each record's csv_row, each value through format_value."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for record in records:
+        row = record.csv_row()
+        writer.writerow([format_value(row[c]) for c in CSV_COLUMNS])
+    return out.getvalue()
+
+
+def test_the_columns_say_what_the_rows_say() -> None:
+    assert records_csv(RECORDS) == _row_by_row(RECORDS)
+    assert list(csv.reader(io.StringIO(records_csv(RECORDS))))[1][CSV_COLUMNS.index("findings")] == "host-sync gpu-idle"
+
+
+def test_no_records_is_the_header_alone() -> None:
+    assert records_csv([]) == _row_by_row([]) == ",".join(CSV_COLUMNS) + "\n"
