@@ -457,15 +457,15 @@ def cost_markdown(path: Path | None = None) -> str:
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 
     def ci(config: Mapping[str, Any], key: str, digits: int) -> str:
-        low, high = (config.get("ci95") or {}).get(key, (None, None))
+        low, high = (config.get("ci95") or {}).get(key) or (None, None)  # null: one suite, no interval
         text = _fmt(config.get(key), digits)
         return text + (f" ({_fmt(low, digits)} to {_fmt(high, digits)})" if low is not None else "")
 
     for name, config in configs.items():
         label = f"{name}: `pytest {' '.join(config.get('args', ()))}`"
         row = [label, ci(config, "startup_s", 3), ci(config, "per_test_us", 0), ci(config, "per_kernel_us", 2)]
-        row += [_median_range(config.get("self_per_test_us"), 0)] * has_self
-        row += [_median_range(config.get("slope_per_test_us"), 0)] * has_slope
+        row += [_median_range(config.get("self_per_test_us"), 0) if config.get("self_per_test_us") else "—"] * has_self
+        row += [_median_range(config.get("slope_per_test_us"), 0) if config.get("slope_per_test_us") else "—"] * has_slope
         lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
     if "plain_per_test_us" in doc:
         row = ["plain pytest itself (its own time, not beyond plain), for scale", "—", _fmt(doc["plain_per_test_us"], 0),
