@@ -99,8 +99,9 @@ def test_the_cost_page_shows_the_newest_cost_json(site):
     assert path.relative_to(ROOT).as_posix() in text and doc["gpu"] in text and doc["date"] in text
     for name, config in doc["configs"].items():
         row = text.split(f"{name}: pytest", 1)[1][:400]
-        assert f"{config['startup_s']:,.3f}" in row and f"{config['per_test_us']:,.0f}" in row, name
-        assert f"{config['per_kernel_us']:,.2f}" in row, name
+        for key, digits in (("startup_s", 3), ("per_test_us", 0), ("per_kernel_us", 2)):
+            # a config measured on one suite size has no fit: the page shows a dash
+            assert hooks._fmt(config[key], digits) in row, (name, key)
 
 
 def test_the_trust_and_platform_pages_show_their_results_files(site):
@@ -109,9 +110,10 @@ def test_the_trust_and_platform_pages_show_their_results_files(site):
     rows = json.loads(duty.read_text(encoding="utf-8"))["duty"]["rows"]
     errors = [r["ours_truth_window_pct"] - r["truth_pct"] for r in rows]
     assert f"{min(errors):+.2f} to {max(errors):+.2f} points" in trust
-    for name in ("duty_ground_truth.json", "children.json", "memory_truth.json", "hardware.json",
-                 "findings_savings.json"):
+    for name in ("duty_ground_truth.json", "children.json", "memory_truth.json", "hardware.json"):
         assert f"/{name}" in trust, name
+    savings = hooks.newest(("findings_savings.json", "savings.json"), accept=lambda d: isinstance(d, dict) and d.get("estimates"))
+    assert savings.relative_to(ROOT / "benchmarks" / "results").as_posix() in trust
     platforms = " ".join(article_text(page_path(site, "platforms.md")).split())
     assert "NVIDIA H100 80GB HBM3" in platforms and "NVIDIA H200" in platforms and "Linux" in platforms
 
