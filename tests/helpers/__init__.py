@@ -92,7 +92,10 @@ def plant(pytester: pytest.Pytester, **tests: dict[str, Any]) -> None:
 
 
 def busy(value: float, **more: Any) -> dict[str, Any]:
-    return {"busy_pct": value, "gpu_busy_ms": 10.0, "kernel_count": 4, **more}
+    """A planted record at ``value`` % busy: 10 ms of GPU work in a window that agrees with it (on a GPU host the
+    real window is a fraction of a ms, and a busy-% change on it is under the gates' 1 ms noise floor)."""
+    wall = {"wall_ms": 10.0 * 100.0 / value} if value > 0 else {}
+    return {"busy_pct": value, "gpu_busy_ms": 10.0, "kernel_count": 4, **wall, **more}
 
 
 def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
@@ -216,6 +219,7 @@ GPU = VirtualClockGpu()
 #: kernel_bench times with on the CPU, moved by the work alone (a busy machine makes it no slower; patched
 #: for the test only)
 CPU_WORK_FIXTURE = '''
+import sys
 import time as _time
 
 import pytest as _pytest
@@ -231,6 +235,9 @@ def cpu_work(monkeypatch):
 
     def work(seconds):
         now[0] += seconds
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available():
+            _time.sleep(seconds)  # kernel_bench times with CUDA events there: the GPU's clock must move too
 
     monkeypatch.setattr(_time, "perf_counter", perf_counter)
     return work
