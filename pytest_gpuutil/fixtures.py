@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Optional
 from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.summary import TraceSummary
 from pytest_gpuutil.capture.profiler import RegionProfile, RegionProfiler
-from pytest_gpuutil.capture.timing_stats import FwdBwdResult, TimingResult
+from pytest_gpuutil.timing_stats import FwdBwdResult, TimingResult
 from pytest_gpuutil.capture.timing import bench, bench_fwd_bwd
 from pytest_gpuutil.per_test import TestResults
 from pytest_gpuutil.report.metric_tables import (

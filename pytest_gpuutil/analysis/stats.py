@@ -4,7 +4,7 @@ One window's or one trace's figures, as both analyses report them (one trace: ``
 windows: ``window_stats``): per category, device, stream, kernel, idle gap and communication
 overlap, and the two rules every figure follows: a percentage of nothing is 0, and devices are
 listed by number first. What a ``kernel_bench`` timing gives is in
-:mod:`~pytest_gpuutil.capture.timing_stats`.
+:mod:`~pytest_gpuutil.timing_stats`.
 """
 from __future__ import annotations
 

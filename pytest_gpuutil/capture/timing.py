@@ -2,7 +2,7 @@
 
 Nothing here imports pytest, and torch is imported only inside the functions that time: without a
 CUDA device (or without torch) the same warm-up/repetition protocol runs on ``time.perf_counter``.
-The statistics and the result records are in :mod:`pytest_gpuutil.capture.timing_stats`.
+The statistics and the result records are in :mod:`pytest_gpuutil.timing_stats`.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Protocol, Sequence
 
-from pytest_gpuutil.capture.timing_stats import (
+from pytest_gpuutil.timing_stats import (
     FwdBwdResult,
     Timer,
     TimingResult,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_gpuutil.capture.timing_stats import TimingResult
+from pytest_gpuutil.timing_stats import TimingResult
 
 #: TimingResult fields copied into ``benchmark.extra_info["kernel_bench"]``
 EXTRA_INFO_FIELDS = ("label", "timer", "device", "reps", "warmup_reps", "gbps", "tflops", "bytes", "flops", "note")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_gpuutil.capture.timing_stats import (
+from pytest_gpuutil.timing_stats import (
     FwdBwdResult,
     TimingResult,
     TimingStats,

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from pytest_gpuutil.capture.timing_stats import TimingResult
+from pytest_gpuutil.timing_stats import TimingResult
 from pytest_gpuutil.capture.timing import bench
 from pytest_gpuutil.machine.identity import machine_info
 from pytest_gpuutil.report.benchmark_interop import as_benchmark
