@@ -616,7 +616,18 @@ def table(doc: dict[str, Any]) -> str:
 #: round), 5 rounds, and the counters' thread on 5 tests of 2 s bf16 matmuls
 ACCEPTANCE_ARGS = ["--sizes", "500,5000", "--launch-kernels", "200,10000", "--launch-tests", "10", "--rounds", "5",
                    "--suites-of", "lean=small", "--suites-of", "counters=small_min",
-                   "--busy-tests", "5", "--busy-seconds", "2"]
+                   "--busy-tests", "5", "--busy-seconds", "2", "--places-parts"]
+
+
+def places_parts(folder: Path) -> dict[str, Any]:
+    """The places' own costs, measured by the where step's code in a process of its own (or why not)."""
+    script = Path(__file__).resolve().parents[1] / "validation" / "where" / "where_truth.py"
+    try:
+        subprocess.run([sys.executable, str(script), str(folder), "--cost-only"], check=True, timeout=120,
+                       capture_output=True, text=True)
+        return json.loads((folder / "cost.json").read_text())
+    except (OSError, ValueError, subprocess.SubprocessError) as exc:
+        return {"error": f"{type(exc).__name__}: {str(exc)[:500]}"}
 
 
 def _sizes(text: str) -> list[int]:
@@ -673,6 +684,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--no-warmup", action="store_true", help="skip the one untimed run of each configuration")
     parser.add_argument("--dry-run", action="store_true", help="write the suites and print the plan; run nothing")
     parser.add_argument("--acceptance", action="store_true", help="issue 41's acceptance shape (ACCEPTANCE_ARGS)")
+    parser.add_argument("--places-parts", action="store_true",
+                        help="the findings' places part by part (validation/where/where_truth.py --cost-only) into "
+                             "cost.json's parts.places: µs more per sync and per copy, the sampler's share of a core")
     args = parser.parse_args(argv)
     configs = ["plain", *(c for c in args.configs.split(",") if c and c != "plain")]
     unknown = [c for c in configs if c not in CONFIGS]
@@ -705,6 +719,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                                           "args": ["--gpu-util", *CONFIGS["counters"]]} if busy_suite else None),
             "bytecode": "not written" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "written and reused"}
     busy: list[dict[str, Any]] = []
+    if args.places_parts:  # before the rounds: a quiet GPU, the same process shape as the where step's
+        meta["parts"] = {"places": places_parts(work / "places")}
 
     def write(rounds: Rounds) -> None:
         for this in rounds.runs:

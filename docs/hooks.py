@@ -475,6 +475,12 @@ def cost_markdown(path: Path | None = None) -> str:
     if thread is not None:
         lines += ["", f"With the counters on, their sampling thread kept {_median_range(thread, 1)} % of one CPU core "
                       "busy while the tests ran."]
+    places = (doc.get("parts") or {}).get("places") or {}
+    if places.get("sync_extra_us") is not None:
+        lines += ["", f"Of the default's work, the findings' places: {_fmt(places['sync_extra_us'], 1)} µs more per "
+                      f"synchronizing call and {_fmt(places.get('copy_extra_us'), 1)} µs more per copy (the frame "
+                      f"reader), and the test thread's sampler {_fmt(places.get('sampler_core_pct'), 1)} % of one core "
+                      f"at {_fmt(places.get('sampler_hz'), 0)} Hz while tests run."]
     default = configs.get("default") or next(iter(configs.values()))
     tests, kernels = 2000, 500_000
     extra = default["startup_s"] + tests * default["per_test_us"] / 1e6 + kernels * default["per_kernel_us"] / 1e6

@@ -187,6 +187,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--skip-pairs", action="store_true")
     parser.add_argument("--skip-cost", action="store_true")
+    parser.add_argument("--cost-only", action="store_true",
+                        help="only the places' parts (sync/copy µs, the sampler's share) into OUT/cost.json")
     parser.add_argument("--dry-run", action="store_true", help="list the planted cases and exit (no GPU needed)")
     args = parser.parse_args(argv)
     if args.dry_run:
@@ -194,6 +196,9 @@ def main(argv: list[str]) -> int:
             print(f"{test}: {rule} at {expected}")
         return 0
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.cost_only:  # the cost model's per-part figures (benchmarks/cost_model.py --places-parts)
+        (args.out / "cost.json").write_text(json.dumps(cost(), indent=1) + "\n")
+        return 0
     began = time.perf_counter()
     result: dict[str, Any] = {"cases": cases(args.out)}
     if not args.skip_pairs:
