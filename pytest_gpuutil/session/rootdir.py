@@ -11,6 +11,7 @@ nothing is changed (the gate still matches ids moved by a leading path: gates/ma
 """
 from __future__ import annotations
 
+import inspect
 from typing import Any, Optional, Sequence
 
 from pytest_gpuutil.options import OPTIONS
@@ -40,9 +41,13 @@ def corrected_rootdir(early_config: Any, args: Sequence[str]) -> Optional[str]:
         if known.inifilename or getattr(known, "rootdir", None):
             return None
         before = early_config._rootpath
-        rootpath, inipath, _, _ = determine_setup(
-            inifile=None, override_ini=known.override_ini, args=list(known.file_or_dir or ()),
-            rootdir_cmd_arg=None, invocation_dir=early_config.invocation_params.dir)
+        # its parameters moved across pytest 7.4-9: pass those this pytest names
+        params = inspect.signature(determine_setup).parameters
+        given = {"inifile": None, "args": list(known.file_or_dir or ()), "rootdir_cmd_arg": None,
+                 "override_ini": known.override_ini, "invocation_dir": early_config.invocation_params.dir,
+                 "config": early_config}
+        found = determine_setup(**{k: v for k, v in given.items() if k in params})
+        rootpath, inipath = found[0], found[1]
         if rootpath == before or inipath != early_config._inipath:
             return None
         early_config._rootpath = rootpath
