@@ -31,19 +31,9 @@ ROOT = HERE.parents[1]
 #: phase_timer.py and hook_timer.py
 DIAGNOSTICS = ROOT / "benchmarks" / "diagnostics"
 
-SYNTHETIC_TESTS = '''
-import pytest
-
-KERNELS = [("void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>", "kernel", 0, 1500),
-           ("void at::native::vectorized_elementwise_kernel<4, at::native::MulFunctor<float>>", "kernel", 4000, 1500),
-           ("void at::native::reduce_kernel<512, 1>", "kernel", 8000, 2500),
-           ("Memcpy DtoH (Device -> Pageable)", "memcpy", 12000, 1000)]
-
-
-@pytest.mark.parametrize("i", range({tests}))
-def test_small(i, gpu):
-    gpu.replay(KERNELS, waits=[("cudaStreamSynchronize", 11000, 3000)])
-'''
+sys.path.insert(0, str(DIAGNOSTICS))
+#: the synthetic suite cpu_per_test_cost.py times: four kernels and a host wait a test
+from cpu_per_test_cost import TEST_FILE as SYNTHETIC_TESTS  # noqa: E402
 
 GPU_TESTS = '''
 import pytest
