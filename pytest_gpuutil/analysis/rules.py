@@ -144,24 +144,27 @@ def _host_sync(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mapping[str,
     if len(facts.sync_rows) < limits["min_waits"].value or not facts.event_count:
         return None
     waits = facts.waits
-    share = _pct(waits.idle_after_ns, facts.window_ns)
-    if waits.count < limits["min_waits"].value or not waits.idle_after_ns:
+    idle = waits.idle_ns
+    share = _pct(idle, facts.window_ns)
+    if waits.count < limits["min_waits"].value or not idle:
         return None
     # under the idle floor: kept under the findings' floor (gpu_util.json's below_floor), with its places
     under = {} if share >= limits["min_idle_after_pct"].value else {UNDER_LIMIT: "min_idle_after_pct"}
     names = ", ".join(f"{name} {count}" for name, count in waits.by_name)
+    read_back = (f" ({_ms_text(waits.read_back_idle_ns)} of it before the read-backs' copies)"
+                 if waits.read_back_idle_ns else "")
     # one wait stays (the value is read once, at the end): the idle after the others is saved
-    saving = waits.idle_after_ns * (waits.count - 1) / waits.count
+    saving = idle * (waits.count - 1) / waits.count
     return _finding(
         facts, "host-sync",
         f"the host waited for the GPU {waits.count} times ({names}); the GPU then sat idle "
-        f"{_ms_text(waits.idle_after_ns)}, {share:.0f}% of the window",
+        f"{_ms_text(idle)}{read_back}, {share:.0f}% of the window",
         "keep results on the GPU inside loops: drop .item(), .cpu(), .tolist(), print() of GPU tensors and "
         "torch.cuda.synchronize() from the loop, read values once at the end",
-        share, saving, f"the GPU sat idle {_ms_text(waits.idle_after_ns)} after {waits.count} waits; one wait "
+        share, saving, f"the GPU sat idle {_ms_text(idle)} around {waits.count} waits{read_back}; one wait "
                        f"instead of {waits.count} keeps {waits.count - 1}/{waits.count} of it: {_ms_text(saving)}",
         waits=waits.count, by_name=dict(waits.by_name), wait_us=_us(waits.wait_ns),
-        idle_after_us=_us(waits.idle_after_ns),
+        idle_after_us=_us(waits.idle_after_ns), read_back_idle_us=_us(waits.read_back_idle_ns),
         worst=[{"start_us": _us(s), "dur_us": _us(e - s), "idle_after_us": _us(i)} for s, e, i in waits.worst], **under)
 
 
@@ -392,11 +395,12 @@ RULES: tuple[Rule, ...] = (
              min_waits=Limit(10, "", "one or two waits (the end of a test, a final .item()) are normal; a wait "
                                      "in a loop shows up tens of times"),
              min_idle_after_pct=Limit(10, "%", "the GPU idle after the waits (the host launching the next work) "
-                                               "is what the waits cost; under a tenth of the window the finding is "
-                                               "listed under the floor, not reported")),
+                                               "and right before the copies they waited for (a read-back's copy "
+                                               "queued behind the work) is what the waits cost; under a tenth of "
+                                               "the window the finding is listed under the floor, not reported")),
          _host_sync, gate=lambda g, limits: bool(g.event_count) and (g.waits or 0) >= limits["min_waits"].value,
-         saving="the GPU's idle time after the waits, less one wait's share: one read at the end instead of N "
-                "keeps the GPU fed between them (idle after x (N - 1) / N)",
+         saving="the GPU's idle time after the waits and before their read-backs' copies, less one wait's share: "
+                "one read at the end instead of N keeps the GPU fed between them (idle x (N - 1) / N)",
          action="read GPU values once, after the loop"),
     Rule("launch-bound", "many short kernels separated by launch-sized gaps: the host's launches set the pace",
          "capture the loop in a CUDA graph, fuse small ops (torch.compile) or batch the work",

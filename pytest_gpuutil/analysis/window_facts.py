@@ -106,6 +106,29 @@ def idle_after_wait(busy_starts: Sequence[int], busy_ends: Sequence[int], start:
     return 0, 0
 
 
+def idle_before_read_back(busy_starts: Sequence[int], busy_ends: Sequence[int],
+                          copies: Sequence[tuple[int, int]], start: int, end: int, counted_to: int) -> int:
+    """The GPU's idle right before the device-to-host copies that the host's wait ``start``-``end``
+    waited for (``copies``: (start, end) of the window's D2H copies, sorted by start).
+
+    A read-back (``.item()``, ``.cpu()``, ``.tolist()``) queues a copy behind the work, then waits for
+    it: the copy engine starts a few µs after the compute work ends (a 4096² step on an H100: 7.5 µs
+    each time), and that gap, like the copy, is there only because the value is read now. Counted
+    from the wait's start (or ``counted_to``) to the copy's start, when a gap ends there; copies
+    ending later than the wait (past :data:`WAIT_CLOCK_SLACK_NS`) are not this wait's."""
+    idle = 0
+    first = bisect.bisect_left(copies, (start, -1))
+    for copy_start, copy_end in copies[first:]:
+        if copy_start > end:
+            break
+        if copy_end > end + WAIT_CLOCK_SLACK_NS:
+            continue
+        j = bisect.bisect_left(busy_starts, copy_start)
+        if 0 < j < len(busy_starts) and busy_starts[j] == copy_start:
+            idle += max(0, copy_start - max(busy_ends[j - 1], start, counted_to))
+    return idle
+
+
 class Waits(NamedTuple):
     """The host's waits for the GPU in the window and what the GPU did after each."""
 
@@ -117,6 +140,14 @@ class Waits(NamedTuple):
     idle_after_ns: int
     #: the waits as (start, end, idle after) relative to the window start, longest idle first (at most 5)
     worst: tuple[tuple[int, int, int], ...]
+    #: GPU idle during the waits right before the device-to-host copies they waited for
+    #: (:func:`idle_before_read_back`)
+    read_back_idle_ns: int = 0
+
+    @property
+    def idle_ns(self) -> int:
+        """What the waits cost the GPU: its idle after them and before their read-backs' copies."""
+        return self.idle_after_ns + self.read_back_idle_ns
 
 
 class KeyTotals(NamedTuple):
@@ -408,9 +439,13 @@ class WindowFacts:
         busy_starts, busy_ends = _ints(self.timeline.any_busy_starts), _ints(self.timeline.any_busy_ends)
         ws = self.window.start_ns
         found = []
+        copies = self.read_back_copies
+        read_back = 0
         counted_to = ws  # idle before this is counted already (two waits before one gap count it once)
         nexts = [*merged_s[1:], None]
         for start, end, until in zip(merged_s, merged_e, nexts):
+            if copies:
+                read_back += idle_before_read_back(busy_starts, busy_ends, copies, start, end, counted_to)
             idle, resumed = idle_after_wait(busy_starts, busy_ends, start, end, counted_to, until)
             counted_to = max(counted_to, resumed)
             found.append((start - ws, end - ws, idle))
@@ -418,7 +453,22 @@ class WindowFacts:
         worst = sorted(found, key=lambda w: (-w[2], w[0]))[:5]
         return Waits(len(found), tuple(sorted(names.items(), key=lambda kv: (-kv[1], kv[0]))),
                      sum(end - start for start, end in zip(merged_s, merged_e)), sum(w[2] for w in found),
-                     tuple(worst))
+                     tuple(worst), read_back)
+
+    @functools.cached_property
+    def read_back_copies(self) -> list[tuple[int, int]]:
+        """(start, end) of the window's device-to-host copies, by start (clipped to the window)."""
+        keys, _, starts, ends = self._rows
+        names = self.keys[1]
+        wanted = [name.startswith("Memcpy DtoH") for name in names]
+        if not any(wanted):
+            return []
+        if self.arrays:
+            import numpy as np
+
+            picked = np.asarray(wanted)[keys].nonzero()[0]
+            return sorted(zip(starts[picked].tolist(), ends[picked].tolist()))
+        return sorted((s, e) for k, s, e in zip(keys, starts, ends) if wanted[k])
 
 
 class _LazyDevices:

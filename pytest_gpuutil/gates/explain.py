@@ -179,7 +179,8 @@ def _waits(record: TestRecord) -> tuple[int, float]:
     for finding in (*(record.findings or ()), *record.below_floor):
         if finding.get("rule") == "host-sync":
             evidence = finding.get("evidence") or {}
-            return int(evidence.get("waits") or 0), float(evidence.get("idle_after_us") or 0.0) / 1000
+            return int(evidence.get("waits") or 0), (float(evidence.get("idle_after_us") or 0.0)
+                                                        + float(evidence.get("read_back_idle_us") or 0.0)) / 1000
     return 0, 0.0
 
 

@@ -112,10 +112,21 @@ def _fit(text: str, width: int) -> str:
 
 def _fix_line(fix: Fix, width: int) -> str:
     head = f"  {saving_text(fix.saving_ms):>7}  {fix.action} in "
-    tail = f": {fix.tests} test{'s' if fix.tests != 1 else ''}"
+    tail = f": {fix.tests} test{'s' if fix.tests != 1 else ''}" + _fix_place_text(fix)
     room = width - len(head) - len(tail)
     scope = fix.scope if len(fix.scope) <= room else "..." + fix.scope[-max(8, room - 3):]
     return _fit(head + scope + tail, width)
+
+
+def _fix_place_text(fix: Fix) -> str:
+    """", largest at line 45" (the place is in the fix's file) or ", largest at path:line", cut to fit; ""
+    without a place."""
+    place = fix.first_place
+    if not place:
+        return ""
+    if place.startswith(fix.scope + ":"):
+        return f", largest at line {place[len(fix.scope) + 1:]}"
+    return ", largest at " + (place if len(place) <= PLACE_COLUMNS else "..." + place[-(PLACE_COLUMNS - 3):])
 
 
 def finding_lines(records: Sequence[TestRecord], width: int = 120, verbose: bool = False,

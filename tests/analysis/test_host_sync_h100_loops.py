@@ -6,6 +6,12 @@ is empty and the host refills it one launch at a time: in a 4096² step the GPU 
 the first launch (a memset) and ~6 µs more before the matmul. Counting only the first gap after each
 wait left 10.6-12.2 % of these windows (the synchronize loop a hair over the rule's 10 % floor on an
 H100, under it on a run with a little less idle); every gap until the next wait is 13.7-15.1 %.
+
+A read-back also queues a copy behind the step's work, and the copy engine starts ~7.5 µs after the
+compute work ends: idle that exists only because the value is read in the loop. On an H200, where
+the host refills the queue faster, the ``.sum().item()`` loop's idle after its waits alone was
+9.95 % of the window, under the floor; with the gaps before the read-backs' copies counted it is
++2.4 points here (the synchronize loop has no copy and gains nothing).
 """
 from __future__ import annotations
 
@@ -58,9 +64,31 @@ def test_every_wait_of_the_recorded_loops_reaches_the_rule_with_the_idle_before_
     assert old < 12.5 and share > old + 1.5  # the first gap alone lost a fifth of it
     # never more than the GPU's idle between its work, each gap once
     assert facts.waits.idle_after_ns <= facts.timeline.idle_between_ns
+    read_back = facts.pct_of_window(facts.waits.read_back_idle_ns)
+    if "item" in name:  # ~6 µs a step before each read-back's copy
+        assert 1.5 <= read_back <= 3.0, read_back
+    else:
+        assert read_back == 0.0
+    assert facts.waits.idle_ns <= facts.timeline.idle_between_ns  # each gap once
     found = {f.rule: f for f in find(events, window, syncs=syncs, sync_end_ns=sync_end)}
     assert "host-sync" in found
     assert found["host-sync"].evidence["waits"] == 301
+    assert found["host-sync"].evidence["read_back_idle_us"] == pytest.approx(facts.waits.read_back_idle_ns / 1000, abs=0.01)
+
+
+def test_the_gap_before_a_read_backs_copy_counts_once_and_only_inside_its_wait() -> None:
+    """The copy that a wait waited for: the gap before it counts from the wait's start; a copy that
+    ends past the wait (another stream's) or starts before the wait adds nothing."""
+    from pytest_gpuutil.analysis.window_facts import idle_before_read_back
+
+    us = 1_000
+    starts, ends = [0, 200 * us, 400 * us], [190 * us, 205 * us, 410 * us]  # matmul, its copy, a later copy
+    copies = [(200 * us, 205 * us), (400 * us, 410 * us)]
+    assert idle_before_read_back(starts, ends, copies, 10 * us, 206 * us, 0) == 10 * us
+    assert idle_before_read_back(starts, ends, copies, 195 * us, 206 * us, 0) == 5 * us  # the wait began later
+    assert idle_before_read_back(starts, ends, copies, 10 * us, 206 * us, 198 * us) == 2 * us  # counted already
+    assert idle_before_read_back(starts, ends, copies, 210 * us, 300 * us, 0) == 0  # no copy in this wait
+    assert idle_before_read_back(starts, ends, [(200 * us, 500 * us)], 10 * us, 206 * us, 0) == 0  # ends long after
 
 
 def test_a_loop_whose_waits_leave_under_a_tenth_of_its_window_idle_is_listed_under_the_floor() -> None:

@@ -34,9 +34,18 @@ def test_the_summary_gives_each_fix_and_worst_test_its_first_place() -> None:
     assert rank_fixes([(r.test, r.findings) for r in RECORDS])[0].first_place == "tests/test_loop.py:14"
 
 
-def test_the_terminal_s_worst_tests_name_the_first_place() -> None:
+def test_the_terminal_s_top_fixes_and_worst_tests_name_the_first_place() -> None:
     lines = finding_lines(RECORDS, width=100)
     assert "    50 ms  test_loop  host-sync  at tests/test_loop.py:14" in lines
+    # the ranking's line names the place of its largest finding (a line of the fix's file: its number)
+    assert "    55 ms  read GPU values once, after the loop in tests/test_loop.py: 2 tests, largest at line 14" in lines
+    assert any(line.startswith("    20 ms  cut the host work") and line.endswith(": 1 test") for line in lines)
+    from pytest_gpuutil.analysis.findings import Fix
+    from pytest_gpuutil.report.findings_report import _fix_line
+
+    helper = Fix("host-sync", "tests/test_loop.py", 3, 12.0, "src/model/helpers.py:7")  # the place is in called code
+    assert _fix_line(helper, 120).endswith("in tests/test_loop.py: 3 tests, largest at src/model/helpers.py:7")
+    assert len(_fix_line(helper, 60)) <= 60
     assert any(line.rstrip().endswith("test_idle  gpu-idle") for line in lines)
     assert all(len(line) <= 100 for line in lines)
 

@@ -89,9 +89,18 @@ def _probe_script() -> str:
     return f"var guPlanted = [{planted}]; var guWait = [{WAIT[1] * MS}, {WAIT[2] * MS}];\n{PROBE}"
 
 
+#: the host's sampled places (ns from the window's start, "path:line function: text"): two in the
+#: 3-6 ms gap at one line, one at another, one outside the gap (not in its hover text)
+HOST_SAMPLES = [[1 * MS, "tests/test_planted.py:8 test_window: x = launch()"],
+                [4 * MS, "tests/test_planted.py:9 test_window: helper()"],
+                [4.5 * MS, "tests/test_planted.py:10 test_window: time.sleep(0.001)"],
+                [5 * MS, "tests/test_planted.py:9 test_window: helper()"]]
+
+
 @pytest.fixture(scope="module")
 def seen(tmp_path_factory: pytest.TempPathFactory) -> dict:
     doc, timelines = planted_document()
+    timelines = {test: {**t, "hs": HOST_SAMPLES} for test, t in timelines.items()}
     page = render_report(doc, None, timelines=timelines)
     return run_page(CHROMIUM, page, _probe_script(), tmp_path_factory.mktemp("timeline"))
 
@@ -133,7 +142,10 @@ def test_hover_names_the_event_its_duration_and_category(seen: dict) -> None:
         assert f"duration: {duration}" in tip and f"category: {planted[7]}" in tip, tip
     assert seen["events"][4]["tip"].endswith(f"lane: {LANES[1]}")
     assert seen["wait_tip"].startswith(f"host wait: {WAIT[0]}\nduration: 2.5 ms")
-    assert seen["gap_tip"] == "GPU 0 idle 3 ms\nfrom 3 ms"
+    # an idle gap's hover says what the host was doing then (issue 42): its sampled places, most often first
+    assert seen["gap_tip"] == ("GPU 0 idle 3 ms\nfrom 3 ms\nthe host was at:"
+                               "\n  tests/test_planted.py:9 test_window: helper() (2 samples)"
+                               "\n  tests/test_planted.py:10 test_window: time.sleep(0.001) (1 sample)")
 
 
 def test_wheel_zooms_drag_pans_double_click_shows_all(seen: dict) -> None:

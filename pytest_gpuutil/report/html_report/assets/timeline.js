@@ -227,7 +227,7 @@
     });
     if (!order.length) return "";
     order.sort(function (a, b) { return counts[b] - counts[a]; });
-    return "\nthe host was at:" + order.slice(0, 3).map(function (k) { return "\n  " + k + " (" + counts[k] + " samples)"; }).join("");
+    return "\nthe host was at:" + order.slice(0, 3).map(function (k) { return "\n  " + k + " (" + counts[k] + (counts[k] === 1 ? " sample)" : " samples)"); }).join("");
   }
 
   // what is under the mouse: an event (or merged span), a wait, a gap, a counter sample
