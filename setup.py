@@ -3,6 +3,9 @@
 - ``pytest_gpuutil.traces._scan``: the C reader of trace JSON. ``optional=True``: where no C
   compiler or Python headers are found, the package installs without it and reads traces with its
   pure-Python readers (the same numbers, slower).
+- ``pytest_gpuutil.analysis.intervals._unions``: unions of time intervals for the plain-Python analysis of a
+  trace (``gpuutil analyze`` without numpy); without it the same integers come from C-level
+  iterators in several passes.
 - ``pytest_gpuutil.capture._waits``: the CUPTI callback that records the host's waits at the
   synchronizing calls only (see pytest_gpuutil/capture/host_waits.py); without it the waits come
   from CUPTI's activity kind 38, which makes every kernel launch dearer.
@@ -62,6 +65,12 @@ setup(
         Extension(
             "pytest_gpuutil.traces._scan",
             sources=["pytest_gpuutil/traces/_scan.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
+            "pytest_gpuutil.analysis.intervals._unions",
+            sources=["pytest_gpuutil/analysis/intervals/_unions.c"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

@@ -20,6 +20,11 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from pytest_gpuutil.traces.model import CodedColumn
 
+try:  # the unions in C (analysis/intervals/_unions.c, built at install where a C compiler is found)
+    from pytest_gpuutil.analysis.intervals import _unions as _C_UNIONS
+except ImportError:  # pragma: no cover - the same integers from the plain-Python passes
+    _C_UNIONS = None
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -133,6 +138,11 @@ def plain_blocks(starts: Sequence[int], ends: Sequence[int]) -> tuple[list[int],
     """:func:`blocks` on lists: a block ends where the next start is past every end so far."""
     if not starts:
         return [], []
+    if _C_UNIONS is not None:
+        try:
+            return _C_UNIONS.blocks(starts, ends)
+        except (TypeError, ValueError, OverflowError):
+            pass  # not plain ints: the passes below
     if all(map(operator.lt, ends, starts[1:])) and all(map(operator.lt, ends, ends[1:])):
         return list(starts), list(ends)  # each event ends before the next starts: a block of its own
     reach = list(accumulate(ends, max))  # the furthest end so far, as numpy's maximum.accumulate
@@ -152,6 +162,19 @@ def plain_union_ns(starts: Sequence[int], ends: Sequence[int]) -> int:
         if end > reach:
             reach = end
     return total + reach - first
+
+
+def unions_in_c(starts: Sequence[int], ends: Sequence[int], codes: Sequence[int],
+                maps: Sequence[Sequence[int]]) -> "tuple[list[int], list[int], list[list[int]]] | None":
+    """The blocks of intervals sorted by start, and per map (each code's group, or -1: not
+    counted) the union length of each group's intervals, in one pass each in C; None where the C
+    part is not built (or the values are not plain ints): the caller takes the Python passes."""
+    if _C_UNIONS is None:
+        return None
+    try:
+        return _C_UNIONS.unions(starts, ends, codes, maps)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def plain_union_where(starts: list[int], ends: list[int], chosen: Iterable[bool]) -> int:

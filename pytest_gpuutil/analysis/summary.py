@@ -38,6 +38,7 @@ from pytest_gpuutil.analysis.grouping import (
     tally,
     text_codes,
     union_ns,
+    unions_in_c,
     value_codes,
 )
 from pytest_gpuutil.analysis.stats import (
@@ -394,8 +395,8 @@ def _plain_figures(cols: GpuColumns, win: Window, pair_codes: list[int], key_kin
         order = sorted(by_device[d], key=starts.__getitem__)  # stable, as numpy's argsort(kind="stable")
         s, e = list(map(starts.__getitem__, order)), list(map(ends.__getitem__, order))
         c, st = list(map(cat_of_event.__getitem__, order)), list(map(str_codes.__getitem__, order))
-        block_starts, block_ends = plain_blocks(s, e)
-        dev_busy = sum(block_ends) - sum(block_starts)
+        u = _device_unions(s, e, c, st, len(categories_seen), mm_cats, comm_code, len(stream_names))
+        block_starts, block_ends, dev_busy = u.block_starts, u.block_ends, u.busy
         device_blocks.append((block_starts, block_ends, dev_busy))
         busy_ns += dev_busy
         name = device_names[d]
@@ -405,29 +406,75 @@ def _plain_figures(cols: GpuColumns, win: Window, pair_codes: list[int], key_kin
         for i in nlargest(gap_count, range(len(gap_lengths)), key=gap_lengths.__getitem__):  # stable, as sorted()
             if gap_lengths[i] > 0:
                 idle.append(IdleGap(name, (gap_starts[i] - ws) / 1000, gap_lengths[i] / 1000))
-        # every event a block of its own (none overlaps or touches another): the union of any of
-        # them is the sum of their lengths, summed in C instead of merged again
-        union_where = _disjoint_sum(s, e) if len(block_starts) == len(s) else partial(plain_union_where, s, e)
         present_cats = set(c)
         for code in present_cats:
-            cat_ns[code] += dev_busy if len(present_cats) == 1 else union_where(map(code.__eq__, c))
-        if mm_cats:
-            mm_conv_ns += union_where(map(mm_cats.__contains__, c))
+            cat_ns[code] += u.by_category[code]
+        mm_conv_ns += u.mm_conv
         if comm_code in present_cats:
-            dev_comm = union_where(map(comm_code.__eq__, c))
-            dev_compute = union_where(map(comm_code.__ne__, c))
-            comm_ns += dev_comm
-            compute_ns += dev_compute
-            overlap_ns += dev_comm + dev_compute - dev_busy
+            comm_ns += u.comm
+            compute_ns += u.compute
+            overlap_ns += u.comm + u.compute - dev_busy
         stream_count = [len(st)] if len(stream_names) == 1 else tally(st, len(stream_names))
         for code in sorted(set(st), key=stream_names.__getitem__):
-            union = dev_busy if stream_count[code] == len(st) else union_where(map(code.__eq__, st))
+            union = dev_busy if stream_count[code] == len(st) else u.by_stream[code]
             stream_stats.append(StreamStat(name, stream_names[code], union / 1000, stream_count[code]))
     kernel_lengths = (list(lengths) if all(is_kernel_key) else
                       list(compress(lengths, map(is_kernel_key.__getitem__, keys))))
     return _Figures(busy_ns, mm_conv_ns, comm_ns, compute_ns, overlap_ns, cat_ns, cat_count, counts,
                     list(map(float, totals)), device_stats, stream_stats, idle, kernel_count, len(kept),
                     timeline_of(win, device_blocks, kernel_lengths))
+
+
+class _DeviceUnions(NamedTuple):
+    """One device's unions in the plain-Python analysis (nanoseconds)."""
+
+    block_starts: list[int]
+    block_ends: list[int]
+    busy: int
+    #: per category code (0 for a category not on the device)
+    by_category: list[int]
+    mm_conv: int
+    comm: int
+    compute: int
+    #: per stream code; only where the device has several streams (else empty)
+    by_stream: list[int]
+
+
+def _device_unions(s: list[int], e: list[int], c: list[int], st: list[int], n_cats: int, mm_cats: set[int],
+                   comm_code: int, n_streams: int) -> _DeviceUnions:
+    """The unions of one device's events (sorted by start; ``c`` their category codes, ``st`` their
+    stream codes): in C, one pass per code column (analysis/intervals/_unions.c); else the Python passes."""
+    maps = [list(range(n_cats)), [int(k in mm_cats) for k in range(n_cats)],
+            [int(k == comm_code) for k in range(n_cats)]]
+    found = unions_in_c(s, e, c, maps)
+    by_stream: list[int] = []
+    if found is not None and n_streams > 1:
+        in_streams = unions_in_c(s, e, st, [list(range(n_streams))])
+        found = None if in_streams is None else found
+        by_stream = in_streams[2][0] if in_streams is not None else []
+    if found is not None:
+        block_starts, block_ends, (by_category, mm, comm) = found
+        busy = sum(block_ends) - sum(block_starts)
+        return _DeviceUnions(block_starts, block_ends, busy, [*by_category, *[0] * (n_cats - len(by_category))],
+                             mm[1] if len(mm) > 1 else 0, comm[1] if len(comm) > 1 else 0, comm[0] if comm else 0,
+                             [*by_stream, *[0] * (n_streams - len(by_stream))] if by_stream else [])
+    block_starts, block_ends = plain_blocks(s, e)
+    busy = sum(block_ends) - sum(block_starts)
+    # every event a block of its own (none overlaps or touches another): the union of any of
+    # them is the sum of their lengths, summed in C instead of merged again
+    union_where = _disjoint_sum(s, e) if len(block_starts) == len(s) else partial(plain_union_where, s, e)
+    present = set(c)
+    by_category = [0] * n_cats
+    for code in present:
+        by_category[code] = busy if len(present) == 1 else union_where(map(code.__eq__, c))
+    mm_conv = union_where(map(mm_cats.__contains__, c)) if mm_cats else 0
+    comm = compute = 0
+    if comm_code in present:
+        comm, compute = union_where(map(comm_code.__eq__, c)), union_where(map(comm_code.__ne__, c))
+    if n_streams > 1:
+        on_device = set(st)
+        by_stream = [union_where(map(code.__eq__, st)) if code in on_device else 0 for code in range(n_streams)]
+    return _DeviceUnions(block_starts, block_ends, busy, by_category, mm_conv, comm, compute, by_stream)
 
 
 def _disjoint_sum(starts: list[int], ends: list[int]) -> Any:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 
 from pytest_gpuutil.analysis.findings import find
-from pytest_gpuutil.analysis.window_facts import WAIT_CLOCK_SLACK_NS, WindowFacts
+from pytest_gpuutil.analysis.intervals.waits import WAIT_CLOCK_SLACK_NS
+from pytest_gpuutil.analysis.window_facts import WindowFacts
 from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.traces.model import GpuColumns, GpuEvent, SyncColumns, Window
 

@@ -23,7 +23,8 @@ import pytest
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.findings import find
-from pytest_gpuutil.analysis.window_facts import WindowFacts, idle_after_wait
+from pytest_gpuutil.analysis.intervals.waits import idle_after_wait
+from pytest_gpuutil.analysis.window_facts import WindowFacts
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "where" / "h100_read_back_loops.json.gz"
@@ -79,7 +80,7 @@ def test_every_wait_of_the_recorded_loops_reaches_the_rule_with_the_idle_before_
 def test_the_gap_before_a_read_backs_copy_counts_once_and_only_inside_its_wait() -> None:
     """The copy that a wait waited for: the gap before it counts from the wait's start; a copy that
     ends past the wait (another stream's) or starts before the wait adds nothing."""
-    from pytest_gpuutil.analysis.window_facts import idle_before_read_back
+    from pytest_gpuutil.analysis.intervals.waits import idle_before_read_back
 
     us = 1_000
     starts, ends = [0, 200 * us, 400 * us], [190 * us, 205 * us, 410 * us]  # matmul, its copy, a later copy
