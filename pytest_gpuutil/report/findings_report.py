@@ -111,22 +111,36 @@ def _fit(text: str, width: int) -> str:
 
 
 def _fix_line(fix: Fix, width: int) -> str:
-    head = f"  {saving_text(fix.saving_ms):>7}  {fix.action} in "
-    tail = f": {fix.tests} test{'s' if fix.tests != 1 else ''}" + _fix_place_text(fix)
-    room = width - len(head) - len(tail)
-    scope = fix.scope if len(fix.scope) <= room else "..." + fix.scope[-max(8, room - 3):]
-    return _fit(head + scope + tail, width)
+    """A ranking line: saving, action, the file, how many tests, and the largest finding's place.
+    What does not fit goes in this order: the file's start, then the file (the place names its
+    file then), then the place's start; its line number stays."""
+    head = f"  {saving_text(fix.saving_ms):>7}  {fix.action}"
+    count = f": {fix.tests} test{'s' if fix.tests != 1 else ''}"
+    place = _fix_place_text(fix)
+    scope_room = width - len(head) - len(" in ") - len(count) - len(place)
+    if scope_room >= len(fix.scope):
+        return head + " in " + fix.scope + count + place
+    if scope_room >= MIN_SCOPE_COLUMNS or not fix.first_place:
+        scope = "..." + fix.scope[-max(MIN_SCOPE_COLUMNS, scope_room) + 3:]
+        return _fit(head + " in " + scope + count + place, width)
+    room = width - len(head) - len(count) - len(", at ")  # the place alone, from its end
+    where = fix.first_place if len(fix.first_place) <= room else "..." + fix.first_place[-max(8, room - 3):]
+    return _fit(head + count + ", at " + where, width)
+
+
+#: a ranking line keeps at least this much of its file's path (its end: the file name), else names
+#: the file through its place alone
+MIN_SCOPE_COLUMNS = 10
 
 
 def _fix_place_text(fix: Fix) -> str:
-    """", largest at line 45" (the place is in the fix's file) or ", largest at path:line", cut to fit; ""
-    without a place."""
+    """", line 45" (the place is in the fix's file) or ", at path:line"; "" without a place."""
     place = fix.first_place
     if not place:
         return ""
     if place.startswith(fix.scope + ":"):
-        return f", largest at line {place[len(fix.scope) + 1:]}"
-    return ", largest at " + (place if len(place) <= PLACE_COLUMNS else "..." + place[-(PLACE_COLUMNS - 3):])
+        return f", line {place[len(fix.scope) + 1:]}"
+    return ", at " + place
 
 
 def finding_lines(records: Sequence[TestRecord], width: int = 120, verbose: bool = False,
@@ -163,9 +177,10 @@ def finding_lines(records: Sequence[TestRecord], width: int = 120, verbose: bool
             prefix = ""
         rule_width = max(len(rule) for _, _, rule in kept)
         places = worst_places(kept_records(records, kept))
-        shown = {test: _place_text(places.get(test, "")) for test, _, _ in kept}
+        place_room = max(len("  at ...:0000"), width - 11 - rule_width - MIN_ID_COLUMNS)
+        shown = {test: _place_text(places.get(test, ""), place_room) for test, _, _ in kept}
         place_width = max(len(text) for text in shown.values())
-        room_for_ids = max(20, width - 11 - rule_width - place_width)
+        room_for_ids = max(MIN_ID_COLUMNS, width - 11 - rule_width - place_width)
         short = shorten_test_ids([test[len(prefix):] for test, _, _ in kept], room_for_ids)
         for (test, ms, rule), name in zip(kept, short):
             lines.append(f"  {saving_text(ms):>7}  {name}  {rule}{shown[test]}")
@@ -174,13 +189,17 @@ def finding_lines(records: Sequence[TestRecord], width: int = 120, verbose: bool
 
 #: a worst test's first place is shown in at most this many columns (its end: the file and line)
 PLACE_COLUMNS = 44
+#: a worst test's line keeps at least this much of its test id
+MIN_ID_COLUMNS = 20
 
 
-def _place_text(place: str) -> str:
-    """"  at path:line" for a worst-test line ("" without a place), the path's start cut to fit."""
+def _place_text(place: str, room: int = PLACE_COLUMNS + 5) -> str:
+    """"  at path:line" for a worst-test line ("" without a place), the path's start cut to fit
+    ``room`` columns (and ``PLACE_COLUMNS`` for the place): the line number always stays."""
     if not place:
         return ""
-    return "  at " + (place if len(place) <= PLACE_COLUMNS else "..." + place[-(PLACE_COLUMNS - 3):])
+    keep = max(len("...:0000"), min(PLACE_COLUMNS, room - len("  at ")))
+    return "  at " + (place if len(place) <= keep else "..." + place[-(keep - 3):])
 
 
 def kept_records(records: Sequence["TestRecord"], kept: Sequence[tuple[str, float, str]]) -> list[tuple[str, Any]]:

@@ -38,16 +38,22 @@ def test_the_terminal_s_top_fixes_and_worst_tests_name_the_first_place() -> None
     lines = finding_lines(RECORDS, width=100)
     assert "    50 ms  test_loop  host-sync  at tests/test_loop.py:14" in lines
     # the ranking's line names the place of its largest finding (a line of the fix's file: its number)
-    assert "    55 ms  read GPU values once, after the loop in tests/test_loop.py: 2 tests, largest at line 14" in lines
+    assert "    55 ms  read GPU values once, after the loop in tests/test_loop.py: 2 tests, line 14" in lines
     assert any(line.startswith("    20 ms  cut the host work") and line.endswith(": 1 test") for line in lines)
     from pytest_gpuutil.analysis.findings import Fix
-    from pytest_gpuutil.report.findings_report import _fix_line
+    from pytest_gpuutil.report.findings_report import _fix_line, _place_text
 
     helper = Fix("host-sync", "tests/test_loop.py", 3, 12.0, "src/model/helpers.py:7")  # the place is in called code
-    assert _fix_line(helper, 120).endswith("in tests/test_loop.py: 3 tests, largest at src/model/helpers.py:7")
-    assert len(_fix_line(helper, 60)) <= 60
-    assert any(line.rstrip().endswith("test_idle  gpu-idle") for line in lines)
-    assert all(len(line) <= 100 for line in lines)
+    assert _fix_line(helper, 120).endswith("in tests/test_loop.py: 3 tests, at src/model/helpers.py:7")
+    # narrow: the file goes first, then the place's start; its line number stays
+    timm = Fix("gpu-idle", "tests/test_models.py", 46, 52800.0, ".timm/timm/layers/weight_init.py:52")
+    assert _fix_line(timm, 80) == "   52.8 s  cut the host work around the GPU work: 46 tests, at ...ght_init.py:52"
+    same_file = Fix("launch-bound", "examples/test_gpu_workloads.py", 1, 49.0, "examples/test_gpu_workloads.py:75")
+    assert _fix_line(same_file, 80) == "    49 ms  capture the launch loops in a CUDA graph: 1 test, at ...rkloads.py:75"
+    assert _fix_line(same_file, 100).endswith("in examples/test_gpu_workloads.py: 1 test, line 75")
+    for width in (60, 80, 100):
+        assert len(_fix_line(timm, width)) <= width and _fix_line(timm, width).endswith(":52")
+    assert _place_text(".timm/timm/layers/weight_init.py:52", 25) == "  at ...weight_init.py:52"
 
 
 def test_the_detail_view_gets_the_places_with_their_source_line() -> None:
