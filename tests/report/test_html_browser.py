@@ -137,10 +137,16 @@ def test_the_page_runs_without_script_errors(seen: dict) -> None:
     assert seen["external"] == 0  # nothing to load from anywhere
 
 
-def test_the_table_lists_every_test_once(seen: dict, document: dict) -> None:
+def test_the_table_lists_every_test_once(seen: dict, document: dict, page: str) -> None:
     tests = [t["test"] for t in document["tests"]]
     assert sorted(seen["initial"]) == sorted(tests)
-    assert seen["rows_at_load"] == 100  # the rest join after the first paint
+    # the page opens with 100 rows laid out and the rest in a <template>, added after the first paint
+    # or by a 200 ms timer: under load, Chromium's virtual time can run that timer before the load
+    # event (issue 44: -n 8 and two busy loops), so the split is checked in the page as served
+    body = page[page.index('<table id="tests"'):page.index('<template id="more-rows">')]
+    more = page[page.index('<template id="more-rows">'):page.index("</template>", page.index('<template id="more-rows">'))]
+    assert body.count("<tr") - 1 == 100 and more.count("<tr") == len(tests) - 100  # (one <tr> is the header)
+    assert seen["rows_at_load"] in (100, len(tests))
     assert seen["headers"][:5] == ["test", "outcome", "wall ms", "GPU ms", "busy %"]
     assert seen["bars"] > len(tests)  # a stacked bar of categories per test with GPU work
 
