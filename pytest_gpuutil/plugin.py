@@ -12,20 +12,10 @@ from typing import TYPE_CHECKING, Any, Generator, Optional
 
 import pytest
 
-from pytest_gpuutil.options import (
-    MARKER,
-    OptionError,
-    add_options,
-    keep_test_paths,
-    read_settings,
-)
+from pytest_gpuutil.options import MARKER, OptionError, add_options, keep_test_paths, read_settings
 
 if TYPE_CHECKING:
-    from pytest_gpuutil.fixtures import (
-        GpuTraceFixture,
-        KernelBenchFixture,
-        MetricTableFixture,
-    )
+    from pytest_gpuutil.fixtures import GpuTraceFixture, KernelBenchFixture, MetricTableFixture
     from pytest_gpuutil.per_test import TestResults
     from pytest_gpuutil.session.state import GpuUtilSession
 
@@ -304,6 +294,14 @@ def _take(state: GpuUtilSession, finished: list[Any]) -> None:
     receiver.spool_pending()
 
 
+def _release(item: pytest.Item) -> None:
+    """At its teardown the item lets go of its test's reports and results (the session keeps every item:
+    kept, they brought Python's full collections, ~0.1 s each with torch loaded, due among the tests)."""
+    for key in (PHASES_KEY, RESULTS_KEY, CALL_RECORD_KEY):
+        if key in item.stash:
+            del item.stash[key]
+
+
 class TestHooks:
     """The per-test hooks: registered under --gpu-util, or when a fixture is first used (a run
     without either runs none of the plugin's code per test)."""
@@ -386,12 +384,13 @@ class TestHooks:
                     add_memory_section(state, item.nodeid, report)
         elif report.when == "teardown":
             results = _results(item)
+            call_record = item.stash.get(CALL_RECORD_KEY, None)
+            _release(item)
             if not (state.settings.enabled or results.kernel_bench or results.gpu_trace or results.metric_rows
                     or results.tables):
                 return
             state.measuring.test_finished(self._pending_test(item, item.nodeid, self._outcome_of(phases), results,
-                                                             item.stash.get(THRESHOLD_KEY, ""),
-                                                             item.stash.get(CALL_RECORD_KEY, None)))
+                                                             item.stash.get(THRESHOLD_KEY, ""), call_record))
             now = self.timing.needs_record_now(item, item.stash.get(LAST_KEY, False))
             if now or state.measuring.flush_due():
                 state.measuring.flush(wait=now)

@@ -104,8 +104,11 @@ class RunSpool:
         self._machine = machine
         self._started = False
         self._broken = False
-        #: each spooled record's dict, by id(record): gpu_util.json reuses them (see :meth:`as_dict`)
-        self._dicts: dict[int, dict[str, Any]] = {}
+        #: each spooled record's JSON, by id(record): gpu_util.json reuses it (see :meth:`as_dict`). Bytes,
+        #: not the dict: a dict holds ~10 lists and dicts that Python's collector tracks, and a run that
+        #: keeps them for every test brought full collections (~0.1-0.2 s each, torch loaded) due among
+        #: the tests (3,000 small tests of the synthetic GPU: one more than a plain run)
+        self._encoded: dict[int, bytes] = {}
 
     def start(self) -> None:
         """Before the first test: an earlier run's spool goes."""
@@ -133,20 +136,27 @@ class RunSpool:
             machine = self._machine() if callable(self._machine) else None
             lines.append({"format": "gpu_util-spool", "version": 1, "created": now_utc(),
                           "machine_info": dict(machine or {})})
-        dicts = self._dicts
-        for record in records:
-            data = dicts[id(record)] = record.to_dict()
-            lines.append({"record": data})
+        encode = msgspec.json.encode
+        chunks = [encode(line, enc_hook=str) + b"\n" for line in lines]
+        encoded = self._encoded
+        for record in records:  # each line as encode({"record": record.to_dict()}) writes it
+            body = encoded[id(record)] = encode(record.to_dict(), enc_hook=str)
+            chunks.append(b'{"record":' + body + b"}\n")
         if not self._started:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "ab") as out:
-            out.write(b"".join(msgspec.json.encode(line, enc_hook=str) + b"\n" for line in lines))
+            out.write(b"".join(chunks))
         self._started = True
 
     def as_dict(self, record: TestRecord) -> dict[str, Any]:
-        """The record's dict: the one spooled (records are never changed once made), else a new one."""
-        found = self._dicts.get(id(record))
-        return found if found is not None else record.to_dict()
+        """The record's dict: the one spooled, read back (records are never changed once made; what
+        JSON cannot say reads back as gpu_util.json writes it), else a new one."""
+        found = self._encoded.get(id(record))
+        if found is None:
+            return record.to_dict()
+        import msgspec
+
+        return msgspec.json.decode(found)
 
     def remove(self) -> None:
         """The run's files are written: the spool is no longer needed."""
