@@ -8,7 +8,7 @@ test) and its stamps, run per round plain, with BEFORE's ``pytest_gpuutil`` and 
 root first on PYTHONPATH; the order rotating), each a fresh process. Prints per checkout the median
 over rounds, in µs a test beyond the same round's plain run: the span difference (first set-up to
 the end of the terminal summary), the process's CPU-time difference over that span, the printed
-"measurement cost" line, the line over each difference, and with ``--hooks`` hook_timer's µs a
+"measurement cost" line, the line over each difference, the full garbage collections among the tests (phase_timer's), and with ``--hooks`` hook_timer's µs a
 test inside the plugin's hooks (not counting nested rows).
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 DIAGNOSTICS = ROOT / "benchmarks" / "diagnostics"
 sys.path.insert(0, str(HERE))
-from cost_line_check import CPU_STAMPS, SYNTHETIC_TESTS  # noqa: E402
+from cost_line_check import CPU_STAMPS, SYNTHETIC_TESTS, gc_among_tests  # noqa: E402
 
 
 def run_once(folder: Path, root: Path | None, extra: list[str], hooks: bool) -> dict:
@@ -44,6 +44,7 @@ def run_once(folder: Path, root: Path | None, extra: list[str], hooks: bool) -> 
     phases = json.loads(found.group(1))
     got = {"span_s": phases["summary_end"] - phases["first_setup"],
            "cpu_s": json.loads(re.search(r"^CPUSPAN (\{.*\})$", done.stdout, re.M).group(1))["cpu_s"]}
+    got["gc"] = gc_among_tests(done.stdout)
     printed = re.search(r"measurement cost ([0-9.]+) s", done.stdout)
     got["printed_s"] = float(printed.group(1)) if printed else None
     timed = re.search(r"^HOOKTIME (\{.*\})$", done.stdout, re.M)
@@ -85,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{n} tests (synthetic GPU), {args.rounds} rounds, order rotating; µs a test beyond the round's plain run "
           f"(median over rounds); extra: {args.extra}")
     print(f"  plain span {statistics.median(r['plain']['span_s'] for r in rounds) * us:.1f} µs a test")
+    for name in roots:
+        full = [r[name]["gc"].get("gen2", {}) for r in rounds]
+        print(f"  {name:6}  full garbage collections among the tests {[g.get('n') for g in full]}, "
+              f"median {statistics.median(g.get('s', 0.0) for g in full):.3f} s")
     for name in ("before", "after"):
         span = [(r[name]["span_s"] - r["plain"]["span_s"]) * us for r in rounds]
         cpu = [(r[name]["cpu_s"] - r["plain"]["cpu_s"]) * us for r in rounds]
