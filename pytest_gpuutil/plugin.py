@@ -326,12 +326,12 @@ class TestHooks:
         self._junit: Any = _NO_JUNIT
 
     # -- per test ------------------------------------------------------------------------------
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Generator[None, None, None]:
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> None:
+        """Whether this is the last test (its teardown's record is needed now): a plain implementation,
+        not a wrapper around the whole protocol (pluggy's old-style wrapper: ~1.5 µs a call more)."""
         began = _clock()
         item.stash[LAST_KEY] = nextitem is None
         self.state.measuring.own_s += _clock() - began
-        yield
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
