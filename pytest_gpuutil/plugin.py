@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, Generator, Optional
 import pytest
 
 from pytest_gpuutil.options import MARKER, OptionError, add_options, keep_test_paths, read_settings
+from pytest_gpuutil.per_test import TestResults  # light (dataclasses only): made for every test under --gpu-util
 
 if TYPE_CHECKING:
     from pytest_gpuutil.fixtures import GpuTraceFixture, KernelBenchFixture, MetricTableFixture
-    from pytest_gpuutil.per_test import TestResults
     from pytest_gpuutil.session.state import GpuUtilSession
 
 
@@ -107,8 +107,6 @@ _NO_JUNIT = object()
 def _results(item: pytest.Item) -> TestResults:
     results = item.stash.get(RESULTS_KEY, None)
     if results is None:
-        from pytest_gpuutil.per_test import TestResults
-
         results = TestResults(item.nodeid)
         item.stash[RESULTS_KEY] = results
     return results
@@ -310,11 +308,12 @@ class TestHooks:
 
     def __init__(self, state: GpuUtilSession, timing: Any, reports_carry_records: bool,
                  config: Optional[pytest.Config] = None):
-        from pytest_gpuutil.report.ci import LateProperties, junit_properties
+        from pytest_gpuutil.report.ci import PROPERTY_PREFIX, LateProperties, junit_properties
         from pytest_gpuutil.session.measuring import PendingTest, outcome_of
 
         #: what each test's teardown uses, imported once here (not at every test)
         self._pending_test, self._outcome_of, self._junit_properties = PendingTest, outcome_of, junit_properties
+        self._property_prefix = PROPERTY_PREFIX
         self.state = state
         self._config = config
         self.timing = timing
@@ -434,9 +433,8 @@ class TestHooks:
             junit = self._junit = self._config.stash.get(xml_key, None) if self._config is not None else None
         if junit is None:
             return
-        from pytest_gpuutil.report.ci import PROPERTY_PREFIX
-
-        if not any(str(name).startswith(PROPERTY_PREFIX) for name, _ in report.user_properties):
+        prefix = self._property_prefix
+        if not any(str(name).startswith(prefix) for name, _ in report.user_properties):
             self.late.wait_junit(report.nodeid, junit.node_reporter(report))
 
     def _benchmark_extra_info(self, item: pytest.Item) -> None:
