@@ -142,8 +142,8 @@ class RunSpool:
         encode = msgspec.json.encode
         chunks = [encode(line, enc_hook=str) + b"\n" for line in lines]
         encoded = self._encoded
-        for record in records:  # each line as encode({"record": record.to_dict()}) writes it
-            body = encoded[id(record)] = encode(record.to_dict(), enc_hook=str)
+        for record in records:  # each line as encode({"record": record.to_dict()}) writes it (json_dict: the same JSON)
+            body = encoded[id(record)] = encode(record.json_dict(), enc_hook=str)
             chunks.append(b'{"record":' + body + b"}\n")
         if not self._started:
             self.path.parent.mkdir(parents=True, exist_ok=True)
