@@ -150,6 +150,30 @@ class TestRecord:
             data["findings"] = [{**f, "evidence": dict(f.get("evidence") or {})} for f in self.findings]
         return data
 
+    def json_dict(self) -> dict[str, Any]:
+        """What :meth:`to_dict` gives, for encoding to JSON at once (the run's spool): the record's own
+        dicts and tuples shared, not copied; copied only where JSON would tell them apart (a mapping
+        that is not a dict)."""
+        data = dict(self.__dict__)
+        data["kernels"] = [kernel_text(k) for k in self.kernels]
+        for name in MAPPING_FIELDS:
+            mapping = data[name]
+            if type(mapping) is dict:  # loops, not all(generator): most of these are empty or small
+                for value in mapping.values():
+                    if type(value) not in _JSON_AS_IS and isinstance(value, Mapping):
+                        break
+                else:
+                    continue
+            data[name] = {k: _copy(v) for k, v in mapping.items()}
+        for name in LIST_FIELDS:
+            for item in data[name]:
+                if type(item) is not dict:
+                    data[name] = [dict(item) for item in data[name]]
+                    break
+        if self.findings is not None:
+            data["findings"] = [{**f, "evidence": dict(f.get("evidence") or {})} for f in self.findings]
+        return data
+
     def findings_part(self) -> dict[str, Any]:
         """The part of :meth:`to_dict` that ``findings_summary`` reads (test, findings, below_floor),
         without copying the rest of the record (the session's end reads it for every test)."""
@@ -196,6 +220,10 @@ def kernel_row(value: Any) -> Optional[tuple[str, int, float]]:
     except (TypeError, ValueError):
         pass
     return None
+
+
+#: value types that :meth:`TestRecord.json_dict` shares as they are (JSON says them as to_dict's copies)
+_JSON_AS_IS = frozenset({dict, float, int, str, bool, type(None), list, tuple})
 
 
 def _copy(value: Any) -> Any:

@@ -93,3 +93,20 @@ def test_a_records_dict_has_every_field_in_order_and_copies_its_mappings() -> No
     data["categories"]["gemm"]["time_us"] = 0.0  # the dict is the caller's: the record keeps its own
     assert record.categories["gemm"]["time_us"] == 5.0
     json.dumps(data)
+
+
+def test_json_dict_encodes_as_to_dict_with_mappings_that_are_not_dicts() -> None:
+    import types
+
+    import msgspec
+
+    proxy = types.MappingProxyType
+    plain = TestRecord("t::a", "passed", busy_pct=3.5, top_kernels=({"name": "k", "count": 2},), kernels=(("k", 2, 3.5),),
+                       categories={"gemm": {"time_us": 1.0}}, devices=("0",), findings=())
+    odd = TestRecord("t::b", "failed", categories=proxy({"gemm": proxy({"time_us": 1.0})}),
+                     kernel_bench={"x": proxy({"mean": 1.0})}, gpu_trace={"g": {"n": (1, 2)}},
+                     idle_gaps=({"device": "0"}, proxy({"device": "1"})), processes=(proxy({"pid": 1}),),
+                     findings=({"rule": "gpu-idle", "evidence": proxy({"idle_pct": 90.0})},))
+    for record in (plain, odd):
+        assert msgspec.json.encode(record.json_dict(), enc_hook=str) == msgspec.json.encode(record.to_dict(), enc_hook=str)
+    assert b"mappingproxy" not in msgspec.json.encode(odd.json_dict(), enc_hook=str)

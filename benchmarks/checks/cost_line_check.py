@@ -69,6 +69,13 @@ def pytest_unconfigure(config):
 '''
 
 
+def gc_among_tests(stdout: str) -> dict:
+    """phase_timer's GC line: per generation, the collections between the first set-up and the last
+    teardown and their seconds (a full one walks every object torch made; none is the plugin's own time)."""
+    found = re.search(r"^GC (\{.*\})$", stdout, re.M)
+    return json.loads(found.group(1)) if found else {}
+
+
 def run_once(folder: Path, extra: list[str] | None, hooks: bool) -> dict:
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "phase_timer", "-p", "cost_line_stamps",
            *(["-p", "hook_timer"] if hooks and extra is not None else []), "test_small.py"]
@@ -83,7 +90,8 @@ def run_once(folder: Path, extra: list[str] | None, hooks: bool) -> dict:
         raise RuntimeError(f"no PHASES line from {' '.join(cmd)}:\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     phases = json.loads(found.group(1))
     got = {"span_s": phases["summary_end"] - phases["first_setup"],
-           "cpu_s": json.loads(re.search(r"^CPUSPAN (\{.*\})$", done.stdout, re.M).group(1))["cpu_s"]}
+           "cpu_s": json.loads(re.search(r"^CPUSPAN (\{.*\})$", done.stdout, re.M).group(1))["cpu_s"],
+           "gc": gc_among_tests(done.stdout)}
     if extra is not None:
         totals = json.loads((out_dir / "gpu_util.json").read_text())["totals"]
         got["line_s"] = totals["measure_ms"] / 1000
@@ -128,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
                            "plain_cpu_s": plain["cpu_s"], "cpu_s": measured["cpu_s"],
                            "cpu_diff_s": measured["cpu_s"] - plain["cpu_s"], "line_s": measured["line_s"],
                            "printed_s": measured["printed_s"],
-                           "in_tests_s": measured["in_tests_s"], "hooks": measured.get("hooks")})
+                           "in_tests_s": measured["in_tests_s"], "hooks": measured.get("hooks"),
+                           "plain_gc": plain["gc"], "gc": measured["gc"]})
     n = args.tests
     print(f"{n} tests{' (CUDA)' if args.gpu else ' (synthetic GPU)'}, {args.rounds} interleaved rounds; "
           "µs a test beyond plain")
@@ -158,6 +167,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{summary['cpu_diff_us_per_test']:.1f}, printed cost line {summary['line_us_per_test']:.1f} "
           f"(gpu_util.json {summary['json_line_us_per_test']:.1f}); line/span diff "
           f"{summary['ratio_of_medians'] or float('nan'):.2f}, line/CPU diff {summary['cpu_ratio_of_medians'] or float('nan'):.2f}")
+    for name, key in (("plain", "plain_gc"), ("--gpu-util", "gc")):
+        full = [r[key].get("gen2", {}) for r in rounds if r.get(key)]
+        if full:
+            summary[f"{key}_full_among_tests"] = {"n": [g.get("n") for g in full], "s": [g.get("s") for g in full]}
+            print(f"  full garbage collections among the tests, {name}: {[g.get('n') for g in full]} a round, "
+                  f"median {statistics.median(g.get('s', 0.0) for g in full):.3f} s")
     hooks = [r["hooks"] for r in rounds if r.get("hooks")]
     if hooks:
         names = sorted({k for h in hooks for k in h})

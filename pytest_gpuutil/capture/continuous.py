@@ -71,23 +71,26 @@ class WindowResult:
     timeline: Optional[dict[str, Any]] = None
 
 
-@dataclass
 class _Window:
-    key: Any
-    start_ns: int
-    perf_start: float
-    note: str
-    end_ns: int = 0
-    wall_ms: float = 0.0
-    own_s: float = 0.0
-    #: a remark about the window's figures (not a reason they are missing; that is ``note``)
-    remark: str = ""
-    #: the clock before the closing synchronize: later waits are the capture's, not the test's
-    sync_end_ns: Optional[int] = None
-    #: CUDA came up during the call (the window starts after the context was created)
-    cuda_came_up: bool = False
-    #: where the window began before CUDA came up in it (0: it did not)
-    began_ns: int = 0
+    """One call's window while it waits for a flush (slots: no ``__dict__`` for Python's collector to
+    track across the flush's hundred tests)."""
+
+    __slots__ = ("key", "start_ns", "perf_start", "note", "end_ns", "wall_ms", "own_s", "remark", "sync_end_ns",
+                 "cuda_came_up", "began_ns")
+
+    def __init__(self, key: Any, start_ns: int, perf_start: float, note: str, end_ns: int = 0, wall_ms: float = 0.0,
+                 own_s: float = 0.0, remark: str = "", sync_end_ns: Optional[int] = None, cuda_came_up: bool = False,
+                 began_ns: int = 0):
+        self.key, self.start_ns, self.perf_start, self.note = key, start_ns, perf_start, note
+        self.end_ns, self.wall_ms, self.own_s = end_ns, wall_ms, own_s
+        #: a remark about the window's figures (not a reason they are missing; that is ``note``)
+        self.remark = remark
+        #: the clock before the closing synchronize: later waits are the capture's, not the test's
+        self.sync_end_ns = sync_end_ns
+        #: CUDA came up during the call (the window starts after the context was created)
+        self.cuda_came_up = cuda_came_up
+        #: where the window began before CUDA came up in it (0: it did not)
+        self.began_ns = began_ns
 
 
 @dataclass

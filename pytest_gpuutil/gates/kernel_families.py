@@ -10,6 +10,7 @@ make a new kernel, while a different functor or a different kernel does.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Iterable, Optional
@@ -148,6 +149,7 @@ def compact_kernels(rows: Iterable[tuple[str, int, float]]) -> tuple[tuple[str, 
     return tuple(kept)
 
 
+@functools.lru_cache(maxsize=4096)  # a suite's kernels repeat: each test's record names them again
 def stored_name(name: str) -> str:
     """The name a record keeps: ``short_name`` (templates as their functor), copies and GEMMs as they are."""
     if name.startswith(("Memcpy", "Memset")):

@@ -265,12 +265,15 @@ def write_summary(state: RunState, tr: Any) -> None:
         if state.measured():
             write_table(top_tests_table(state, terminal), tr, terminal)
         say(totals_line(state))
+        # what the section shows after the cost line is made before it, so that the line counts it
+        later = counter_lines(state), top_memory_table(state, terminal), findings_lines(state, terminal)
         for line in measurement_lines(state) + children_lines(state):
             say(line)
-        for line in counter_lines(state):
+        counters, memory, findings = later
+        for line in counters:
             say(line)
-        write_table(top_memory_table(state, terminal), tr, terminal)
-        write_findings(state, tr, terminal)
+        write_table(memory, tr, terminal)
+        write_finding_lines(findings, tr)
         gpus = state.gpu_table()
         if len(gpus) > 1 or any(w != "main" for g in gpus for w in g["workers"]):
             say(
@@ -308,16 +311,27 @@ def write_table(text: str, tr: Any, terminal: Terminal) -> None:
         tr.write_line(line)
 
 
-def write_findings(state: RunState, tr: Any, terminal: Terminal = Terminal()) -> None:
-    """What to fix, by rule, with the worst tests (nothing when findings were off), fitted to the terminal."""
-    from pytest_gpuutil.report.findings_report import SECTION as FINDINGS, finding_lines
+def findings_lines(state: RunState, terminal: Terminal = Terminal()) -> list[str]:
+    """What to fix, by rule, with the worst tests (none when findings were off), fitted to the terminal."""
+    from pytest_gpuutil.report.findings_report import finding_lines
 
-    lines = finding_lines(state.records, terminal.width, terminal.verbose, state.settings.findings_floor)
+    return finding_lines(state.records, terminal.width, terminal.verbose, state.settings.findings_floor)
+
+
+def write_finding_lines(lines: list[str], tr: Any) -> None:
+    """The findings' section (nothing when there are no lines)."""
     if not lines:
         return
+    from pytest_gpuutil.report.findings_report import SECTION as FINDINGS
+
     tr.write_sep("-", FINDINGS)
     for line in lines:
         tr.write_line(line)
+
+
+def write_findings(state: RunState, tr: Any, terminal: Terminal = Terminal()) -> None:
+    """What to fix, by rule, with the worst tests (nothing when findings were off), fitted to the terminal."""
+    write_finding_lines(findings_lines(state, terminal), tr)
 
 
 def write_gate(state: RunState, tr: Any, terminal: Terminal = Terminal()) -> None:

@@ -29,20 +29,19 @@ if TYPE_CHECKING:
     MakeRecord = Callable[[str, str, Optional[TestProfile], TestResults, Optional[TestMemory]], TestRecord]
 
 
-@dataclass
 class PendingTest:
-    """A finished test whose record waits for its profile (a continuous capture not yet flushed)."""
+    """A finished test whose record waits for its profile (a continuous capture not yet flushed); slots:
+    no ``__dict__`` for Python's collector to track while it waits."""
 
     __test__ = False
+    __slots__ = ("item", "nodeid", "outcome", "results", "thresholds", "call_record")
 
-    item: Any
-    nodeid: str
-    outcome: str
-    results: TestResults
-    thresholds: str
-    #: the record its call's limits were checked on (before the record hook), with the profile and
-    #: memory it was built from: reused when they are still the test's (see :meth:`Measuring.ready`)
-    call_record: Optional[tuple[Any, Any, Any]] = None
+    def __init__(self, item: Any, nodeid: str, outcome: str, results: TestResults, thresholds: str,
+                 call_record: Optional[tuple[Any, Any, Any]] = None):
+        self.item, self.nodeid, self.outcome, self.results, self.thresholds = item, nodeid, outcome, results, thresholds
+        #: the record its call's limits were checked on (before the record hook), with the profile and
+        #: memory it was built from: reused when they are still the test's (see :meth:`Measuring.ready`)
+        self.call_record = call_record
 
 
 @dataclass(frozen=True)

@@ -31,14 +31,16 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
               trends: Optional[Mapping[str, Trend]] = None,
               timelines: Optional[Mapping[str, Mapping[str, Any]]] = None,
               as_dict: Optional[Callable[[TestRecord], dict[str, Any]]] = None,
-              explanations: Optional[Mapping[str, Any]] = None) -> None:
+              explanations: Optional[Mapping[str, Any]] = None,
+              as_json: Optional[Callable[[TestRecord], Any]] = None) -> None:
     """Write gpu_util.csv/json, save the baselines asked for, write the HTML report if asked.
 
     Each file goes into ``written`` once it is written (an OSError stops the rest); an HTML report
     that cannot be written goes into ``usage_errors``. ``created``: the run's time (default now);
     ``baseline_label``: what the page calls the baseline; ``trends``: the page's trend lines;
     ``timelines``: the tests' timelines, written beside gpu_util.json (timelines.json.gz) and drawn on the page;
-    ``as_dict``: a record's dict where one was made already (the spool's).
+    ``as_dict``: a record's dict where one was made already (the spool's); ``as_json``: its JSON as
+    the spool wrote it (``msgspec.Raw``), used where gpu_util.json is the document's only reader.
     """
     records = sorted(records, key=lambda r: r.test)
     created = created or now_utc()
@@ -53,8 +55,9 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
         extra["findings_summary"] = findings_summary([r.findings_part() for r in records], settings.findings_floor)
     if explanations:  # why each flagged test regressed (gates/explain.py), by test id
         extra["explanations"] = {test: e.to_dict() for test, e in explanations.items()}
-    doc = run_document(records, machine, created, gpus=gpus, totals=totals, thresholds=thresholds, as_dict=as_dict,
-                       **extra)
+    only_json = settings.html is None and not settings.save and not settings.autosave
+    doc = run_document(records, machine, created, gpus=gpus, totals=totals, thresholds=thresholds,
+                       as_dict=as_json if as_json is not None and only_json else as_dict, **extra)
     written.extend(write_run_files(output_dir, records, doc))
     if settings.html is not None:
         from pytest_gpuutil.report.timelines import write_sidecar
@@ -104,8 +107,11 @@ class RunSpool:
         self._machine = machine
         self._started = False
         self._broken = False
-        #: each spooled record's dict, by id(record): gpu_util.json reuses them (see :meth:`as_dict`)
-        self._dicts: dict[int, dict[str, Any]] = {}
+        #: each spooled record's JSON, by id(record): gpu_util.json reuses it (see :meth:`as_dict`). Bytes,
+        #: not the dict: a dict holds ~10 lists and dicts that Python's collector tracks, and a run that
+        #: keeps them for every test brought full collections (~0.1-0.2 s each, torch loaded) due among
+        #: the tests (3,000 small tests of the synthetic GPU: one more than a plain run)
+        self._encoded: dict[int, bytes] = {}
 
     def start(self) -> None:
         """Before the first test: an earlier run's spool goes."""
@@ -133,20 +139,37 @@ class RunSpool:
             machine = self._machine() if callable(self._machine) else None
             lines.append({"format": "gpu_util-spool", "version": 1, "created": now_utc(),
                           "machine_info": dict(machine or {})})
-        dicts = self._dicts
-        for record in records:
-            data = dicts[id(record)] = record.to_dict()
-            lines.append({"record": data})
+        encode = msgspec.json.encode
+        chunks = [encode(line, enc_hook=str) + b"\n" for line in lines]
+        encoded = self._encoded
+        for record in records:  # each line as encode({"record": record.to_dict()}) writes it (json_dict: the same JSON)
+            body = encoded[id(record)] = encode(record.json_dict(), enc_hook=str)
+            chunks.append(b'{"record":' + body + b"}\n")
         if not self._started:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "ab") as out:
-            out.write(b"".join(msgspec.json.encode(line, enc_hook=str) + b"\n" for line in lines))
+            out.write(b"".join(chunks))
         self._started = True
 
+    def as_json(self, record: TestRecord) -> Any:
+        """The record as the spool wrote it (``msgspec.Raw``: the run document's encoder puts it in as it
+        is), else its dict."""
+        found = self._encoded.get(id(record))
+        if found is None:
+            return record.to_dict()
+        import msgspec
+
+        return msgspec.Raw(found)
+
     def as_dict(self, record: TestRecord) -> dict[str, Any]:
-        """The record's dict: the one spooled (records are never changed once made), else a new one."""
-        found = self._dicts.get(id(record))
-        return found if found is not None else record.to_dict()
+        """The record's dict: the one spooled, read back (records are never changed once made; what
+        JSON cannot say reads back as gpu_util.json writes it), else a new one."""
+        found = self._encoded.get(id(record))
+        if found is None:
+            return record.to_dict()
+        import msgspec
+
+        return msgspec.json.decode(found)
 
     def remove(self) -> None:
         """The run's files are written: the spool is no longer needed."""

@@ -274,7 +274,8 @@ class GpuUtilSession:
                                 usage_errors=self.usage_errors, created=created,
                                 baseline_label=self.compare_label or None, trends=trends,
                                 timelines=self.receiver.timelines.timelines, explanations=self.explanations,
-                                as_dict=self.receiver.spool.as_dict if self.receiver.spool is not None else None)
+                                as_dict=self.receiver.spool.as_dict if self.receiver.spool is not None else None,
+                                as_json=self.receiver.spool.as_json if self.receiver.spool is not None else None)
             if self.receiver.spool is not None:
                 self.receiver.spool.remove()  # the whole run is in gpu_util.json now
         finally:  # the run joins the history even when its files could not be written
