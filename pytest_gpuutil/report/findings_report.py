@@ -177,10 +177,10 @@ def finding_lines(records: Sequence[TestRecord], width: int = 120, verbose: bool
             prefix = ""
         rule_width = max(len(rule) for _, _, rule in kept)
         places = worst_places(kept_records(records, kept))
-        place_room = max(len("  at ...:0000"), width - 11 - rule_width - MIN_ID_COLUMNS)
+        place_room = max(len("  at ...:0000"), width - 13 - rule_width - MIN_ID_COLUMNS)
         shown = {test: _place_text(places.get(test, ""), place_room) for test, _, _ in kept}
         place_width = max(len(text) for text in shown.values())
-        room_for_ids = max(MIN_ID_COLUMNS, width - 11 - rule_width - place_width)
+        room_for_ids = max(MIN_ID_COLUMNS, width - 13 - rule_width - place_width)
         short = shorten_test_ids([test[len(prefix):] for test, _, _ in kept], room_for_ids)
         for (test, ms, rule), name in zip(kept, short):
             lines.append(f"  {saving_text(ms):>7}  {name}  {rule}{shown[test]}")

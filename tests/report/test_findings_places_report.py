@@ -101,3 +101,21 @@ def test_the_detail_view_shows_each_place_with_its_source_line(tmp_path) -> None
     assert seen["errors"] == []
     assert seen["places"] == ["tests/test_loop.py:14 in test_loop: 300 syncs, 60 ms of host timeloss.item()"]
     assert seen["code"] == ["loss.item()"]
+
+
+def test_at_80_columns_every_ranking_and_worst_test_line_keeps_its_line_number() -> None:
+    """The H200 sample (examples/, 80 columns) cut the worst tests' places at the line's end."""
+    def placed(rule: str, saving: float, line: int) -> dict:
+        return finding(rule, saving, ({**PLACE, "file": "examples/test_gpu_workloads.py", "line": line},))
+
+    records = [TestRecord("examples/test_gpu_workloads.py::test_copy_pageable_batches", "passed",
+                          findings=(placed("pageable-memcpy", 43.0, 75),)),
+               TestRecord("examples/test_gpu_workloads.py::test_matmul_fp32", "passed",
+                          findings=(placed("fp32-matmul", 38.0, 33),)),
+               TestRecord("examples/test_gpu_workloads.py::test_steps_launched_one_by_one", "passed",
+                          findings=(placed("launch-bound", 20.0, 149),))]
+    lines = finding_lines(records, width=80)
+    placed_lines = [line for line in lines if line.startswith("    ")]
+    assert len(placed_lines) == 6 and all(len(line) <= 80 for line in lines)
+    for line, number in zip(placed_lines, (75, 33, 149, 75, 33, 149)):
+        assert line.endswith((f"line {number}", f":{number}")), line
