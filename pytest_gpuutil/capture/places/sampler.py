@@ -5,8 +5,9 @@ places come from samples. A daemon thread wakes every ``interval_s`` (10 ms on a
 runs, reads the test thread's frame (``sys._current_frames()``), walks it outward and keeps up to
 three places outside torch, the plugin, pytest, pluggy and the standard library, with the clock
 (the GPU events' clock) and whether the thread was inside torch.cuda's lazy initialisation (the
-first test's note splits its time before CUDA came up by it). Between calls the thread waits on an
-event and costs nothing.
+first test's note splits its time before CUDA came up by it). Between calls the thread keeps its
+period for a second (:data:`LINGER_S`: a suite of short calls never wakes it at a call's start),
+then waits on an event and costs nothing.
 
 Cost: one sample is a dictionary of the threads' frames and a walk of a few dozen frames, about
 10-30 µs of the sampler's time, plus the GIL handed over once: at 100 Hz about 1.2 % of one core
@@ -30,6 +31,12 @@ INTERVAL_S = 0.01
 MAX_SAMPLES = 1_000_000
 #: frames walked outward from the innermost at most
 MAX_DEPTH = 200
+#: how long the thread keeps its period after a call ends before it waits for the next one (s).
+#: A thread woken at a call's start takes the GIL from the test thread inside the call: in a suite
+#: of short tests that was once a test, and the test function of a one-kernel test took ~70 µs
+#: longer with places on than off on an H200 (the cost_parts step, issue 41), a cost no timer of the
+#: plugin's own saw. Ticking on between calls costs a GIL hand-over per period instead (100 Hz).
+LINGER_S = 1.0
 #: Python's switch interval while a call is sampled (s). The sampler needs the GIL to read the
 #: frames; at Python's default (5 ms) a thread running pure Python hands it over only after 5 ms, or
 #: sooner wherever it releases it itself (a torch op). Each sample then landed on the next torch op
@@ -127,10 +134,17 @@ class StackSampler:
         # a period drawn afresh each time (0.5-1.5 x the interval): a fixed one locks onto a loop of the
         # same period, and every sample of it lands on the same line (a 5 ms helper between torch ops)
         jitter = random.Random(0x42)
+        idle_since: Optional[float] = None
         while not self._closed:
-            self._active.wait()
-            if self._closed:
-                break
+            if self._active.is_set():
+                idle_since = None
+            elif idle_since is None:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since > LINGER_S:
+                self._active.wait()  # no call for a while: sleep until the next one begins
+                idle_since = None
+                if self._closed:
+                    break
             time.sleep(self.interval_s * (0.5 + jitter.random()))
             target = self._target
             if not self._active.is_set() or target is None:
