@@ -32,10 +32,11 @@ MAX_SAMPLES = 1_000_000
 #: frames walked outward from the innermost at most
 MAX_DEPTH = 200
 #: how long the thread keeps its period after a call ends before it waits for the next one (s).
-#: A thread woken at a call's start takes the GIL from the test thread inside the call: in a suite
-#: of short tests that was once a test, and the test function of a one-kernel test took ~70 µs
-#: longer with places on than off on an H200 (the cost_parts step, issue 41), a cost no timer of the
-#: plugin's own saw. Ticking on between calls costs a GIL hand-over per period instead (100 Hz).
+#: A thread woken at a call's start takes the GIL from the test thread inside the call, once a test
+#: in a suite of short tests, where no timer of the plugin's own sees it (on an H200 a small test's
+#: function took 60-80 µs longer in default runs than in lean ones, places off; the effect of this
+#: change was not separable from that host's noise: benchmarks/results/2026-11-27_h200_late, issue
+#: 41). Ticking on between calls costs a GIL hand-over per period instead (100 Hz).
 LINGER_S = 1.0
 #: Python's switch interval while a call is sampled (s). The sampler needs the GIL to read the
 #: frames; at Python's default (5 ms) a thread running pure Python hands it over only after 5 ms, or
