@@ -1,8 +1,8 @@
 """What the findings rules read about one window: its GPU timeline, its kinds of work, the host's waits.
 
 Everything is computed when a rule first asks for it (cached), in plain Python over the window's
-events, with the per-event work in C where it can be (``map``, ``sorted``, ``accumulate``,
-``compress``): a rule whose cheap precondition fails never pays for the rest, and a window of a
+events, with the per-event work in C where it can be (``map``, ``sorted``, ``compress``, and the
+busy blocks by :func:`~pytest_gpuutil.analysis.grouping.plain_blocks`): a rule whose cheap precondition fails never pays for the rest, and a window of a
 few events never imports numpy. Definitions follow :func:`~pytest_gpuutil.analysis.summary.analyze`:
 
 - an event belongs to the window when it overlaps it (``start <= end of window`` and ``end >=
@@ -27,12 +27,12 @@ import bisect
 import functools
 import operator
 from collections import Counter
-from itertools import accumulate, chain, compress
+from itertools import chain, compress
 from typing import Any, NamedTuple, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.grouping import blocks as array_blocks
-from pytest_gpuutil.analysis.grouping import kernel_keys, kernel_pairs, plain_text_codes
+from pytest_gpuutil.analysis.grouping import kernel_keys, kernel_pairs, plain_blocks, plain_text_codes
 from pytest_gpuutil.analysis.intervals.waits import Waits, waits_in
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
@@ -217,7 +217,7 @@ class WindowFacts:
         total = 0
         for picked in by_device.values():
             picked.sort(key=starts.__getitem__)
-            block_starts, block_ends = _blocks(list(map(starts.__getitem__, picked)), list(map(ends.__getitem__, picked)))
+            block_starts, block_ends = plain_blocks(list(map(starts.__getitem__, picked)), list(map(ends.__getitem__, picked)))
             total += sum(map(operator.sub, block_ends, block_starts))
         return total, len(rows)
 
@@ -302,7 +302,7 @@ class WindowFacts:
             if not all(map(operator.le, s, s[1:])):
                 order = sorted(range(len(s)), key=s.__getitem__)
                 s, e = list(map(s.__getitem__, order)), list(map(e.__getitem__, order))
-            found.append(_blocks(s, e))
+            found.append(plain_blocks(s, e))
         return timeline_of(self.window, found)
 
     def _array_timeline(self) -> Timeline:
@@ -383,17 +383,6 @@ def _present(np: Any, codes: Any) -> list[int]:
     return np.flatnonzero(np.bincount(codes)).tolist() if len(codes) else []
 
 
-def _blocks(starts: list[int], ends: list[int]) -> tuple[list[int], list[int]]:
-    """The union of intervals sorted by start, as block starts and ends."""
-    if not starts:
-        return [], []
-    if all(map(operator.le, ends, starts[1:])):  # no event overlaps the next: each is a block of its own
-        return starts, ends
-    reach = list(accumulate(ends, max))
-    new_block = list(map(operator.gt, starts[1:], reach))
-    return [starts[0], *compress(starts[1:], new_block)], [*compress(reach, new_block), reach[-1]]
-
-
 def _ints(values: Sequence[Any]) -> list[int]:
     to_list = getattr(values, "tolist", None)
     return to_list() if to_list is not None else list(values)
@@ -434,7 +423,7 @@ def timeline_of(window: Window, devices: Sequence[tuple[Any, ...]],
         flat_s = [v for part in all_starts for v in _ints(part)]
         flat_e = [v for part in all_ends for v in _ints(part)]
         order = sorted(range(len(flat_s)), key=flat_s.__getitem__)
-        any_starts, any_ends = _blocks(list(map(flat_s.__getitem__, order)), list(map(flat_e.__getitem__, order)))
+        any_starts, any_ends = plain_blocks(list(map(flat_s.__getitem__, order)), list(map(flat_e.__getitem__, order)))
     if len(gaps) == 1 and hasattr(gaps[0], "dtype"):
         all_gaps: Sequence[int] = gaps[0]
     else:
