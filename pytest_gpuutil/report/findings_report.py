@@ -121,11 +121,16 @@ def _fix_line(fix: Fix, width: int) -> str:
     if scope_room >= len(fix.scope):
         return head + " in " + fix.scope + count + place
     if scope_room >= MIN_SCOPE_COLUMNS or not fix.first_place:
-        scope = "..." + fix.scope[-max(MIN_SCOPE_COLUMNS, scope_room) + 3:]
+        scope = _cut_start(fix.scope, max(MIN_SCOPE_COLUMNS, scope_room))
         return _fit(head + " in " + scope + count + place, width)
     room = width - len(head) - len(count) - len(", at ")  # the place alone, from its end
-    where = fix.first_place if len(fix.first_place) <= room else "..." + fix.first_place[-max(8, room - 3):]
-    return _fit(head + count + ", at " + where, width)
+    return _fit(head + count + ", at " + _cut_start(fix.first_place, max(11, room)), width)  # 8 of the place at least
+
+
+def _cut_start(text: str, width: int) -> str:
+    """``text``, or "..." and its last ``width`` - 3 characters where it is longer than ``width``
+    (a path cut from its start: the file name and line number stay)."""
+    return text if len(text) <= width else "..." + text[-(width - 3):]
 
 
 #: a ranking line keeps at least this much of its file's path (its end: the file name), else names
@@ -199,7 +204,7 @@ def _place_text(place: str, room: int = PLACE_COLUMNS + 5) -> str:
     if not place:
         return ""
     keep = max(len("...:0000"), min(PLACE_COLUMNS, room - len("  at ")))
-    return "  at " + (place if len(place) <= keep else "..." + place[-(keep - 3):])
+    return "  at " + _cut_start(place, keep)
 
 
 def kept_records(records: Sequence["TestRecord"], kept: Sequence[tuple[str, float, str]]) -> list[tuple[str, Any]]:
