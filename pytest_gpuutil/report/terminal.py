@@ -203,8 +203,8 @@ def measurement_lines(state: RunState) -> list[str]:
     sources = sorted({p["source"] for p in processes if p.get("source")})
     if startups:
         each = f" (each of {len(startups)} processes; longest)" if len(startups) > 1 else ""
-        collections = [p["startup_gc_s"] for p in processes if p.get("startup_gc_s") is not None]
-        collected = f"; full GC {max(collections):.3f} s" if collections else ""
+        frozen = [p["frozen_objects"] for p in processes if p.get("frozen_objects") is not None]
+        collected = f"; gc froze {max(frozen):,} objects" if frozen else ""
         lines.append(f"profiler start-up {max(startups):.3f} s{each} ({', '.join(sources)}{collected}), "
                      "not charged to any test")
     if t["measure_ms"]:
