@@ -203,9 +203,7 @@ def measurement_lines(state: RunState) -> list[str]:
     sources = sorted({p["source"] for p in processes if p.get("source")})
     if startups:
         each = f" (each of {len(startups)} processes; longest)" if len(startups) > 1 else ""
-        frozen = [p["frozen_objects"] for p in processes if p.get("frozen_objects") is not None]
-        collected = f"; gc froze {max(frozen):,} objects" if frozen else ""
-        lines.append(f"profiler start-up {max(startups):.3f} s{each} ({', '.join(sources)}{collected}), "
+        lines.append(f"profiler start-up {max(startups):.3f} s{each} ({', '.join(sources)}), "
                      "not charged to any test")
     if t["measure_ms"]:
         lines.append(

@@ -208,7 +208,6 @@ class Measuring:
         m = self.measurement
         return {"worker": self._worker_id or "main", "mode": m.mode, "source": m.source_name,
                 "startup_s": m.startup_s, "startup_gc_s": m.startup_gc_s if m.startup_s is not None else None,
-                "frozen_objects": m.frozen_objects if m.startup_s is not None else None,
                 "fallback": m.fallback_reason,
                 "broken": m.windows.broken, "own_s": self.own_now(), **m.info()}
 

@@ -83,18 +83,17 @@ def test_two_streams(gpu):
     assert streams["attention_pct"] > 0 and streams["communication_pct"] > 0
     assert streams["gpu_busy_ms"] == pytest.approx(0.4, abs=1e-9)
     result.stdout.fnmatch_lines([
-        "profiler start-up * s (synthetic; gc froze * objects), not charged to any test",
+        "profiler start-up * s (synthetic), not charged to any test",
         "measurement cost * s (* s with the tests, the rest at the end), *% of the * s the tests took (3 tests measured)",
     ])
 
 
 def test_the_objects_from_before_the_first_test_are_frozen_for_the_collector_until_the_end(
-        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+        pytester: pytest.Pytester) -> None:
     """What was imported before the session (torch: ~200,000 objects) would make every full
     collection among the tests walk it all, and leaves one owed that the plugin's own allocations
     would bring due inside some test's window. The plugin sets those objects aside
-    (``gc.freeze()``) before the first test, says how many, and gives them back at the end."""
-    monkeypatch.setenv("COLUMNS", "200")  # the start-up line whole, not wrapped
+    (``gc.freeze()``) before the first test and gives them back at the end."""
     pytester.makeconftest(SYNTHETIC_CONFTEST + """
 import gc
 SEEN = {}
@@ -108,10 +107,9 @@ def pytest_unconfigure(config):
     pytester.makepyfile(test_one="def test_one(gpu):\n    gpu.run('k', 10_000)\n")
     result = run(pytester, "--gpu-util", "-s")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["profiler start-up * s (synthetic; gc froze * objects), not charged to any test"])
+    result.stdout.fnmatch_lines(["profiler start-up * s (synthetic), not charged to any test"])
     during, after = map(int, re.search(r"^FROZEN (-?\d+) (-?\d+)$", result.stdout.str(), re.M).groups())
-    said = int(re.search(r"; gc froze ([\d,]+) objects", result.stdout.str()).group(1).replace(",", ""))
-    assert said >= during > 10_000 and after == 0  # objects freed since the freeze leave its count
+    assert during > 10_000 and after == 0
 
 
 def test_records_wait_for_the_flush_and_travel_once(pytester: pytest.Pytester) -> None:
@@ -389,7 +387,7 @@ def test_t(gpu, i):
         assert record["gpu_busy_ms"] == pytest.approx(0.01 * (i + 1), abs=1e-9)
         assert record["worker"] in ("gw0", "gw1")
     assert {r["worker"] for r in got.values()} == {"gw0", "gw1"}
-    result.stdout.fnmatch_lines(["profiler start-up * s (each of 2 processes; longest) (synthetic; gc froze * objects), not charged to any test"])
+    result.stdout.fnmatch_lines(["profiler start-up * s (each of 2 processes; longest) (synthetic), not charged to any test"])
 
 
 def test_a_crashed_worker_loses_only_the_tests_since_its_last_flush(pytester: pytest.Pytester) -> None:
