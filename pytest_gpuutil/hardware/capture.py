@@ -17,6 +17,7 @@ from pytest_gpuutil.analysis.counters import (
     COUNTER_FIELDS,
     ENERGY_MIN_S,
     NOT_COVERED,
+    TOO_SHORT,
     CounterSums,
     other_process_note,
     window_figures,
@@ -56,6 +57,13 @@ class TestCounters:
 
 def _join(*notes: str) -> str:
     return "; ".join(n for n in notes if n)
+
+
+def starting_note(note: str, missed_ns: int, length_ns: int) -> str:
+    """The note of a window whose first ``missed_ns`` the counters missed while they started."""
+    if missed_ns >= length_ns:
+        return "the hardware counters were still starting"
+    return _join(f"the hardware counters started {missed_ns / 1e6:,.0f} ms into it and cover the rest of it", note)
 
 
 class CounterCapture:
@@ -147,12 +155,16 @@ class CounterCapture:
         period = sampler.period_ns or samples.median_period_ns()
         if sampler.source is not None and period is None:
             period = 1 << 62  # no sample yet: every window is "too short"
+        began_ns = int(getattr(sampler.source, "started_ns", 0) or 0)  # a source started from the thread
+        cut = [(min(max(start, began_ns), end), end) for start, end in spans]
         results = []
-        for (start, end), figure in zip(spans, window_figures(samples, energy, spans, period if sampler.source else None,
-                                                               energy_min_ns=self.energy_min_ns)):
+        for (start, end), (from_ns, _), figure in zip(spans, cut, window_figures(
+                samples, energy, cut, period if sampler.source else None, energy_min_ns=self.energy_min_ns)):
             note = figure.note
-            if note == NOT_COVERED and sampler.error:
-                note = f"the hardware counters stopped: {sampler.error}"
+            if sampler.error and (note == NOT_COVERED or (note == TOO_SHORT and sampler.period_ns is None)):
+                note = f"the hardware counters stopped: {sampler.error}"  # (or never started: no period)
+            if from_ns > start:
+                note = starting_note(note, from_ns - start, end - start)
             results.append(TestCounters(sampler.source_name or "nvml_utilization", figure.values, figure.energy_j,
                                         figure.avg_power_w, _join(note, other_process_note(checks.pids_during(start, end))),
                                         figure.sums, self._strip(samples, start, end) if self.strips else {}))

@@ -54,6 +54,21 @@ from pytest_gpuutil.hardware.pm_structs import (
 
 #: a timestamp this close to time.time_ns() is wall-clock ns; further off, it is Kineto's clock
 _WALL_CLOCK_NS = 60_000_000_000
+#: the counter data image holds this many seconds of samples (~35 KB a sample on an H100), within
+#: the bounds below: 2,000 samples at 1 ms as before, 400 (14 MB instead of 70) at the default 5 ms
+IMAGE_SECONDS = 2.0
+IMAGE_SAMPLES_MIN, IMAGE_SAMPLES_MAX = 400, 2000
+
+
+def image_samples(interval_ns: int) -> int:
+    """How many samples the counter data image is made for at ``interval_ns``: IMAGE_SECONDS of them.
+
+    Its initialisation (at start-up, and again each time it is half full) costs in proportion to
+    its size (~0.1 s for 2,000 samples on an H100). It is initialised again once half full, so a
+    poll that comes a whole IMAGE_SECONDS / 2 late still finds room (polls come every 0.1 s).
+    """
+    wanted = int(IMAGE_SECONDS * 1e9 / max(1, interval_ns))
+    return max(IMAGE_SAMPLES_MIN, min(IMAGE_SAMPLES_MAX, wanted))
 
 
 class PmSamplingSource:
@@ -73,8 +88,8 @@ class PmSamplingSource:
     MAX_POLL_S = 0.1
 
     def __init__(self, library_path: str, device_index: int = 0, interval_ns: int = 1_000_000,
-                 max_samples: int = 2000, hardware_buffer_bytes: int = 64 << 20,
-                 metrics: Sequence[MetricChoice] = METRICS):
+                 max_samples: Optional[int] = None, hardware_buffer_bytes: int = 64 << 20,
+                 metrics: Sequence[MetricChoice] = METRICS, max_poll_s: Optional[float] = None):
         try:
             self._lib = C.CDLL(library_path, mode=os.RTLD_NOLOAD | C.RTLD_GLOBAL)  # calls release the GIL
         except OSError as exc:
@@ -89,7 +104,9 @@ class PmSamplingSource:
         self.library_path = library_path
         self.device_index = device_index
         self.interval_ns = int(interval_ns)
-        self.max_samples = int(max_samples)
+        self.max_samples = int(max_samples) if max_samples else image_samples(self.interval_ns)
+        if max_poll_s:
+            self.MAX_POLL_S = float(max_poll_s)
         self.hardware_buffer_bytes = int(hardware_buffer_bytes)
         self._wanted = tuple(metrics)
         #: the fields measured and the CUPTI metric behind each (known after start)
@@ -100,9 +117,19 @@ class PmSamplingSource:
         self.period_ns: Optional[int] = None
         self.trigger = TRIGGER_TIME
         self.overflows = 0
-        #: seconds spent decoding and evaluating (the sampler reports the cost)
+        #: seconds spent decoding and evaluating (the sampler reports the cost), wall and this
+        #: thread's CPU: decode is CUPTI's DecodeData, evaluate its per-sample calls and the columns
+        #: around them; the rest of a poll's CPU (poll_cpu_s less both) is the Python around them
         self.decode_s = 0.0
         self.evaluate_s = 0.0
+        self.decode_cpu_s = 0.0
+        self.evaluate_cpu_s = 0.0
+        self.poll_cpu_s = 0.0
+        self.polls = 0
+        self.decodes = 0
+        #: per poll (decode wall s, decode CPU s, evaluate CPU s, poll CPU s, samples), when a list
+        #: (a diagnostic sets it; None: not kept)
+        self.poll_log: Optional[list[tuple[float, float, float, float, int]]] = None
         self.samples = 0
         self.startup_steps: dict[str, float] = {}
         self._host: Optional[int] = None
@@ -218,17 +245,23 @@ class PmSamplingSource:
         """
         if not self._started:
             return CounterSamples()
+        cpu_began = time.thread_time()
+        decode_wall = decode_cpu = evaluate_cpu = 0.0
         parts = []
         for _ in range(64):  # each pass empties the image once; a poll rarely needs a second
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), time.thread_time()
             self._decode.decodeStopReason, self._decode.overflow = 0, 0
             try:
                 self._call("cuptiPmSamplingDecodeData", self._decode)
             finally:
-                self.decode_s += time.perf_counter() - began
+                decode_wall += time.perf_counter() - began
+                decode_cpu += time.thread_time() - cpu
+                self.decodes += 1
             if self._decode.overflow:
                 self.overflows += 1
+            cpu = time.thread_time()
             parts.append(self._evaluate_completed())
+            evaluate_cpu += time.thread_time() - cpu
             full = self._decode.decodeStopReason == STOP_COUNTER_DATA_FULL
             if full or self._evaluated * 2 >= self.max_samples:
                 self._initialize_image()
@@ -237,6 +270,14 @@ class PmSamplingSource:
         samples = self._on_wall_clock(CounterSamples.concat(parts))
         if self.trigger == TRIGGER_SYSCLK and self.period_ns is None and len(samples) >= 8:
             self.period_ns = samples.median_period_ns()
+        poll_cpu = time.thread_time() - cpu_began
+        self.polls += 1
+        self.decode_s += decode_wall
+        self.decode_cpu_s += decode_cpu
+        self.evaluate_cpu_s += evaluate_cpu
+        self.poll_cpu_s += poll_cpu
+        if self.poll_log is not None:
+            self.poll_log.append((decode_wall, decode_cpu, evaluate_cpu, poll_cpu, len(samples)))
         return samples
 
     def _evaluate_completed(self) -> CounterSamples:

@@ -38,6 +38,7 @@ class CounterReads(MeasurementPart):
         self.description = ""
         self.fallback = ""
         self.startup_s: Optional[float] = None
+        self._describe: Optional[Callable[[], tuple[str, str]]] = None
         #: the pids that are this run's own on the GPU (the counters' "another process" note skips them)
         self.own_pids: Callable[[], set[int]] = lambda: {os.getpid()}
         self._windows: Optional[CallWindows] = None
@@ -117,6 +118,7 @@ class CounterReads(MeasurementPart):
         self.description = opened.description
         self.fallback = opened.fallback
         self.startup_s = opened.startup_s
+        self._describe = opened.describe
 
     # -- per test ---------------------------------------------------------------------------------
     def begin(self, nodeid: str) -> None:
@@ -194,6 +196,9 @@ class CounterReads(MeasurementPart):
         """What the summary says about the counters of this process (JSON-able)."""
         if self.capture is None:
             return {"counters": "", "counters_fallback": self.fallback}
+        if self._describe is not None:  # a source started on the sampler's thread: what it came to
+            self.description, fallback = self._describe()
+            self.fallback = self.fallback or fallback
         cost = self.capture.sampler.cost()
         return {"counters": self.description, "counters_fallback": self.fallback,
                 "counters_startup_s": self.startup_s,
