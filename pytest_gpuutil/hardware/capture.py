@@ -80,9 +80,10 @@ class CounterCapture:
         #: also give each window its samples as a strip for the HTML page's timelines
         self.strips = False
 
-    def begin(self, key: Any, remark: str = "") -> None:
-        """Open a window now (``remark``: said in its note, e.g. that it covers only part of the call)."""
-        self._open = (key, self.sampler.now(), remark)
+    def begin(self, key: Any, remark: str = "", since_ns: Optional[int] = None) -> None:
+        """Open a window now, or from ``since_ns`` on the sampler's clock (``remark``: said in its note,
+        e.g. that it covers only part of the call)."""
+        self._open = (key, self.sampler.now() if since_ns is None else since_ns, remark)
         self.sampler.energy_edge()  # an energy reading at the start, unless one was asked for lately
 
     def end(self) -> None:

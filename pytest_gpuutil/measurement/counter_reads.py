@@ -80,9 +80,15 @@ class CounterReads(MeasurementPart):
                 return
             nodeid, began = self._in_call
             after_ms = (time.perf_counter() - began) * 1000
-            self.capture.begin(nodeid, remark=f"this test brought CUDA up: the hardware counters started "
-                                              f"{after_ms:,.0f} ms into its call (CUDA's start-up, then theirs) and "
-                                              "cover the rest of it")
+            if getattr(self.capture.sampler.source, "starting", False):
+                # they start on their thread: the window is the whole call, cut where their samples
+                # begin, and its note says when that was
+                self.capture.begin(nodeid, remark=f"this test brought CUDA up {after_ms:,.0f} ms into its call",
+                                   since_ns=self.capture.sampler.now() - int(after_ms * 1e6))
+            else:
+                self.capture.begin(nodeid, remark=f"this test brought CUDA up: the hardware counters started "
+                                                  f"{after_ms:,.0f} ms into its call (CUDA's start-up, then theirs) "
+                                                  "and cover the rest of it")
             self._missing.pop(nodeid, None)
             if self._windows is not None and self._windows.capture is not None:
                 self._windows.capture.counters_started()
