@@ -55,6 +55,8 @@ def counter_totals(processes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
         "counters": sorted({p["counters"] for p in opened}),
         "counters_fallback": fallbacks,
         "counters_startup_s": max(startups) if startups else None,
+        # a source started on the sampler's thread: that start-up, left out of the thread's figures below
+        "counters_thread_startup_s": max((c.get("thread_startup_s") or 0.0 for c in costs), default=0.0) or None,
         "counters_thread_cpu_s": thread_cpu,
         "counters_flush_s": sum(c.get("flush_s") or 0.0 for c in costs),
         "counters_samples": sum(c.get("samples") or 0 for c in costs),
