@@ -150,3 +150,15 @@ def test_stopped_before_the_thread_polled_nothing_starts() -> None:
     sampler.stop()
     assert not source.stopped or source.started  # whatever started was released
     assert not wrapper.starting
+
+
+def test_the_summary_gives_both_start_ups() -> None:
+    from pytest_gpuutil.report.counters_summary import cost_line
+
+    process = {"counters": "CUPTI PM sampling every 5 ms on GH100 (SM)", "counters_startup_s": 0.012,
+               "counters_cost": {"thread_cpu_s": 0.2, "flush_s": 0.0, "thread_startup_s": 0.41}}
+    assert cost_line([process], 10.0).startswith(
+        "hardware counters start-up 0.012 s (and 0.410 s on their own thread while the tests ran), not charged to any test; "
+        "their thread used 0.200 s of CPU (2.0% of the 10.00 s the tests took)")
+    process["counters_cost"].pop("thread_startup_s")
+    assert cost_line([process], 10.0).startswith("hardware counters start-up 0.012 s, not charged to any test; ")
