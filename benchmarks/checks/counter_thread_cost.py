@@ -20,9 +20,11 @@ it ends (a stage cut by the budget leaves the others' figures):
    the per-sample evaluation (GetSampleInfo + EvaluateToGpuValues and the columns), the Python
    around them and the rest of the thread; per poll the decode's wall and CPU; errors (CUPTI's
    out-of-memory when polls come too seldom), overflows; the mean of each figure over the samples
-   (the variants must agree on a steady matmul). Variants: the default (5 ms, 64 MB hardware
-   buffer, 0.1 s polls, a 2-s image), the old 2,000-sample image, 16 and 256 MB hardware buffers,
-   0.05 / 0.2 s polls (0.25 with 256 MB), 10 ms samples, and the default on an idle GPU.
+   (the variants must agree on a steady matmul), and a fit of each decode's CPU against the
+   samples already in the image (``/100img``: ms more per 100 samples held; if large, a smaller
+   image is the cure). Variants: the default (5 ms, 64 MB hardware buffer, 0.1 s polls, a 2-s
+   image: 400 samples), the old 2,000-sample image, a 100-sample one, the default on an idle GPU,
+   0.2 / 0.05 s polls, 16 MB and 256 MB (0.25 s polls) hardware buffers, 10 ms samples.
 
 Prints a table; the JSON has everything. Needs CUDA, libcupti (torch's) and profiling permission.
 """
@@ -42,17 +44,29 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-#: (name, PmSamplingSource arguments, busy GPU)
+#: (name, PmSamplingSource arguments, busy GPU), the most telling first (the budget may cut the last)
 VARIANTS: tuple[tuple[str, dict[str, Any], bool], ...] = (
     ("default", {}, True),
-    ("image_2000", {"max_samples": 2000}, True),
-    ("hw_16mb", {"hardware_buffer_bytes": 16 << 20}, True),
-    ("poll_0.05s", {"max_poll_s": 0.05}, True),
+    ("image_2000", {"max_samples": 2000}, True),  # the image before this change: is decode's CPU its fill?
+    ("image_100", {"max_samples": 100}, True),
+    ("idle", {}, False),
     ("poll_0.2s", {"max_poll_s": 0.2}, True),
+    ("poll_0.05s", {"max_poll_s": 0.05}, True),
+    ("hw_16mb", {"hardware_buffer_bytes": 16 << 20}, True),
     ("hw_256mb_poll_0.25s", {"hardware_buffer_bytes": 256 << 20, "max_poll_s": 0.25}, True),
     ("interval_10ms", {"interval_ms": 10.0}, True),
-    ("idle", {}, False),
 )
+
+
+def decode_fit(log: list[tuple]) -> dict[str, Optional[float]]:
+    """Decode CPU (ms) against the samples already in the image: does each decode walk what it holds?"""
+    points = [(float(entry[5]), 1e3 * entry[1]) for entry in log if len(entry) > 5]
+    if len(points) < 4 or len({x for x, _ in points}) < 2:
+        return {"ms_at_empty": None, "ms_per_100_in_image": None}
+    n = len(points)
+    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
+    slope = sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+    return {"ms_at_empty": my - slope * mx, "ms_per_100_in_image": 100 * slope}
 
 
 def _median(values: list[float]) -> Optional[float]:
@@ -65,10 +79,11 @@ def _p90(values: list[float]) -> Optional[float]:
 
 # -- stage 1: the plugin on the busy suite ---------------------------------------------------------
 
-def plugin_stage(work: Path, tests: int, seconds: float, budget_end: float) -> dict[str, Any]:
+def plugin_stage(work: Path, tests: int, seconds: float, budget_end: float, device: str = "cuda") -> dict[str, Any]:
     from benchmarks.cost_model import write_busy_suite
 
-    suite = write_busy_suite(work / "suites", tests, seconds)
+    (work / "suites").mkdir(parents=True, exist_ok=True)
+    suite = write_busy_suite(work / "suites", tests, seconds, device)
     got: dict[str, Any] = {"tests": tests, "seconds": seconds}
     for config, extra in (("counters", ["--gpu-util-counters=auto"]), ("default", [])):
         out = work / f"out_{config}"
@@ -179,6 +194,8 @@ def variant(torch: Any, library: str, options: dict[str, Any], busy: bool, secon
         "decode_wall_ms_p90": 1e3 * (_p90([p[0] for p in log]) or 0),
         "decode_cpu_ms_median": 1e3 * (_median([p[1] for p in log]) or 0),
         "samples_per_poll_median": _median([float(p[4]) for p in log]),
+        "in_image_median": _median([float(p[5]) for p in log]),
+        "decode_fit": decode_fit(log),
         "overflows": pm.overflows, "image_resets": pm.image_resets, "error": sampler.error,
         "means": {name: (float(np.nanmean(values)) if len(values) and np.isfinite(values).any() else None)
                   for name, values in samples.values.items()},
@@ -243,7 +260,7 @@ def table(doc: dict[str, Any]) -> str:
                      f"(thread {_f(s.get('thread_startup_s'), 3)} s, CPU {_f(s.get('thread_startup_cpu_s'), 3)} s); steps "
                      + ", ".join(f"{k} {v:.3f}" for k, v in (s.get("steps_s") or {}).items()) + (f"; error {s['error']}" if s.get("error") else ""))
     lines.append(f"{'variant':22} {'start s':>7} {'thread%':>7} {'decode%':>7} {'eval%':>6} {'py%':>5} {'rest%':>5} "
-                 f"{'polls':>5} {'smp/poll':>8} {'dec ms':>6} {'dec cpu':>7} {'eval us':>7}  means / errors")
+                 f"{'polls':>5} {'smp/poll':>8} {'dec ms':>6} {'dec cpu':>7} {'/100img':>7} {'eval us':>7}  means / errors")
     for name, v in (doc.get("variants") or {}).items():
         if "thread_pct" not in v:
             lines.append(f"{name:22} {v.get('error')}")
@@ -251,7 +268,8 @@ def table(doc: dict[str, Any]) -> str:
         means = " ".join(f"{k.replace('_pct', '')} {_f(m)}" for k, m in (v.get("means") or {}).items())
         lines.append(f"{name:22} {v['start_s']:7.3f} {v['thread_pct']:7.1f} {v['decode_pct']:7.1f} {v['evaluate_pct']:6.1f} "
                      f"{v['python_in_poll_pct']:5.1f} {v['rest_of_thread_pct']:5.1f} {v['polls']:5d} {_f(v['samples_per_poll_median'], 0):>8} "
-                     f"{v['decode_wall_ms_median']:6.1f} {v['decode_cpu_ms_median']:7.1f} {v['evaluate_us_per_sample']:7.1f}  {means}"
+                     f"{v['decode_wall_ms_median']:6.1f} {v['decode_cpu_ms_median']:7.1f} "
+                     f"{_f((v.get('decode_fit') or {}).get('ms_per_100_in_image'), 2):>7} {v['evaluate_us_per_sample']:7.1f}  {means}"
                      + (f"  overflows {v['overflows']}" if v.get("overflows") else "") + (f"  ERROR {v['error']}" if v.get("error") else ""))
     if doc.get("skipped"):
         lines.append(f"skipped (budget): {', '.join(doc['skipped'])}")
@@ -268,7 +286,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--budget-s", type=float, default=100.0, help="seconds from the start by which stages end")
     parser.add_argument("--tests", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=2.0)
-    parser.add_argument("--variant-seconds", type=float, default=3.0)
+    parser.add_argument("--variant-seconds", type=float, default=4.0)
     parser.add_argument("--variant", action="append", choices=[v[0] for v in VARIANTS], help="only these (repeatable)")
     parser.add_argument("--no-plugin", action="store_true", help="skip the pytest runs")
     args = parser.parse_args(argv)

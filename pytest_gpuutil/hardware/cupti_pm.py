@@ -127,9 +127,9 @@ class PmSamplingSource:
         self.poll_cpu_s = 0.0
         self.polls = 0
         self.decodes = 0
-        #: per poll (decode wall s, decode CPU s, evaluate CPU s, poll CPU s, samples), when a list
-        #: (a diagnostic sets it; None: not kept)
-        self.poll_log: Optional[list[tuple[float, float, float, float, int]]] = None
+        #: per poll (decode wall s, decode CPU s, evaluate CPU s, poll CPU s, samples, samples already
+        #: in the image before it), when a list (a diagnostic sets it; None: not kept)
+        self.poll_log: Optional[list[tuple[float, float, float, float, int, int]]] = None
         self.samples = 0
         self.startup_steps: dict[str, float] = {}
         self._host: Optional[int] = None
@@ -245,7 +245,7 @@ class PmSamplingSource:
         """
         if not self._started:
             return CounterSamples()
-        cpu_began = time.thread_time()
+        cpu_began, in_image = time.thread_time(), self._evaluated
         decode_wall = decode_cpu = evaluate_cpu = 0.0
         parts = []
         for _ in range(64):  # each pass empties the image once; a poll rarely needs a second
@@ -277,7 +277,7 @@ class PmSamplingSource:
         self.evaluate_cpu_s += evaluate_cpu
         self.poll_cpu_s += poll_cpu
         if self.poll_log is not None:
-            self.poll_log.append((decode_wall, decode_cpu, evaluate_cpu, poll_cpu, len(samples)))
+            self.poll_log.append((decode_wall, decode_cpu, evaluate_cpu, poll_cpu, len(samples), in_image))
         return samples
 
     def _evaluate_completed(self) -> CounterSamples:

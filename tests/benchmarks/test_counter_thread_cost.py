@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from types import SimpleNamespace
 from pathlib import Path
 
 import pytest
 
 from pytest_gpuutil.hardware.cupti_pm import PmSamplingSource
+from tests.hardware.test_pm_source import fake_cupti  # noqa: F401 - the stand-in libcupti, built once
 
 CHECKS = Path(__file__).resolve().parents[2] / "benchmarks" / "checks"
 
@@ -42,7 +44,7 @@ def test_the_table_shows_each_stage_and_a_failed_variant(check) -> None:
         "variants": {
             "default": {"start_s": 0.4, "thread_pct": 3.0, "decode_pct": 2.0, "evaluate_pct": 0.5,
                         "python_in_poll_pct": 0.2, "rest_of_thread_pct": 0.3, "polls": 30, "samples_per_poll_median": 20,
-                        "decode_wall_ms_median": 6.0, "decode_cpu_ms_median": 5.5, "evaluate_us_per_sample": 30.0,
+                        "decode_wall_ms_median": 6.0, "decode_cpu_ms_median": 5.5, "decode_fit": {"ms_per_100_in_image": 1.25}, "evaluate_us_per_sample": 30.0,
                         "means": {"sm_pct": 97.0, "tensor_pct": 60.0}, "overflows": 0, "error": ""},
             "poll_0.2s": {"error": "PmSamplingError('cuptiPmSamplingDecodeData failed: out of memory')"},
         },
@@ -52,5 +54,24 @@ def test_the_table_shows_each_stage_and_a_failed_variant(check) -> None:
     assert "thread 3.2 % of one core (bar 5)" in text and "start-up 0.020 s on the tests' thread (bar 0.15)" in text
     assert "the thread's own start-up 0.410 s" in text and "sm 97.0 tensor 60.0 [the hardware counters started" in text
     assert "initialize 0.070, set config 0.090" in text
-    assert any(line.startswith("default ") and " 3.0 " in line and "sm 97.0" in line for line in text.splitlines())
+    assert any(line.startswith("default ") and " 3.0 " in line and " 1.25 " in line and "sm 97.0" in line
+               for line in text.splitlines())
     assert "poll_0.2s" in text and "out of memory" in text and "skipped (budget): idle" in text
+
+
+def test_the_decode_fit_finds_a_cost_that_grows_with_the_image(check) -> None:
+    log = [(0.0, (2.0 + 0.03 * n) / 1e3, 0.0, 0.0, 20, n) for n in (0, 20, 40, 60, 180)]
+    fit = check.decode_fit(log)
+    assert fit["ms_at_empty"] == pytest.approx(2.0) and fit["ms_per_100_in_image"] == pytest.approx(3.0)
+    assert check.decode_fit(log[:2]) == {"ms_at_empty": None, "ms_per_100_in_image": None}
+
+
+def test_a_variant_runs_through_on_the_stand_in_libcupti(check, fake_cupti) -> None:  # noqa: F811
+    """The variant's own code (the source's options, its poll log, the figures) on a CPU: idle, no torch."""
+    torch = SimpleNamespace(cuda=SimpleNamespace(current_device=lambda: 0))
+    fake_cupti[1].fake_reset()
+    got = check.variant(torch, fake_cupti[0], {"max_samples": 100, "interval_ms": 10.0}, False, 0.35)
+    assert got["error"] == "" and got["max_samples"] == 100 and got["interval_ms"] == 10.0
+    assert got["polls"] >= 2 and got["samples"] == 0 and got["thread_pct"] >= 0
+    assert set(got["decode_fit"]) == {"ms_at_empty", "ms_per_100_in_image"}
+    assert "1.25" not in check.table({"variants": {"default": got}})  # renders

@@ -87,9 +87,10 @@ def test_each_poll_keeps_its_cost_split(fake_cupti, lib) -> None:
         source.stop()
     assert source.polls == 5 and len(source.poll_log) == 5  # three, and stop's two
     assert source.decodes >= 7  # 900 samples: three images' worth of decodes in one poll
-    assert [n for *_, n in source.poll_log] == [10, 900, 0, 0, 0]
+    assert [entry[4] for entry in source.poll_log] == [10, 900, 0, 0, 0]
+    assert [entry[5] for entry in source.poll_log] == [0, 10, 110, 110, 110]  # 900 more: two images filled, 110 in a third
     assert 0 < source.decode_cpu_s + source.evaluate_cpu_s <= source.poll_cpu_s
-    assert all(cpu <= total for _, dec, ev, total, _ in source.poll_log for cpu in (dec, ev, dec + ev))
+    assert all(cpu <= total for _, dec, ev, total, _, _ in source.poll_log for cpu in (dec, ev, dec + ev))
 
 
 @pytest.mark.parametrize("interval_ms, samples", [(0.25, 2000), (1.0, 2000), (2.0, 1000), (5.0, 400), (10.0, 400)])
