@@ -139,6 +139,16 @@ class CounterCapture:
         """Keys of the closed windows whose figures a later flush gives."""
         return {key for key, _, _, _ in self._closed}
 
+    def wait_started(self, timeout_s: float = 10.0) -> bool:
+        """Wait until a source started on the sampler's thread has started (or failed to): e.g. before
+        kernel_bench's timed loop, which wants its whole span covered. False if it is still starting."""
+        deadline = time.monotonic() + timeout_s
+        while getattr(self.sampler.source, "starting", False) and self.sampler.running:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.001)
+        return True
+
     def figures_between(self, start_ns: int, end_ns: int) -> TestCounters:
         """The figures of one span on the sampler's clock (e.g. kernel_bench's timed loop)."""
         return self._figures([(start_ns, end_ns)])[0]

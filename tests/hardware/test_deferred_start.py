@@ -162,3 +162,21 @@ def test_the_summary_gives_both_start_ups() -> None:
         "their thread used 0.200 s of CPU (2.0% of the 10.00 s the tests took)")
     process["counters_cost"].pop("thread_startup_s")
     assert cost_line([process], 10.0).startswith("hardware counters start-up 0.012 s, not charged to any test; ")
+
+
+def test_wait_started_waits_for_the_thread_to_start_the_source() -> None:
+    source = HeldStart()
+    sampler = CounterSampler(deferred(source), source.energy_mj, source.process_pids)
+    sampler.start()
+    capture = CounterCapture(sampler)
+    try:
+        assert capture.wait_started(timeout_s=0.05) is False  # held: still starting
+        source.go.set()
+        assert capture.wait_started(timeout_s=PATIENT_S) is True
+        assert sampler.source.started_ns > 0
+        capture.begin("after")  # opened after the start: not cut, no note
+        busy_wait(0.02)
+        capture.end()
+        assert capture.flush()["after"].note == ""
+    finally:
+        sampler.stop()
