@@ -140,7 +140,10 @@ class CounterSampler:
         began = time.perf_counter()
         if self.source is not None:
             self.source.start()
-        self._work(energy=True, poll=not getattr(self.source, "starting", False))  # a deferred start polls on the thread
+        if getattr(self.source, "starting", False):  # a source that starts on the thread: all of it there
+            self._want_energy = True
+        else:
+            self._work(energy=True)
         self._startup_s = time.perf_counter() - began
         self._began = time.perf_counter()
         self._thread = threading.Thread(target=self._run, name="pytest-gpuutil counters", daemon=True)
