@@ -23,7 +23,8 @@ it ends (a stage cut by the budget leaves the others' figures):
    (the variants must agree on a steady matmul), and a fit of each decode's CPU against the
    samples already in the image (``/100img``: ms more per 100 samples held; if large, a smaller
    image is the cure). Variants: the default (5 ms, 64 MB hardware buffer, 0.1 s polls, a 2-s
-   image: 400 samples), the old 2,000-sample image, a 100-sample one, the default on an idle GPU,
+   image: 400 samples), the old 2,000-sample image, a 100-sample one, one initialised after every
+   poll (``reset%``: the initialisations' CPU, ``reset_ms_each`` in the JSON), the default on an idle GPU,
    0.2 / 0.05 s polls, 16 MB and 256 MB (0.25 s polls) hardware buffers, 10 ms samples.
 
 Prints a table; the JSON has everything. Needs CUDA, libcupti (torch's) and profiling permission.
@@ -49,6 +50,7 @@ VARIANTS: tuple[tuple[str, dict[str, Any], bool], ...] = (
     ("default", {}, True),
     ("image_2000", {"max_samples": 2000}, True),  # the image before this change: is decode's CPU its fill?
     ("image_100", {"max_samples": 100}, True),
+    ("reset_each_poll", {"reset_fill": 0.0}, True),  # an empty image for every decode: what an init costs
     ("idle", {}, False),
     ("poll_0.2s", {"max_poll_s": 0.2}, True),
     ("poll_0.05s", {"max_poll_s": 0.05}, True),
@@ -178,6 +180,7 @@ def variant(torch: Any, library: str, options: dict[str, Any], busy: bool, secon
     else:
         time.sleep(seconds)
     decode_cpu, evaluate_cpu, poll_cpu, log = pm.decode_cpu_s, pm.evaluate_cpu_s, pm.poll_cpu_s, list(pm.poll_log)
+    reset_cpu, resets = pm.reset_cpu_s, pm.image_resets
     samples_seen = pm.samples
     sampler.stop()
     cost = sampler.cost()
@@ -186,7 +189,8 @@ def variant(torch: Any, library: str, options: dict[str, Any], busy: bool, secon
     got.update({
         "thread_pct": cost.thread_pct, "wall_s": cost.wall_s, "thread_cpu_s": cost.thread_cpu_s,
         "decode_pct": 100 * decode_cpu / wall, "evaluate_pct": 100 * evaluate_cpu / wall,
-        "python_in_poll_pct": 100 * (poll_cpu - decode_cpu - evaluate_cpu) / wall,
+        "reset_pct": 100 * reset_cpu / wall, "reset_ms_each": 1e3 * reset_cpu / max(1, resets - 1),
+        "python_in_poll_pct": 100 * (poll_cpu - decode_cpu - evaluate_cpu - reset_cpu) / wall,
         "rest_of_thread_pct": 100 * (cost.thread_cpu_s - poll_cpu) / wall,
         "polls": len(log), "decodes": pm.decodes, "samples": samples_seen,
         "evaluate_us_per_sample": 1e6 * evaluate_cpu / max(1, samples_seen),
@@ -259,7 +263,7 @@ def table(doc: dict[str, Any]) -> str:
         lines.append(f"open_counters: tests' thread {_f(s.get('tests_thread_s'), 3)} s, sampling after {_f(s.get('until_sampling_s'), 3)} s "
                      f"(thread {_f(s.get('thread_startup_s'), 3)} s, CPU {_f(s.get('thread_startup_cpu_s'), 3)} s); steps "
                      + ", ".join(f"{k} {v:.3f}" for k, v in (s.get("steps_s") or {}).items()) + (f"; error {s['error']}" if s.get("error") else ""))
-    lines.append(f"{'variant':22} {'start s':>7} {'thread%':>7} {'decode%':>7} {'eval%':>6} {'py%':>5} {'rest%':>5} "
+    lines.append(f"{'variant':22} {'start s':>7} {'thread%':>7} {'decode%':>7} {'eval%':>6} {'reset%':>6} {'py%':>5} {'rest%':>5} "
                  f"{'polls':>5} {'smp/poll':>8} {'dec ms':>6} {'dec cpu':>7} {'/100img':>7} {'eval us':>7}  means / errors")
     for name, v in (doc.get("variants") or {}).items():
         if "thread_pct" not in v:
@@ -267,6 +271,7 @@ def table(doc: dict[str, Any]) -> str:
             continue
         means = " ".join(f"{k.replace('_pct', '')} {_f(m)}" for k, m in (v.get("means") or {}).items())
         lines.append(f"{name:22} {v['start_s']:7.3f} {v['thread_pct']:7.1f} {v['decode_pct']:7.1f} {v['evaluate_pct']:6.1f} "
+                     f"{_f(v.get('reset_pct')):>6} "
                      f"{v['python_in_poll_pct']:5.1f} {v['rest_of_thread_pct']:5.1f} {v['polls']:5d} {_f(v['samples_per_poll_median'], 0):>8} "
                      f"{v['decode_wall_ms_median']:6.1f} {v['decode_cpu_ms_median']:7.1f} "
                      f"{_f((v.get('decode_fit') or {}).get('ms_per_100_in_image'), 2):>7} {v['evaluate_us_per_sample']:7.1f}  {means}"

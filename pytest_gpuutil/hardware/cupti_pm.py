@@ -89,7 +89,8 @@ class PmSamplingSource:
 
     def __init__(self, library_path: str, device_index: int = 0, interval_ns: int = 1_000_000,
                  max_samples: Optional[int] = None, hardware_buffer_bytes: int = 64 << 20,
-                 metrics: Sequence[MetricChoice] = METRICS, max_poll_s: Optional[float] = None):
+                 metrics: Sequence[MetricChoice] = METRICS, max_poll_s: Optional[float] = None,
+                 reset_fill: float = 0.5):
         try:
             self._lib = C.CDLL(library_path, mode=os.RTLD_NOLOAD | C.RTLD_GLOBAL)  # calls release the GIL
         except OSError as exc:
@@ -107,6 +108,9 @@ class PmSamplingSource:
         self.max_samples = int(max_samples) if max_samples else image_samples(self.interval_ns)
         if max_poll_s:
             self.MAX_POLL_S = float(max_poll_s)
+        #: the image is initialised again after a poll that leaves it this full (0: after every poll
+        #: with samples); an image that fills in the middle of a decode loses samples
+        self.reset_fill = float(reset_fill)
         self.hardware_buffer_bytes = int(hardware_buffer_bytes)
         self._wanted = tuple(metrics)
         #: the fields measured and the CUPTI metric behind each (known after start)
@@ -125,6 +129,8 @@ class PmSamplingSource:
         self.decode_cpu_s = 0.0
         self.evaluate_cpu_s = 0.0
         self.poll_cpu_s = 0.0
+        #: CPU of the image's initialisations once sampling runs (part of the polls' CPU)
+        self.reset_cpu_s = 0.0
         self.polls = 0
         self.decodes = 0
         #: per poll (decode wall s, decode CPU s, evaluate CPU s, poll CPU s, samples, samples already
@@ -212,8 +218,11 @@ class PmSamplingSource:
 
     def _initialize_image(self) -> None:
         self.image_resets += 1
-        self._timed("counter data", "cuptiPmSamplingCounterDataImageInitialize", CounterDataInitialize(
-            pPmSamplingObject=self._object, counterDataSize=self._image.size, pCounterData=u8_pointer(self._image)))  # type: ignore[union-attr]
+        cpu = time.thread_time()
+        self._timed("counter data" if not self._started else "image resets", "cuptiPmSamplingCounterDataImageInitialize",
+                    CounterDataInitialize(pPmSamplingObject=self._object, counterDataSize=self._image.size,  # type: ignore[union-attr]
+                                          pCounterData=u8_pointer(self._image)))
+        self.reset_cpu_s += time.thread_time() - cpu
         self._evaluated = 0
 
     def _bind_hot_calls(self) -> None:
@@ -263,7 +272,7 @@ class PmSamplingSource:
             parts.append(self._evaluate_completed())
             evaluate_cpu += time.thread_time() - cpu
             full = self._decode.decodeStopReason == STOP_COUNTER_DATA_FULL
-            if full or self._evaluated * 2 >= self.max_samples:
+            if full or (self._evaluated and self._evaluated >= self.reset_fill * self.max_samples):
                 self._initialize_image()
             if not full:
                 break

@@ -50,8 +50,9 @@ def expected_values(first: int, count: int, metric: int) -> np.ndarray:
     return ((g * 7 + metric * 13) % 100) + 0.5
 
 
-def test_every_sample_comes_out_once_in_order_with_its_values(fake_cupti, lib) -> None:
-    source = PmSamplingSource(fake_cupti[0], interval_ns=PERIOD_NS)
+@pytest.mark.parametrize("reset_fill", [0.5, 0.0])  # the default, and an image initialised after every poll
+def test_every_sample_comes_out_once_in_order_with_its_values(fake_cupti, lib, reset_fill: float) -> None:
+    source = PmSamplingSource(fake_cupti[0], interval_ns=PERIOD_NS, reset_fill=reset_fill)
     source.start()
     assert source.chip == "GH100" and source.max_samples == 400
     assert source.fields == ("sm_pct", "tensor_pct", "dram_bw_pct", "occupancy_pct", "fp32_pct", "fp64_pct")
@@ -73,6 +74,9 @@ def test_every_sample_comes_out_once_in_order_with_its_values(fake_cupti, lib) -
     for metric, field in enumerate(source.fields):
         np.testing.assert_array_equal(samples.values[field], expected_values(0, total, metric), err_msg=field)
     assert source.image_resets > 4  # the first, then at half full and when a decode filled it
+    if reset_fill == 0.0:  # the first, after each poll with samples (7), and twice when 1,000 filled it
+        assert source.image_resets == 1 + 7 + 2
+    assert source.reset_cpu_s > 0 and "image resets" in source.startup_steps
 
 
 def test_each_poll_keeps_its_cost_split(fake_cupti, lib) -> None:
