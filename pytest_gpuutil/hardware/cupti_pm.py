@@ -326,31 +326,8 @@ class PmSamplingSource:
         return stamp.value
 
     def _on_wall_clock(self, samples: CounterSamples) -> CounterSamples:
-        """Samples with their timestamps in wall-clock ns.
-
-        CUPTI stamps samples with its own clock: wall-clock ns by default, but after a
-        torch.profiler session Kineto's timestamp callback (TSC ticks) stays in place for the
-        process. Those samples are mapped onto the wall clock (20 ms of calibration, once).
-        """
-        if not len(samples):
-            return samples
-        now = time.time_ns()
-        foreign = np.abs(samples.end_ns - now) > _WALL_CLOCK_NS
-        if not foreign.any():
-            return samples
-        if self._tsc is None:
-            t0, c0 = time.time_ns(), self._ticks()
-            while time.time_ns() - t0 < 20_000_000:
-                pass
-            t1, c1 = time.time_ns(), self._ticks()
-            self._tsc = (c1, t1, (t1 - t0) / (c1 - c0) if c1 > c0 else 1.0)
-        ref_ticks, ref_ns, ns_per_tick = self._tsc
-
-        def mapped(ticks: np.ndarray) -> np.ndarray:
-            return np.where(foreign, ref_ns + np.rint((ticks - ref_ticks).astype(np.float64) * ns_per_tick).astype(np.int64),
-                            ticks)
-
-        return CounterSamples(mapped(samples.start_ns), mapped(samples.end_ns), samples.values).tidy()
+        samples, self._tsc = on_wall_clock(samples, self._tsc, self._ticks)
+        return samples
 
     def stop(self) -> CounterSamples:
         """Stop sampling and return what was left in the buffer; the device-side state is released."""
@@ -379,3 +356,31 @@ class PmSamplingSource:
             except PmSamplingError:
                 pass
             self._host = None
+
+
+def on_wall_clock(samples: CounterSamples, tsc: Optional[tuple[int, int, float]],
+                  ticks: Any) -> tuple[CounterSamples, Optional[tuple[int, int, float]]]:
+    """Samples with their timestamps in wall-clock ns, and the (ticks, ns, ns per tick) mapping used.
+
+    CUPTI stamps samples with its own clock: wall-clock ns by default, but after a
+    torch.profiler session Kineto's timestamp callback (TSC ticks) stays in place for the
+    process. Those samples are mapped onto the wall clock (20 ms of calibration with ``ticks()``, once).
+    """
+    if not len(samples):
+        return samples, tsc
+    foreign = np.abs(samples.end_ns - time.time_ns()) > _WALL_CLOCK_NS
+    if not foreign.any():
+        return samples, tsc
+    if tsc is None:
+        t0, c0 = time.time_ns(), ticks()
+        while time.time_ns() - t0 < 20_000_000:
+            pass
+        t1, c1 = time.time_ns(), ticks()
+        tsc = (c1, t1, (t1 - t0) / (c1 - c0) if c1 > c0 else 1.0)
+    ref_ticks, ref_ns, ns_per_tick = tsc
+
+    def mapped(stamps: np.ndarray) -> np.ndarray:
+        return np.where(foreign, ref_ns + np.rint((stamps - ref_ticks).astype(np.float64) * ns_per_tick).astype(np.int64),
+                        stamps)
+
+    return CounterSamples(mapped(samples.start_ns), mapped(samples.end_ns), samples.values).tidy(), tsc

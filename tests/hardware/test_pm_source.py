@@ -136,3 +136,22 @@ def test_open_counters_starts_pm_sampling_on_the_samplers_thread(fake_cupti, lib
     assert got.source == "cupti_pm_sampling"
     assert got.values["sm_pct"] is not None and 0.5 <= got.values["sm_pct"] <= 99.5
     assert sampler.cost().thread_startup_s is not None
+
+
+def test_samples_on_kinetos_clock_are_mapped_onto_the_wall_clock() -> None:
+    from pytest_gpuutil.hardware.cupti_pm import on_wall_clock
+
+    def ticks() -> int:  # a clock of its own: a third of the wall clock's rate, far from it
+        return time.time_ns() // 3
+
+    now = ticks()
+    foreign = CounterSamples(np.asarray([now - 2_000_000, now - 1_000_000], dtype=np.int64),
+                             np.asarray([now - 1_000_000, now], dtype=np.int64), {"sm_pct": np.asarray([1.0, 2.0])})
+    mapped, tsc = on_wall_clock(foreign, None, ticks)
+    assert tsc is not None and tsc[2] == pytest.approx(3.0, rel=0.01)
+    assert abs(int(mapped.end_ns[-1]) - time.time_ns()) < 1_000_000_000
+    assert int(mapped.end_ns[0] - mapped.start_ns[0]) == pytest.approx(3_000_000, rel=0.01)
+    wall = CounterSamples(np.asarray([time.time_ns()], dtype=np.int64), np.asarray([time.time_ns() + 1], dtype=np.int64),
+                          {"sm_pct": np.asarray([1.0])})
+    same, kept = on_wall_clock(wall, tsc, ticks)
+    assert same is wall and kept == tsc
