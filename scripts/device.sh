@@ -114,10 +114,10 @@ step_hardware() {
   python3 validation/hardware_truth.py "$W" --budget-s "${HARDWARE_BUDGET_S:-100}"
 }
 
-defstep counter_thread "${COUNTER_THREAD_LIMIT_S:-120}" 24 "issue 41's counters line (~100 s): benchmarks/checks/counter_thread_cost.py: the busy suite (5 tests of 2 s bf16 matmuls) under --gpu-util --gpu-util-counters=auto and plain --gpu-util (the thread's % of one core, bar 5; the counters' start-up on the tests' thread, bar 0.15 s, and on the sampler's thread; per-test SM/tensor), then in one process the plugin's open_counters (start-up split), then PM sampling variants while bf16 matmuls run (hardware buffer, image, poll interval, 10 ms, idle): the thread's CPU split into DecodeData / evaluation / Python, per-poll decode wall and CPU, errors (counter_thread/counter_thread_cost.json, counter_thread_cost.txt)"
+defstep counter_thread "${COUNTER_THREAD_LIMIT_S:-100}" 24 "issue 41's counters line (~90 s; \$COUNTER_THREAD_LIMIT_S, 100): benchmarks/checks/counter_thread_cost.py: the busy suite (5 tests of 2 s bf16 matmuls) under --gpu-util --gpu-util-counters=auto and plain --gpu-util (the thread's % of one core, bar 5; the counters' start-up on the tests' thread, bar 0.15 s, and on the sampler's thread; per-test SM/tensor), then in one process the plugin's open_counters (start-up split), then PM sampling variants while bf16 matmuls run (hardware buffer, image, poll interval, 10 ms, idle): the thread's CPU split into DecodeData / evaluation / Python, per-poll decode wall and CPU, errors (counter_thread/counter_thread_cost.json, counter_thread_cost.txt)"
 step_counter_thread() {
   unset PYTHONDONTWRITEBYTECODE  # bytecode written and reused, as on a machine that ran the suite before
-  python3 benchmarks/checks/counter_thread_cost.py --out "$W/counter_thread" --budget-s $((${STEP_LIMIT_S:-120} - 12))
+  python3 benchmarks/checks/counter_thread_cost.py --out "$W/counter_thread" --budget-s $((${STEP_LIMIT_S:-100} - 12))
 }
 after_counter_thread() {
   [ -f "$W/counter_thread/counter_thread_cost.txt" ] && cat "$W/counter_thread/counter_thread_cost.txt"
