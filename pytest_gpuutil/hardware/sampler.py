@@ -325,6 +325,8 @@ class CounterSampler:
             return covered  # nothing to wait for: no poll forced on the thread
         deadline = time.monotonic() + timeout_s
         pause = min(0.005, (self.period_ns or 1_000_000) / 2e9)
+        # no sample ends at ``until_ns`` before a period has passed it: a poll before that decodes in vain
+        time.sleep(max(0.0, min(0.05, (until_ns + (self.period_ns or 0) - self.now()) / 1e9)))
         while True:
             with self._cond:
                 self._wanted += 1
