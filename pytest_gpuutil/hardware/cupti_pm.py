@@ -239,6 +239,11 @@ class PmSamplingSource:
         self._fn_evaluate = self._lib.cuptiProfilerHostEvaluateToGpuValues
 
     @property
+    def sample_latency_ns(self) -> int:
+        """No sample covers a time until a period has passed it (the sampler waits that long before a poll)."""
+        return int(self.period_ns or 0)
+
+    @property
     def poll_interval_s(self) -> float:
         """How often the sampler polls (decodes): at least every MAX_POLL_S, and often enough that the
         hardware buffer never holds more than SAMPLES_PER_POLL samples, but not more often than every

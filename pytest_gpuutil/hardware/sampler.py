@@ -325,8 +325,10 @@ class CounterSampler:
             return covered  # nothing to wait for: no poll forced on the thread
         deadline = time.monotonic() + timeout_s
         pause = min(0.005, (self.period_ns or 1_000_000) / 2e9)
-        # no sample ends at ``until_ns`` before a period has passed it: a poll before that decodes in vain
-        time.sleep(max(0.0, min(0.05, (until_ns + (self.period_ns or 0) - self.now()) / 1e9)))
+        # a source whose samples end on a fixed period (PM sampling) has none over ``until_ns`` before
+        # that period has passed it: a poll before then decodes in vain
+        latency = int(getattr(self.source, "sample_latency_ns", 0) or 0)
+        time.sleep(max(0.0, min(0.05, (until_ns + latency - self.now()) / 1e9)))
         while True:
             with self._cond:
                 self._wanted += 1

@@ -54,7 +54,7 @@ def expected_values(first: int, count: int, metric: int) -> np.ndarray:
 def test_every_sample_comes_out_once_in_order_with_its_values(fake_cupti, lib, reset_fill: float) -> None:
     source = PmSamplingSource(fake_cupti[0], interval_ns=PERIOD_NS, reset_fill=reset_fill)
     source.start()
-    assert source.chip == "GH100" and source.max_samples == 400
+    assert source.chip == "GH100" and source.max_samples == 400 and source.sample_latency_ns == PERIOD_NS
     assert source.fields == ("sm_pct", "tensor_pct", "dram_bw_pct", "occupancy_pct", "fp32_pct", "fp64_pct")
     parts = []
     arrivals = (3, 150, 0, 47, 399, 400, 1000, 1)  # half the image, a full one, one past two images

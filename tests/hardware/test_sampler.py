@@ -330,6 +330,7 @@ def test_a_flush_that_waits_asks_for_one_poll_once_a_sample_can_cover_its_window
     source = SyntheticCounters(period_ns=5_000_000)
     source.poll_interval_s = 600.0  # type: ignore[attr-defined]
     source.sync_timeout_s = PATIENT_S  # type: ignore[attr-defined]
+    source.sample_latency_ns = 5_000_000  # type: ignore[attr-defined]  # as PM sampling's (its period)
     sampler = started(source)
     capture = CounterCapture(sampler)
     try:
