@@ -17,7 +17,6 @@ from pytest_gpuutil.analysis.counters import (
     COUNTER_FIELDS,
     ENERGY_MIN_S,
     NOT_COVERED,
-    TOO_SHORT,
     CounterSums,
     other_process_note,
     window_figures,
@@ -163,17 +162,19 @@ class CounterCapture:
                         or (wait and sampler.energy_asked_ns > sampler.energy_until))
         sampler.sync(last_end, energy=needs_energy, timeout_s=self._timeout_s())
         samples, energy, checks = sampler.collected()
+        # a source that never started on the sampler's thread: energy only, as if there were none
+        live = sampler.source is not None and not getattr(sampler.source, "failed", False)
         period = sampler.period_ns or samples.median_period_ns()
-        if sampler.source is not None and period is None:
+        if live and period is None:
             period = 1 << 62  # no sample yet: every window is "too short"
         began_ns = int(getattr(sampler.source, "started_ns", 0) or 0)  # a source started from the thread
         cut = [(min(max(start, began_ns), end), end) for start, end in spans]
         results = []
         for (start, end), (from_ns, _), figure in zip(spans, cut, window_figures(
-                samples, energy, cut, period if sampler.source else None, energy_min_ns=self.energy_min_ns)):
+                samples, energy, cut, period if live else None, energy_min_ns=self.energy_min_ns)):
             note = figure.note
-            if sampler.error and (note == NOT_COVERED or (note == TOO_SHORT and sampler.period_ns is None)):
-                note = f"the hardware counters stopped: {sampler.error}"  # (or never started: no period)
+            if sampler.error and live and note == NOT_COVERED:
+                note = f"the hardware counters stopped: {sampler.error}"
             if from_ns > start:
                 note = starting_note(note, from_ns - start, end - start)
             results.append(TestCounters(sampler.source_name or "nvml_utilization", figure.values, figure.energy_j,

@@ -41,12 +41,15 @@ class DeferredStart:
         #: seconds the start took on the sampler's thread (None until it ended, started or not)
         self.startup_s: Optional[float] = None
         self.startup_cpu_s = 0.0
+        #: no source started: the sampler goes on with energy and the process check only
+        self.failed = False
         self._tried = False
 
     # -- what the sampler and the capture read: the started source's, or "not yet" ---------------
     @property
     def name(self) -> str:
-        return getattr(self.source, "name", "") or "counters"
+        """The started source's name; "counters" while starting, "" when none started (energy only)."""
+        return getattr(self.source, "name", "") or ("" if self.failed else "counters")
 
     @property
     def period_ns(self) -> Optional[int]:
@@ -109,6 +112,7 @@ class DeferredStart:
                 self.started_ns = self._clock()
                 self.source, self.label = source, label
                 return
+            self.failed = True
         finally:
             self._pending = []
             self.startup_s = time.perf_counter() - began

@@ -209,7 +209,8 @@ class CounterReads(MeasurementPart):
         return {"counters": self.description, "counters_fallback": self.fallback,
                 "counters_startup_s": self.startup_s,
                 "counters_cost": {**dataclasses.asdict(cost), "flush_s": self.capture.flush_s,
-                                  "error": self.capture.sampler.error,
+                                  "error": "" if getattr(self.capture.sampler.source, "failed", False)  # said by the fallback
+                                  else self.capture.sampler.error,
                                   "later": [e for e in (self.capture.sampler.energy_error,
                                                         self.capture.sampler.process_error)
                                             if e and e not in self.fallback]}}

@@ -43,7 +43,7 @@ typedef struct { uint64_t capacity, count, first; } Header;
 static uint64_t t0, period = 1000000, next_global, pending;
 static size_t added;
 static int overflow_next;
-int fake_decodes, fake_one_pass_metrics = 6;
+int fake_decodes, fake_one_pass_metrics = 6, fake_enable_result;
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -51,7 +51,8 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-void fake_reset(void) { next_global = pending = 0; fake_decodes = 0; overflow_next = 0; }
+void fake_reset(void) { next_global = pending = 0; fake_decodes = 0; overflow_next = 0; fake_enable_result = 0; }
+void fake_refuse_enable(int result) { fake_enable_result = result; }
 void fake_arrive(uint64_t n) { pending += n; }
 void fake_overflow(void) { overflow_next = 1; }
 uint64_t fake_next_global(void) { return next_global; }
@@ -76,7 +77,7 @@ int cuptiProfilerHostConfigAddMetrics(AddMetrics *p) {
 int cuptiProfilerHostGetConfigImageSize(ImageSize *p) { p->size = 16; return 0; }
 int cuptiProfilerHostGetConfigImage(Image *p) { memset(p->p, 0, p->size); p->p[0] = (uint8_t)added; return 0; }
 int cuptiProfilerHostGetNumOfPasses(Passes *p) { p->passes = p->p[0] > fake_one_pass_metrics ? 2 : 1; return 0; }
-int cuptiPmSamplingEnable(Enable *p) { p->obj = (void *)2; return 0; }
+int cuptiPmSamplingEnable(Enable *p) { p->obj = (void *)2; return fake_enable_result; }
 int cuptiPmSamplingDisable(Object *p) { (void)p; return 0; }
 int cuptiPmSamplingSetConfig(SetConfig *p) { period = p->interval; return 0; }
 int cuptiPmSamplingGetCounterDataSize(DataSize *p) { p->size = sizeof(Header) + 8u * p->maxSamples; return 0; }

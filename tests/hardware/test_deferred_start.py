@@ -118,8 +118,10 @@ def test_when_none_starts_the_windows_say_why_and_energy_goes_on() -> None:
         got = capture.flush()["t"]
     finally:
         sampler.stop()
-    assert got.values["sm_pct"] is None
-    assert got.note == "the hardware counters stopped: counters stopped: no source started (source 0: no permission)"
+    # as with no source at all (NVML only): no figures, no note; the summary's fallback line says why
+    assert got.values["sm_pct"] is None and got.note == "" and got.source == "nvml_utilization"
+    assert "no source started (source 0: no permission)" in sampler.error
+    assert sampler.source.failed and sampler.source.reasons == ["source 0: no permission"]
     assert sampler.cost().energy_reads >= 1 and not refusing.stopped  # never started: nothing to release
 
 

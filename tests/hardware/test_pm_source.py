@@ -155,3 +155,28 @@ def test_samples_on_kinetos_clock_are_mapped_onto_the_wall_clock() -> None:
                           {"sm_pct": np.asarray([1.0])})
     same, kept = on_wall_clock(wall, tsc, ticks)
     assert same is wall and kept == tsc
+
+
+def test_pm_sampling_refused_on_the_thread_falls_back_to_energy_only_and_says_why(fake_cupti, lib) -> None:
+    from tests.hardware.test_choose import NvmlView
+
+    lib.fake_refuse_enable(35)  # CUPTI_ERROR_INSUFFICIENT_PRIVILEGES
+    view = NvmlView("NVIDIA H100 80GB HBM3", gpm=False)
+    opened = open_counters("auto", 5.0, CudaDevice(0, "GPU-fake", "NVIDIA H100 80GB HBM3"),
+                           nvml_device=lambda uuid, index: view, cupti_library=lambda: fake_cupti[0])
+    assert opened.capture is not None
+    capture, sampler = opened.capture, opened.capture.sampler
+    try:
+        assert capture.wait_started(timeout_s=60)
+        capture.begin("t")
+        capture.end()
+        got = capture.flush()["t"]
+    finally:
+        sampler.stop()
+    assert got.source == "nvml_utilization" and got.values["sm_pct"] is None and got.note == ""
+    description, fallback = opened.describe()
+    assert description == "NVML energy only"
+    assert fallback.startswith("no SM/tensor/DRAM counters (CUPTI PM sampling: no permission to read GPU performance "
+                               "counters (")
+    assert fallback.endswith("[cuptiPmSamplingEnable failed: fake CUPTI error]; NVML GPM: not supported on NVIDIA H100 "
+                             "80GB HBM3 (Hopper or later needed)): energy from NVML only")
