@@ -204,7 +204,8 @@ class CounterReads(MeasurementPart):
             return {"counters": "", "counters_fallback": self.fallback}
         if self._describe is not None:  # a source started on the sampler's thread: what it came to
             self.description, fallback = self._describe()
-            self.fallback = self.fallback or fallback
+            if fallback and fallback not in self.fallback:
+                self.fallback = f"{self.fallback}; {fallback}" if self.fallback else fallback
         cost = self.capture.sampler.cost()
         return {"counters": self.description, "counters_fallback": self.fallback,
                 "counters_startup_s": self.startup_s,
