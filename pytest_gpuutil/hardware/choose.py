@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from pytest_gpuutil.hardware.capture import CounterCapture
+from pytest_gpuutil.hardware.cuda_context import current_context, make_current
 from pytest_gpuutil.hardware.cupti_pm import PmSamplingSource
 from pytest_gpuutil.hardware.deferred_start import DeferredStart
 from pytest_gpuutil.hardware.nvml import GpmSource, NvmlDevice, NvmlError, open_device
@@ -198,7 +199,13 @@ def _try_pm(cuda: CudaDevice, path: Optional[str], interval_ms: float, device: O
     except Exception as exc:  # noqa: BLE001 - any failure is a fallback, never a crash
         reasons.append(f"CUPTI PM sampling: {_reason(exc)}")
         return None
-    sources: list[tuple[str, Callable[[], Any]]] = [("CUPTI PM sampling", lambda: pm)]
+    context = current_context()  # torch's, on this thread: made current on the sampler's before CUPTI's set-up
+
+    def in_context() -> PmSamplingSource:
+        make_current(context)
+        return pm
+
+    sources: list[tuple[str, Callable[[], Any]]] = [("CUPTI PM sampling", in_context)]
     if gpm is not None:
         sources.append(("NVML GPM", lambda: GpmSource(gpm)))
     deferred = DeferredStart(sources, reason=_reason)
