@@ -255,7 +255,7 @@ defstep tests_gpu 300 3 "the GPU test modules alone: profiler, CUPTI, memory, ti
 step_tests_gpu() {
   python3 -m pytest tests/capture/test_profiler_gpu.py tests/capture/test_cupti_gpu.py tests/capture/test_memory_gpu.py \
     tests/capture/test_timing.py tests/traces/test_reader_paths.py \
-    tests/hardware/test_counters_gpu.py tests/children/test_children_gpu.py \
+    tests/hardware/test_counters_gpu.py tests/hardware/test_cuda_context.py tests/children/test_children_gpu.py \
     tests/gates/test_gates_in_pytest.py tests/report/test_benchmark_interop.py \
     -q -p no:cacheprovider -rs --durations=10
 }
