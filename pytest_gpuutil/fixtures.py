@@ -163,6 +163,8 @@ class KernelBenchFixture:
         wanted = label or getattr(fn, "__name__", "bench")
         label = self._results.unique_label(wanted, self._results.kernel_bench)
         counters = self._counters
+        if counters is not None:
+            counters.wait_started()  # counters still starting on their thread would miss the timed reps
         result = bench(fn, *args, warmup_ms=warmup_ms, rep_ms=rep_ms, flush_l2=flush_l2, cuda_graph=cuda_graph,
                        bytes=bytes, flops=flops, label=label, flops_dtype=flops_dtype,
                        clock_ns=counters.sampler.now if counters is not None else None, **kwargs)

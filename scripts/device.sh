@@ -114,6 +114,16 @@ step_hardware() {
   python3 validation/hardware_truth.py "$W" --budget-s "${HARDWARE_BUDGET_S:-100}"
 }
 
+defstep counter_thread "${COUNTER_THREAD_LIMIT_S:-100}" 24 "issue 41's counters line (~90 s; \$COUNTER_THREAD_LIMIT_S, 100): benchmarks/checks/counter_thread_cost.py: the busy suite (5 tests of 2 s bf16 matmuls) under --gpu-util --gpu-util-counters=auto and plain --gpu-util (the thread's % of one core, bar 5; the counters' start-up on the tests' thread, bar 0.15 s, and on the sampler's thread; per-test SM/tensor), then in one process the plugin's open_counters (start-up split), then PM sampling variants while bf16 matmuls run (hardware buffer, image, poll interval, 10 ms, idle): the thread's CPU split into DecodeData / evaluation / Python, per-poll decode wall and CPU, errors (counter_thread/counter_thread_cost.json, counter_thread_cost.txt)"
+step_counter_thread() {
+  unset PYTHONDONTWRITEBYTECODE  # bytecode written and reused, as on a machine that ran the suite before
+  python3 benchmarks/checks/counter_thread_cost.py --out "$W/counter_thread" --budget-s $((${STEP_LIMIT_S:-100} - 12))
+}
+after_counter_thread() {
+  [ -f "$W/counter_thread/counter_thread_cost.txt" ] && cat "$W/counter_thread/counter_thread_cost.txt"
+  return 0
+}
+
 defstep examples 40 25 "main job with the HTML report: pytest --gpu-util --gpu-util-html examples/ (examples_*.json/csv/html)"
 step_examples() {
   rm -rf .gpu_util
@@ -245,7 +255,7 @@ defstep tests_gpu 300 3 "the GPU test modules alone: profiler, CUPTI, memory, ti
 step_tests_gpu() {
   python3 -m pytest tests/capture/test_profiler_gpu.py tests/capture/test_cupti_gpu.py tests/capture/test_memory_gpu.py \
     tests/capture/test_timing.py tests/traces/test_reader_paths.py \
-    tests/hardware/test_counters_gpu.py tests/children/test_children_gpu.py \
+    tests/hardware/test_counters_gpu.py tests/hardware/test_cuda_context.py tests/children/test_children_gpu.py \
     tests/gates/test_gates_in_pytest.py tests/report/test_benchmark_interop.py \
     -q -p no:cacheprovider -rs --durations=10
 }

@@ -260,6 +260,8 @@ def sampler_cost(seconds: float = 3.0) -> dict[str, Any]:
     activity.start()
     activity_startup = time.perf_counter() - began
     opened = open_counters("auto", 1.0, cuda_device(torch))
+    if opened.capture is not None:
+        opened.capture.wait_started()  # PM sampling starts on the sampler's thread: these figures are of it running
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
     x = torch.zeros(1024, device="cuda")
     began = time.perf_counter()
@@ -273,7 +275,8 @@ def sampler_cost(seconds: float = 3.0) -> dict[str, Any]:
     activity.stop()
     events, _ = activity.drain()
     out: dict[str, Any] = {"activity_startup_s": activity_startup, "activity_events": len(events),
-                           "counters": opened.description, "fallback": opened.fallback,
+                           "counters": opened.describe()[0] if opened.describe else opened.description,
+                           "fallback": opened.fallback or (opened.describe()[1] if opened.describe else ""),
                            "counters_startup_s": opened.startup_s, "wall_s": wall}
     if opened.capture is not None:
         sampler = opened.capture.sampler

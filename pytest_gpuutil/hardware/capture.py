@@ -58,6 +58,13 @@ def _join(*notes: str) -> str:
     return "; ".join(n for n in notes if n)
 
 
+def starting_note(note: str, missed_ns: int, length_ns: int) -> str:
+    """The note of a window whose first ``missed_ns`` the counters missed while they started."""
+    if missed_ns >= length_ns:
+        return "the hardware counters were still starting"
+    return _join(f"the hardware counters started {missed_ns / 1e6:,.0f} ms into it and cover the rest of it", note)
+
+
 class CounterCapture:
     """Windows over one :class:`CounterSampler`; see the module docstring."""
 
@@ -72,9 +79,10 @@ class CounterCapture:
         #: also give each window its samples as a strip for the HTML page's timelines
         self.strips = False
 
-    def begin(self, key: Any, remark: str = "") -> None:
-        """Open a window now (``remark``: said in its note, e.g. that it covers only part of the call)."""
-        self._open = (key, self.sampler.now(), remark)
+    def begin(self, key: Any, remark: str = "", since_ns: Optional[int] = None) -> None:
+        """Open a window now, or from ``since_ns`` on the sampler's clock (``remark``: said in its note,
+        e.g. that it covers only part of the call)."""
+        self._open = (key, self.sampler.now() if since_ns is None else since_ns, remark)
         self.sampler.energy_edge()  # an energy reading at the start, unless one was asked for lately
 
     def end(self) -> None:
@@ -130,6 +138,16 @@ class CounterCapture:
         """Keys of the closed windows whose figures a later flush gives."""
         return {key for key, _, _, _ in self._closed}
 
+    def wait_started(self, timeout_s: float = 10.0) -> bool:
+        """Wait until a source started on the sampler's thread has started (or failed to): e.g. before
+        kernel_bench's timed loop, which wants its whole span covered. False if it is still starting."""
+        deadline = time.monotonic() + timeout_s
+        while getattr(self.sampler.source, "starting", False) and self.sampler.running:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.001)
+        return True
+
     def figures_between(self, start_ns: int, end_ns: int) -> TestCounters:
         """The figures of one span on the sampler's clock (e.g. kernel_bench's timed loop)."""
         return self._figures([(start_ns, end_ns)])[0]
@@ -144,15 +162,21 @@ class CounterCapture:
                         or (wait and sampler.energy_asked_ns > sampler.energy_until))
         sampler.sync(last_end, energy=needs_energy, timeout_s=self._timeout_s())
         samples, energy, checks = sampler.collected()
+        # a source that never started on the sampler's thread: energy only, as if there were none
+        live = sampler.source is not None and not getattr(sampler.source, "failed", False)
         period = sampler.period_ns or samples.median_period_ns()
-        if sampler.source is not None and period is None:
+        if live and period is None:
             period = 1 << 62  # no sample yet: every window is "too short"
+        began_ns = int(getattr(sampler.source, "started_ns", 0) or 0)  # a source started from the thread
+        cut = [(min(max(start, began_ns), end), end) for start, end in spans]
         results = []
-        for (start, end), figure in zip(spans, window_figures(samples, energy, spans, period if sampler.source else None,
-                                                               energy_min_ns=self.energy_min_ns)):
+        for (start, end), (from_ns, _), figure in zip(spans, cut, window_figures(
+                samples, energy, cut, period if live else None, energy_min_ns=self.energy_min_ns)):
             note = figure.note
-            if note == NOT_COVERED and sampler.error:
+            if sampler.error and live and note == NOT_COVERED:
                 note = f"the hardware counters stopped: {sampler.error}"
+            if from_ns > start:
+                note = starting_note(note, from_ns - start, end - start)
             results.append(TestCounters(sampler.source_name or "nvml_utilization", figure.values, figure.energy_j,
                                         figure.avg_power_w, _join(note, other_process_note(checks.pids_during(start, end))),
                                         figure.sums, self._strip(samples, start, end) if self.strips else {}))

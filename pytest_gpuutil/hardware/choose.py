@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from pytest_gpuutil.hardware.capture import CounterCapture
+from pytest_gpuutil.hardware.cuda_context import current_context, make_current
 from pytest_gpuutil.hardware.cupti_pm import PmSamplingSource
+from pytest_gpuutil.hardware.deferred_start import DeferredStart
 from pytest_gpuutil.hardware.nvml import GpmSource, NvmlDevice, NvmlError, open_device
 from pytest_gpuutil.hardware.pm_structs import INSUFFICIENT_PRIVILEGES
 from pytest_gpuutil.hardware.sampler import CounterSampler, CounterSource
@@ -47,6 +49,9 @@ class OpenedCounters:
     fallback: str = ""
     #: seconds the source took to start (not charged to any test)
     startup_s: Optional[float] = None
+    #: (description, fallback) as they stand now, for a source that starts on the sampler's thread
+    #: (None: the two above are final)
+    describe: Optional[Callable[[], tuple[str, str]]] = None
 
 
 def _reason(exc: BaseException) -> str:
@@ -131,7 +136,10 @@ def open_counters(
     reasons: list[str] = []
     began = time.perf_counter()
     if mode in ("auto", "cupti"):
-        opened = _try_pm(cuda, cupti_library(), interval_ms, device, pids, reasons)
+        gpm = device if mode == "auto" and device is not None and device.gpm_supported() else None
+        gpm_reason = (f"NVML GPM: not supported on {device.name or name} (Hopper or later needed)",) if (
+            mode == "auto" and device is not None and gpm is None) else ()
+        opened = _try_pm(cuda, cupti_library(), interval_ms, device, pids, reasons, gpm, gpm_reason)
         if opened is not None:
             if device is None:
                 opened = dataclasses.replace(
@@ -178,16 +186,44 @@ def _loaded_cupti() -> Optional[str]:
 
 
 def _try_pm(cuda: CudaDevice, path: Optional[str], interval_ms: float, device: Optional[NvmlDevice],
-            pids: Callable[[], set[int]], reasons: list[str]) -> Optional[OpenedCounters]:
+            pids: Callable[[], set[int]], reasons: list[str], gpm: Optional[NvmlDevice] = None,
+            gpm_reason: tuple[str, ...] = ()) -> Optional[OpenedCounters]:
+    """PM sampling, started on the sampler's thread (~0.4 s of CUPTI calls that release the GIL: the
+    tests go on meanwhile); if it does not start there, GPM on ``gpm``, else energy only."""
     if path is None:
         reasons.append("CUPTI PM sampling: libcupti is not loaded in this process")
         return None
     began = time.perf_counter()
     try:
         pm = PmSamplingSource(path, device_index=cuda.index, interval_ns=int(interval_ms * 1e6))
-        sampler = CounterSampler(pm, device.energy_mj if device else None, device.process_pids if device else None, pids)
-        sampler.start()
     except Exception as exc:  # noqa: BLE001 - any failure is a fallback, never a crash
         reasons.append(f"CUPTI PM sampling: {_reason(exc)}")
         return None
-    return OpenedCounters(CounterCapture(sampler), _describe(pm, pm.chip), "", time.perf_counter() - began)
+    context = current_context()  # torch's, on this thread: made current on the sampler's before CUPTI's set-up
+
+    def in_context() -> PmSamplingSource:
+        make_current(context)
+        return pm
+
+    sources: list[tuple[str, Callable[[], Any]]] = [("CUPTI PM sampling", in_context)]
+    if gpm is not None:
+        sources.append(("NVML GPM", lambda: GpmSource(gpm)))
+    deferred = DeferredStart(sources, reason=_reason)
+    sampler = CounterSampler(deferred, device.energy_mj if device else None, device.process_pids if device else None, pids)
+    sampler.start()
+    before = list(reasons)
+
+    def describe() -> tuple[str, str]:
+        source = deferred.source
+        if source is None and deferred.starting:
+            return "CUPTI PM sampling (still starting)", ""
+        why = "; ".join([*before, *deferred.reasons])
+        if source is None:
+            if device is None:
+                return "", f"hardware counters off: {why}"
+            return "NVML energy only", f"no SM/tensor/DRAM counters ({'; '.join([why, *gpm_reason])}): energy from NVML only"
+        shown = _describe(source, getattr(source, "chip", ""))
+        return shown, (f"hardware counters from {shown}: {why}" if why else "")
+
+    return OpenedCounters(CounterCapture(sampler), "CUPTI PM sampling (starting)", "", time.perf_counter() - began,
+                          describe=describe)

@@ -54,6 +54,21 @@ from pytest_gpuutil.hardware.pm_structs import (
 
 #: a timestamp this close to time.time_ns() is wall-clock ns; further off, it is Kineto's clock
 _WALL_CLOCK_NS = 60_000_000_000
+#: the counter data image holds this many seconds of samples (~35 KB a sample on an H100), within
+#: the bounds below: 2,000 samples at 1 ms as before, 400 (14 MB instead of 70) at the default 5 ms
+IMAGE_SECONDS = 2.0
+IMAGE_SAMPLES_MIN, IMAGE_SAMPLES_MAX = 400, 2000
+
+
+def image_samples(interval_ns: int) -> int:
+    """How many samples the counter data image is made for at ``interval_ns``: IMAGE_SECONDS of them.
+
+    Its initialisation (at start-up, and again each time it is half full) costs in proportion to
+    its size (~0.1 s for 2,000 samples on an H100). It is initialised again once half full, so a
+    poll that comes a whole IMAGE_SECONDS / 2 late still finds room (polls come every 0.1 s).
+    """
+    wanted = int(IMAGE_SECONDS * 1e9 / max(1, interval_ns))
+    return max(IMAGE_SAMPLES_MIN, min(IMAGE_SAMPLES_MAX, wanted))
 
 
 class PmSamplingSource:
@@ -73,8 +88,9 @@ class PmSamplingSource:
     MAX_POLL_S = 0.1
 
     def __init__(self, library_path: str, device_index: int = 0, interval_ns: int = 1_000_000,
-                 max_samples: int = 2000, hardware_buffer_bytes: int = 64 << 20,
-                 metrics: Sequence[MetricChoice] = METRICS):
+                 max_samples: Optional[int] = None, hardware_buffer_bytes: int = 64 << 20,
+                 metrics: Sequence[MetricChoice] = METRICS, max_poll_s: Optional[float] = None,
+                 reset_fill: float = 0.5):
         try:
             self._lib = C.CDLL(library_path, mode=os.RTLD_NOLOAD | C.RTLD_GLOBAL)  # calls release the GIL
         except OSError as exc:
@@ -89,7 +105,12 @@ class PmSamplingSource:
         self.library_path = library_path
         self.device_index = device_index
         self.interval_ns = int(interval_ns)
-        self.max_samples = int(max_samples)
+        self.max_samples = int(max_samples) if max_samples else image_samples(self.interval_ns)
+        if max_poll_s:
+            self.MAX_POLL_S = float(max_poll_s)
+        #: the image is initialised again after a poll that leaves it this full (0: after every poll
+        #: with samples); an image that fills in the middle of a decode loses samples
+        self.reset_fill = float(reset_fill)
         self.hardware_buffer_bytes = int(hardware_buffer_bytes)
         self._wanted = tuple(metrics)
         #: the fields measured and the CUPTI metric behind each (known after start)
@@ -100,9 +121,21 @@ class PmSamplingSource:
         self.period_ns: Optional[int] = None
         self.trigger = TRIGGER_TIME
         self.overflows = 0
-        #: seconds spent decoding and evaluating (the sampler reports the cost)
+        #: seconds spent decoding and evaluating (the sampler reports the cost), wall and this
+        #: thread's CPU: decode is CUPTI's DecodeData, evaluate its per-sample calls and the columns
+        #: around them; the rest of a poll's CPU (poll_cpu_s less both) is the Python around them
         self.decode_s = 0.0
         self.evaluate_s = 0.0
+        self.decode_cpu_s = 0.0
+        self.evaluate_cpu_s = 0.0
+        self.poll_cpu_s = 0.0
+        #: CPU of the image's initialisations once sampling runs (part of the polls' CPU)
+        self.reset_cpu_s = 0.0
+        self.polls = 0
+        self.decodes = 0
+        #: per poll (decode wall s, decode CPU s, evaluate CPU s, poll CPU s, samples, samples already
+        #: in the image before it), when a list (a diagnostic sets it; None: not kept)
+        self.poll_log: Optional[list[tuple[float, float, float, float, int, int]]] = None
         self.samples = 0
         self.startup_steps: dict[str, float] = {}
         self._host: Optional[int] = None
@@ -185,8 +218,11 @@ class PmSamplingSource:
 
     def _initialize_image(self) -> None:
         self.image_resets += 1
-        self._timed("counter data", "cuptiPmSamplingCounterDataImageInitialize", CounterDataInitialize(
-            pPmSamplingObject=self._object, counterDataSize=self._image.size, pCounterData=u8_pointer(self._image)))  # type: ignore[union-attr]
+        cpu = time.thread_time()
+        self._timed("counter data" if not self._started else "image resets", "cuptiPmSamplingCounterDataImageInitialize",
+                    CounterDataInitialize(pPmSamplingObject=self._object, counterDataSize=self._image.size,  # type: ignore[union-attr]
+                                          pCounterData=u8_pointer(self._image)))
+        self.reset_cpu_s += time.thread_time() - cpu
         self._evaluated = 0
 
     def _bind_hot_calls(self) -> None:
@@ -201,6 +237,11 @@ class PmSamplingSource:
                                   ppMetricNames=self._names_array, numMetrics=len(self.metric_names), pMetricValues=self._values)
         self._fn_info = self._lib.cuptiPmSamplingCounterDataGetSampleInfo
         self._fn_evaluate = self._lib.cuptiProfilerHostEvaluateToGpuValues
+
+    @property
+    def sample_latency_ns(self) -> int:
+        """No sample covers a time until a period has passed it (the sampler waits that long before a poll)."""
+        return int(self.period_ns or 0)
 
     @property
     def poll_interval_s(self) -> float:
@@ -218,25 +259,39 @@ class PmSamplingSource:
         """
         if not self._started:
             return CounterSamples()
+        cpu_began, in_image = time.thread_time(), self._evaluated
+        decode_wall = decode_cpu = evaluate_cpu = 0.0
         parts = []
         for _ in range(64):  # each pass empties the image once; a poll rarely needs a second
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), time.thread_time()
             self._decode.decodeStopReason, self._decode.overflow = 0, 0
             try:
                 self._call("cuptiPmSamplingDecodeData", self._decode)
             finally:
-                self.decode_s += time.perf_counter() - began
+                decode_wall += time.perf_counter() - began
+                decode_cpu += time.thread_time() - cpu
+                self.decodes += 1
             if self._decode.overflow:
                 self.overflows += 1
+            cpu = time.thread_time()
             parts.append(self._evaluate_completed())
+            evaluate_cpu += time.thread_time() - cpu
             full = self._decode.decodeStopReason == STOP_COUNTER_DATA_FULL
-            if full or self._evaluated * 2 >= self.max_samples:
+            if full or (self._evaluated and self._evaluated >= self.reset_fill * self.max_samples):
                 self._initialize_image()
             if not full:
                 break
         samples = self._on_wall_clock(CounterSamples.concat(parts))
         if self.trigger == TRIGGER_SYSCLK and self.period_ns is None and len(samples) >= 8:
             self.period_ns = samples.median_period_ns()
+        poll_cpu = time.thread_time() - cpu_began
+        self.polls += 1
+        self.decode_s += decode_wall
+        self.decode_cpu_s += decode_cpu
+        self.evaluate_cpu_s += evaluate_cpu
+        self.poll_cpu_s += poll_cpu
+        if self.poll_log is not None:
+            self.poll_log.append((decode_wall, decode_cpu, evaluate_cpu, poll_cpu, len(samples), in_image))
         return samples
 
     def _evaluate_completed(self) -> CounterSamples:
@@ -276,31 +331,8 @@ class PmSamplingSource:
         return stamp.value
 
     def _on_wall_clock(self, samples: CounterSamples) -> CounterSamples:
-        """Samples with their timestamps in wall-clock ns.
-
-        CUPTI stamps samples with its own clock: wall-clock ns by default, but after a
-        torch.profiler session Kineto's timestamp callback (TSC ticks) stays in place for the
-        process. Those samples are mapped onto the wall clock (20 ms of calibration, once).
-        """
-        if not len(samples):
-            return samples
-        now = time.time_ns()
-        foreign = np.abs(samples.end_ns - now) > _WALL_CLOCK_NS
-        if not foreign.any():
-            return samples
-        if self._tsc is None:
-            t0, c0 = time.time_ns(), self._ticks()
-            while time.time_ns() - t0 < 20_000_000:
-                pass
-            t1, c1 = time.time_ns(), self._ticks()
-            self._tsc = (c1, t1, (t1 - t0) / (c1 - c0) if c1 > c0 else 1.0)
-        ref_ticks, ref_ns, ns_per_tick = self._tsc
-
-        def mapped(ticks: np.ndarray) -> np.ndarray:
-            return np.where(foreign, ref_ns + np.rint((ticks - ref_ticks).astype(np.float64) * ns_per_tick).astype(np.int64),
-                            ticks)
-
-        return CounterSamples(mapped(samples.start_ns), mapped(samples.end_ns), samples.values).tidy()
+        samples, self._tsc = on_wall_clock(samples, self._tsc, self._ticks)
+        return samples
 
     def stop(self) -> CounterSamples:
         """Stop sampling and return what was left in the buffer; the device-side state is released."""
@@ -329,3 +361,31 @@ class PmSamplingSource:
             except PmSamplingError:
                 pass
             self._host = None
+
+
+def on_wall_clock(samples: CounterSamples, tsc: Optional[tuple[int, int, float]],
+                  ticks: Any) -> tuple[CounterSamples, Optional[tuple[int, int, float]]]:
+    """Samples with their timestamps in wall-clock ns, and the (ticks, ns, ns per tick) mapping used.
+
+    CUPTI stamps samples with its own clock: wall-clock ns by default, but after a
+    torch.profiler session Kineto's timestamp callback (TSC ticks) stays in place for the
+    process. Those samples are mapped onto the wall clock (20 ms of calibration with ``ticks()``, once).
+    """
+    if not len(samples):
+        return samples, tsc
+    foreign = np.abs(samples.end_ns - time.time_ns()) > _WALL_CLOCK_NS
+    if not foreign.any():
+        return samples, tsc
+    if tsc is None:
+        t0, c0 = time.time_ns(), ticks()
+        while time.time_ns() - t0 < 20_000_000:
+            pass
+        t1, c1 = time.time_ns(), ticks()
+        tsc = (c1, t1, (t1 - t0) / (c1 - c0) if c1 > c0 else 1.0)
+    ref_ticks, ref_ns, ns_per_tick = tsc
+
+    def mapped(stamps: np.ndarray) -> np.ndarray:
+        return np.where(foreign, ref_ns + np.rint((stamps - ref_ticks).astype(np.float64) * ns_per_tick).astype(np.int64),
+                        stamps)
+
+    return CounterSamples(mapped(samples.start_ns), mapped(samples.end_ns), samples.values).tidy(), tsc

@@ -74,6 +74,9 @@ class SamplerCost:
     process_cpu_s: float = 0.0
     #: the thread's CPU time as a share of one core over ``wall_s`` (%)
     thread_pct: float = 0.0
+    #: seconds the source took to start on the thread (None: it started before the thread), left
+    #: out of the figures above
+    thread_startup_s: Optional[float] = None
 
 
 class CounterSampler:
@@ -137,7 +140,10 @@ class CounterSampler:
         began = time.perf_counter()
         if self.source is not None:
             self.source.start()
-        self._work(energy=True)
+        if getattr(self.source, "starting", False):  # a source that starts on the thread: all of it there
+            self._want_energy = True
+        else:
+            self._work(energy=True)
         self._startup_s = time.perf_counter() - began
         self._began = time.perf_counter()
         self._thread = threading.Thread(target=self._run, name="pytest-gpuutil counters", daemon=True)
@@ -319,6 +325,10 @@ class CounterSampler:
             return covered  # nothing to wait for: no poll forced on the thread
         deadline = time.monotonic() + timeout_s
         pause = min(0.005, (self.period_ns or 1_000_000) / 2e9)
+        # a source whose samples end on a fixed period (PM sampling) has none over ``until_ns`` before
+        # that period has passed it: a poll before then decodes in vain
+        latency = int(getattr(self.source, "sample_latency_ns", 0) or 0)
+        time.sleep(max(0.0, min(0.05, (until_ns + latency - self.now()) / 1e9)))
         while True:
             with self._cond:
                 self._wanted += 1
@@ -361,15 +371,24 @@ class CounterSampler:
             self._check_times, self._check_foreign = list(kept.times_ns), list(kept.foreign)
 
     def cost(self) -> SamplerCost:
-        thread_cpu = self._thread_cpu
-        end = self._ended if self._ended is not None else time.perf_counter()
-        source = self.source
-        samples = getattr(source, "samples", self._samples_seen) if source is not None else 0
-        wall = max(0.0, end - self._began) if self._began else 0.0
-        return SamplerCost(
-            startup_s=self._startup_s, thread_cpu_s=thread_cpu, polls=self._polls, poll_s=self._poll_s,
-            energy_reads=self._energy_reads, energy_s=self._energy_s, process_checks=self._checks,
-            process_s=self._process_s, samples=int(samples), wall_s=wall,
-            poll_cpu_s=self._poll_cpu, energy_cpu_s=self._energy_cpu, process_cpu_s=self._process_cpu,
-            thread_pct=100.0 * thread_cpu / wall if wall > 0 else 0.0,
-        )
+        return sampler_cost(self)
+
+
+def sampler_cost(sampler: CounterSampler) -> SamplerCost:
+    """What ``sampler`` cost so far; a source started on its thread (``startup_cpu_s``, ``startup_s``)
+    has that start-up left out of the thread's figures (it is a start-up, reported as one)."""
+    source = sampler.source
+    start_cpu = float(getattr(source, "startup_cpu_s", 0.0) or 0.0)
+    start_wall = float(getattr(source, "startup_s", 0.0) or 0.0) if start_cpu else 0.0
+    thread_cpu = max(0.0, sampler._thread_cpu - start_cpu)
+    end = sampler._ended if sampler._ended is not None else time.perf_counter()
+    samples = getattr(source, "samples", sampler._samples_seen) if source is not None else 0
+    wall = max(0.0, end - sampler._began - start_wall) if sampler._began else 0.0
+    return SamplerCost(
+        startup_s=sampler._startup_s, thread_cpu_s=thread_cpu, polls=sampler._polls,
+        poll_s=max(0.0, sampler._poll_s - start_wall), energy_reads=sampler._energy_reads, energy_s=sampler._energy_s,
+        process_checks=sampler._checks, process_s=sampler._process_s, samples=int(samples), wall_s=wall,
+        poll_cpu_s=max(0.0, sampler._poll_cpu - start_cpu), energy_cpu_s=sampler._energy_cpu,
+        process_cpu_s=sampler._process_cpu, thread_pct=100.0 * thread_cpu / wall if wall > 0 else 0.0,
+        thread_startup_s=start_wall or None,
+    )

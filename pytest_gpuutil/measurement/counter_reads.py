@@ -38,6 +38,7 @@ class CounterReads(MeasurementPart):
         self.description = ""
         self.fallback = ""
         self.startup_s: Optional[float] = None
+        self._describe: Optional[Callable[[], tuple[str, str]]] = None
         #: the pids that are this run's own on the GPU (the counters' "another process" note skips them)
         self.own_pids: Callable[[], set[int]] = lambda: {os.getpid()}
         self._windows: Optional[CallWindows] = None
@@ -79,9 +80,15 @@ class CounterReads(MeasurementPart):
                 return
             nodeid, began = self._in_call
             after_ms = (time.perf_counter() - began) * 1000
-            self.capture.begin(nodeid, remark=f"this test brought CUDA up: the hardware counters started "
-                                              f"{after_ms:,.0f} ms into its call (CUDA's start-up, then theirs) and "
-                                              "cover the rest of it")
+            if getattr(self.capture.sampler.source, "starting", False):
+                # they start on their thread: the window is the whole call, cut where their samples
+                # begin, and its note says when that was
+                self.capture.begin(nodeid, remark=f"this test brought CUDA up {after_ms:,.0f} ms into its call",
+                                   since_ns=self.capture.sampler.now() - int(after_ms * 1e6))
+            else:
+                self.capture.begin(nodeid, remark=f"this test brought CUDA up: the hardware counters started "
+                                                  f"{after_ms:,.0f} ms into its call (CUDA's start-up, then theirs) "
+                                                  "and cover the rest of it")
             self._missing.pop(nodeid, None)
             if self._windows is not None and self._windows.capture is not None:
                 self._windows.capture.counters_started()
@@ -117,6 +124,7 @@ class CounterReads(MeasurementPart):
         self.description = opened.description
         self.fallback = opened.fallback
         self.startup_s = opened.startup_s
+        self._describe = opened.describe
 
     # -- per test ---------------------------------------------------------------------------------
     def begin(self, nodeid: str) -> None:
@@ -194,11 +202,16 @@ class CounterReads(MeasurementPart):
         """What the summary says about the counters of this process (JSON-able)."""
         if self.capture is None:
             return {"counters": "", "counters_fallback": self.fallback}
+        if self._describe is not None:  # a source started on the sampler's thread: what it came to
+            self.description, fallback = self._describe()
+            if fallback and fallback not in self.fallback:
+                self.fallback = f"{self.fallback}; {fallback}" if self.fallback else fallback
         cost = self.capture.sampler.cost()
         return {"counters": self.description, "counters_fallback": self.fallback,
                 "counters_startup_s": self.startup_s,
                 "counters_cost": {**dataclasses.asdict(cost), "flush_s": self.capture.flush_s,
-                                  "error": self.capture.sampler.error,
+                                  "error": "" if getattr(self.capture.sampler.source, "failed", False)  # said by the fallback
+                                  else self.capture.sampler.error,
                                   "later": [e for e in (self.capture.sampler.energy_error,
                                                         self.capture.sampler.process_error)
                                             if e and e not in self.fallback]}}

@@ -50,7 +50,9 @@ def cost_line(processes: Iterable[Mapping[str, Any]], test_s: float) -> str:
     cpu = sum(c.get("thread_cpu_s") or 0.0 for c in costs)
     flush = sum(c.get("flush_s") or 0.0 for c in costs)
     each = f" (longest of {len(startups)} processes)" if len(startups) > 1 else ""
-    parts = [f"hardware counters start-up {max(startups):.3f} s{each}, not charged to any test"] if startups else []
+    on_thread = [c["thread_startup_s"] for c in costs if c.get("thread_startup_s")]
+    beside = f" (and {max(on_thread):.3f} s on their own thread while the tests ran)" if on_thread else ""
+    parts = [f"hardware counters start-up {max(startups):.3f} s{each}{beside}, not charged to any test"] if startups else []
     share = f" ({100 * cpu / test_s:.1f}% of the {test_s:.2f} s the tests took)" if test_s > 0 else ""
     parts.append(f"their thread used {cpu:.3f} s of CPU{share} and flushes waited {flush:.3f} s for samples")
     return "; ".join(parts)

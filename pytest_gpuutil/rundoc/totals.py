@@ -50,11 +50,14 @@ def counter_totals(processes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]
     costs = [p.get("counters_cost") or {} for p in opened]
     startups = [p["counters_startup_s"] for p in opened if p.get("counters_startup_s") is not None]
     thread_cpu = sum(c.get("thread_cpu_s") or 0.0 for c in costs)
+    thread_startups = [c["thread_startup_s"] for c in costs if c.get("thread_startup_s")]
     thread_wall = sum(c.get("wall_s") or 0.0 for c in costs)
     return {
         "counters": sorted({p["counters"] for p in opened}),
         "counters_fallback": fallbacks,
         "counters_startup_s": max(startups) if startups else None,
+        # a source started on the sampler's thread: that start-up, left out of the thread's figures below
+        **({"counters_thread_startup_s": max(thread_startups)} if thread_startups else {}),
         "counters_thread_cpu_s": thread_cpu,
         "counters_flush_s": sum(c.get("flush_s") or 0.0 for c in costs),
         "counters_samples": sum(c.get("samples") or 0 for c in costs),

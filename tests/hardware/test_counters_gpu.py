@@ -33,8 +33,13 @@ def opened(mode: str):
     from pytest_gpuutil.hardware.choose import cuda_device, open_counters
 
     result = open_counters(mode, 1.0, cuda_device(torch))
-    if result.capture is None or result.capture.sampler.source is None:
-        pytest.skip(f"no {mode} counters here: {result.fallback}")
+    if result.capture is not None:
+        result.capture.wait_started()  # PM sampling starts on the sampler's thread: these windows want it running
+    why = result.describe()[1] if result.describe else result.fallback
+    if result.capture is None or result.capture.sampler.source is None or result.capture.sampler.error:
+        if result.capture is not None:
+            result.capture.sampler.stop()
+        pytest.skip(f"no {mode} counters here: {why or result.capture.sampler.error}")
     return result
 
 

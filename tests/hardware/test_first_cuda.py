@@ -112,6 +112,32 @@ def test_the_test_that_brings_cuda_up_gets_counters_over_the_rest_of_its_call() 
     assert profiles["first"].stats.busy_pct > 90
 
 
+
+def test_counters_started_on_their_thread_cover_the_call_from_where_their_samples_begin() -> None:
+    from pytest_gpuutil.hardware.deferred_start import DeferredStart
+
+    torch = SimpleNamespace(cuda=LazyCuda(), _C=SimpleNamespace(), autograd=SimpleNamespace(profiler=SimpleNamespace()))
+    counters, gpu = SyntheticCounters(period_ns=2_000_000), Source()
+    counters.level(sm_pct=80.0, tensor_pct=40.0)
+    m = Measurement(KernelClassifier(), keep_events=False, cpu_activity=False, policy=FlushPolicy(), memory=False,
+                    counters="auto", children=False)
+    m.prepare(torch, True, gpu, counter_source=DeferredStart([("synthetic", lambda: counters)]))
+
+    def brings_cuda_up() -> None:
+        torch.cuda.init()
+        gpu.run(150)
+
+    call(m, "first", brings_cuda_up)
+    call(m, "second", lambda: gpu.run(150))
+    profiles = m.close()
+    first, second = profiles["first"].counters, profiles["second"].counters
+    assert first.note.startswith("this test brought CUDA up ")
+    assert " ms into its call; the hardware counters started " in first.note
+    assert first.note.endswith(" ms into it and cover the rest of it")
+    assert first.values["sm_pct"] == pytest.approx(80.0, abs=5)
+    assert second.note == "" and second.values["sm_pct"] == pytest.approx(80.0, abs=5)
+
+
 def test_counters_off_leaves_every_test_without_a_counters_note() -> None:
     torch = SimpleNamespace(cuda=LazyCuda(), _C=SimpleNamespace(), autograd=SimpleNamespace(profiler=SimpleNamespace()))
     gpu = Source()

@@ -323,3 +323,25 @@ def test_a_flush_that_waits_takes_the_energy_reading_a_start_asked_for(source: S
     finally:
         sampler.stop()
     assert got.energy_j is None and got.sums.energy_j and got.sums.energy_j > 0
+
+
+def test_a_flush_that_waits_asks_for_one_poll_once_a_sample_can_cover_its_window() -> None:
+    """Each poll of PM sampling decodes (milliseconds of CPU): none before a period has passed the window's end."""
+    source = SyntheticCounters(period_ns=5_000_000)
+    source.poll_interval_s = 600.0  # type: ignore[attr-defined]
+    source.sync_timeout_s = PATIENT_S  # type: ignore[attr-defined]
+    source.sample_latency_ns = 5_000_000  # type: ignore[attr-defined]  # as PM sampling's (its period)
+    sampler = started(source)
+    capture = CounterCapture(sampler)
+    try:
+        polled = []
+        for key in range(5):
+            capture.begin(key)
+            busy_wait(0.012)
+            capture.end()
+            before = source.polls
+            assert capture.flush()[key].note == ""
+            polled.append(source.polls - before)
+    finally:
+        sampler.stop()
+    assert polled == [1] * 5
