@@ -7,8 +7,9 @@ classified once and cached on the classifier instance.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Iterable, Sequence
+
+from pytest_gpuutil.frozen import frozen
 
 GEMM = "gemm"
 CONV = "conv"
@@ -48,7 +49,7 @@ MM_CONV_CATEGORIES = frozenset({GEMM, CONV})
 KERNEL = "kernel"
 
 
-@dataclass(frozen=True)
+@frozen
 class Rule:
     """Events of one of ``kinds`` whose name matches ``pattern`` (re.search) are ``category``."""
 

@@ -11,9 +11,10 @@ The rules themselves are in :mod:`pytest_gpuutil.analysis.rules`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Optional, Sequence
+
+from pytest_gpuutil.frozen import field, frozen
 
 if TYPE_CHECKING:
     from pytest_gpuutil.analysis.window_facts import WindowFacts
@@ -50,7 +51,7 @@ UNDER_LIMIT = "under_limit"
 DEFAULT_FLOOR = Floor()
 
 
-@dataclass(frozen=True)
+@frozen
 class Finding:
     """What is wrong in one window, how much it costs, the evidence and the fix."""
 

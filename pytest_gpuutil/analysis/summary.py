@@ -15,7 +15,6 @@ unions of intervals, which :mod:`~pytest_gpuutil.analysis.windows` shares, in ``
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field
 from functools import partial
 from heapq import nlargest
 from itertools import compress
@@ -52,6 +51,7 @@ from pytest_gpuutil.analysis.stats import (
     pct,
 )
 from pytest_gpuutil.analysis.window_facts import Timeline, timeline_of
+from pytest_gpuutil.frozen import field, frozen
 from pytest_gpuutil.traces.model import (
     GpuColumns,
     Trace,
@@ -65,7 +65,7 @@ if TYPE_CHECKING:
 KERNEL_KIND = "kernel"
 
 
-@dataclass(frozen=True)
+@frozen
 class TraceSummary:
     """What ``gpuutil analyze`` reports of one trace (see the module docstring for the definitions)."""
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 #: what ``import pytest_gpuutil.cli.analyze`` may load of the package, and nothing more
 ANALYZE_IMPORTS = {
@@ -28,6 +29,7 @@ ANALYZE_IMPORTS = {
     "pytest_gpuutil.analysis.window_facts",
     "pytest_gpuutil.cli",
     "pytest_gpuutil.cli.analyze",
+    "pytest_gpuutil.frozen",
     "pytest_gpuutil.traces",
     "pytest_gpuutil.traces.json_events",
     "pytest_gpuutil.traces.model",
@@ -39,6 +41,10 @@ NOT_IMPORTED = (
     "pytest_gpuutil.analysis.timeline", "pytest_gpuutil.analysis.windows",
     "pytest_gpuutil.analysis.counters", "pytest_gpuutil.capture", "pytest_gpuutil.report",
     "pytest_gpuutil.traces.kineto_layout", "pytest_gpuutil.traces.msgspec_reader", "pytest_gpuutil.plugin",
+    # the standard library's costly modules that analyze does without (issue 44: ~15 ms of a ~150 ms run):
+    # dataclasses imports inspect, which imports ast, dis and tokenize (the records are pytest_gpuutil.frozen's);
+    # pathlib imports urllib.parse
+    "dataclasses", "inspect", "ast", "dis", "tokenize", "pathlib", "urllib",
 )
 
 PROBE = """
@@ -51,8 +57,12 @@ print(json.dumps(sorted(loaded)))
 
 
 def loaded_by(code: str) -> set[str]:
-    """The modules a fresh interpreter loads while it runs ``code``."""
-    res = subprocess.run([sys.executable, "-c", PROBE.format(code=code)], capture_output=True, text=True, check=True)
+    """The modules a fresh interpreter loads while it runs ``code``: without ``site`` (``-S``), whose
+    start-up imports (an editable install's finder loads pathlib) would hide what ``code`` loads,
+    on this process's module path, the checkout first."""
+    path = os.pathsep.join([ROOT, *(p for p in sys.path if p)])
+    res = subprocess.run([sys.executable, "-S", "-c", PROBE.format(code=code)], capture_output=True, text=True,
+                         check=True, env={**os.environ, "PYTHONPATH": path})
     return set(json.loads(res.stdout.strip().splitlines()[-1]))
 
 
@@ -79,3 +89,9 @@ def test_the_probe_sees_a_heavy_import():
     """The check can fail: a module on the --html path imports numpy at its top."""
     found = unwanted(loaded_by("import pytest_gpuutil.analysis.timeline"))
     assert "numpy" in found and "pytest_gpuutil.analysis.timeline" in found
+
+
+def test_the_probe_sees_what_site_would_have_loaded():
+    """Without ``site``, a module an editable install's finder loads at start-up is seen when code loads it."""
+    found = unwanted(loaded_by("import pathlib, dataclasses"))
+    assert {"pathlib", "dataclasses", "inspect"} <= set(found)
