@@ -29,6 +29,7 @@ ANALYZE_IMPORTS = {
     "pytest_gpuutil.analysis.window_facts",
     "pytest_gpuutil.cli",
     "pytest_gpuutil.cli.analyze",
+    "pytest_gpuutil.cli.analyze_args",
     "pytest_gpuutil.frozen",
     "pytest_gpuutil.traces",
     "pytest_gpuutil.traces.json_events",
@@ -43,8 +44,10 @@ NOT_IMPORTED = (
     "pytest_gpuutil.traces.kineto_layout", "pytest_gpuutil.traces.msgspec_reader", "pytest_gpuutil.plugin",
     # the standard library's costly modules that analyze does without (issue 44: ~15 ms of a ~150 ms run):
     # dataclasses imports inspect, which imports ast, dis and tokenize (the records are pytest_gpuutil.frozen's);
-    # pathlib imports urllib.parse
-    "dataclasses", "inspect", "ast", "dis", "tokenize", "pathlib", "urllib",
+    # pathlib imports urllib.parse; argparse's parser loads shutil (bz2, lzma) and gettext (locale), and a
+    # plain command line is read without it (cli/analyze_args.py)
+    "dataclasses", "inspect", "ast", "dis", "tokenize", "pathlib", "urllib", "argparse", "shutil", "bz2", "lzma",
+    "gettext", "locale",
 )
 
 PROBE = """
