@@ -1,4 +1,4 @@
-"""Frozen records that are dataclasses when asked, defined without importing :mod:`dataclasses`.
+"""Frozen records that are dataclasses when asked, and named tuples, defined without compiling code.
 
 ``@frozen`` gives a class what ``@dataclass(frozen=True)`` gives it (``__init__`` over the
 annotated fields in order, with their defaults; ``__repr__``, ``__eq__``, ``__hash__``,
@@ -7,13 +7,26 @@ every record instead of code generated and compiled per class. ``dataclasses.fie
 ``replace``, ``asdict`` and ``is_dataclass`` work on them as on a dataclass: the first look at
 ``__dataclass_fields__`` builds the real ``Field`` objects (imports :mod:`dataclasses` then).
 
+``@tuple_record`` makes a class body with annotated fields (and defaults, methods, properties) the
+named tuple ``typing.NamedTuple`` would make of it: a tuple subclass with ``_fields``,
+``_field_defaults``, ``_make``, ``_replace``, ``_asdict`` and the same ``repr``. ``NamedTuple``
+compiles every field's annotation (a string, with ``from __future__ import annotations``) and
+``namedtuple`` evaluates its ``__new__``; the first compile in a process starts the parser, which
+alone costs ~10 M instructions (``GpuEvent`` took 11 M).
+
 Why: ``gpuutil analyze`` is a short process, and importing ``dataclasses`` (which imports
 ``inspect``, ``ast``, ``dis``, ``tokenize``) and generating 14 classes' methods took ~15 ms of
-its ~150 (``-X importtime``; callgrind: ~100 M instructions of 1,628 M).
+its ~150 (``-X importtime``; callgrind: ~100 M instructions of 1,628 M), its 12 named tuples ~30 M.
 """
 from __future__ import annotations
 
-from operator import attrgetter
+from operator import attrgetter, itemgetter
+
+try:  # what collections.namedtuple's fields are made of: a C descriptor, where CPython has it
+    from _collections import _tuplegetter
+except ImportError:  # pragma: no cover
+    def _tuplegetter(index: int, doc: str) -> property:
+        return property(itemgetter(index), doc=doc)
 
 _MISSING = object()
 
@@ -94,6 +107,51 @@ def frozen(cls: type) -> type:
     return cls
 
 
+def tuple_record(cls: type) -> type:
+    """The named tuple of ``cls``'s annotated fields, with its defaults, methods and properties (see the module)."""
+    body = dict(cls.__dict__)
+    names = tuple(name for name in body.get("__annotations__", {}) if name not in ("_fields", "_field_defaults"))
+    defaults = {name: body.pop(name) for name in names if name in body}
+    if any(name in defaults for name in names[:len(names) - len(defaults)]):
+        raise TypeError(f"{cls.__name__}: a field without a default follows one with a default")
+    count = len(names)
+    given = [(name, defaults[name], _MISSING) for name in names if name in defaults]
+    new_tuple = tuple.__new__
+
+    def __new__(_cls, *args, **kwargs):  # noqa: N807
+        if kwargs or len(args) != count:
+            args = _bind(_cls, names, given, args, kwargs, "__new__")
+        return new_tuple(_cls, args)
+
+    def _make(_cls, iterable):
+        made = new_tuple(_cls, iterable)
+        if len(made) != count:
+            raise TypeError(f"Expected {count} arguments, got {len(made)}")
+        return made
+
+    def _replace(self, **changes):
+        made = self._make(map(changes.pop, names, self))
+        if changes:
+            raise ValueError(f"Got unexpected field names: {list(changes)!r}")
+        return made
+
+    def __repr__(self) -> str:  # noqa: N807
+        return f"{self.__class__.__name__}({', '.join(f'{name}={value!r}' for name, value in zip(names, self))})"
+
+    for name in ("__dict__", "__weakref__"):
+        body.pop(name, None)
+    body.update({"__slots__": (), "_fields": names, "_field_defaults": defaults, "__match_args__": names,
+                 "__new__": __new__, "_make": classmethod(_make), "_replace": _replace,
+                 "_asdict": lambda self: dict(zip(names, self)), "__getnewargs__": lambda self: tuple(self)})
+    body.setdefault("__repr__", __repr__)
+    for index, name in enumerate(names):
+        body[name] = _tuplegetter(index, f"Alias for field number {index}")
+    made = type(cls.__name__, (tuple,), body)
+    for function in (__new__, _make, _replace, __repr__):
+        function.__qualname__ = f"{made.__qualname__}.{function.__name__}"
+    return made
+
+
 def replace(record: object, **changes: object) -> object:
     """A copy of ``record`` with ``changes`` (``dataclasses.replace`` of a frozen record, without its import)."""
     values = record.__dict__
@@ -101,24 +159,25 @@ def replace(record: object, **changes: object) -> object:
                            for name in type(record).__record_fields__}, **changes)
 
 
-def _bind(cls: type, names: tuple[str, ...], defaults: list, args: tuple, kwargs: dict) -> tuple:
+def _bind(cls: type, names: tuple[str, ...], defaults: list, args: tuple, kwargs: dict,
+          method: str = "__init__") -> tuple:
     """The values of every field from positional and keyword arguments and the defaults, or TypeError."""
     if len(args) > len(names):
-        raise TypeError(f"{cls.__name__}.__init__() takes {len(names) + 1} positional arguments "
+        raise TypeError(f"{cls.__name__}.{method}() takes {len(names) + 1} positional arguments "
                         f"but {len(args) + 1} were given")
     values = dict(zip(names, args))
     for name, value in kwargs.items():
-        if name not in cls.__record_fields__:
-            raise TypeError(f"{cls.__name__}.__init__() got an unexpected keyword argument {name!r}")
+        if name not in names:
+            raise TypeError(f"{cls.__name__}.{method}() got an unexpected keyword argument {name!r}")
         if name in values:
-            raise TypeError(f"{cls.__name__}.__init__() got multiple values for argument {name!r}")
+            raise TypeError(f"{cls.__name__}.{method}() got multiple values for argument {name!r}")
         values[name] = value
     for name, default, factory in defaults:
         if name not in values:
             values[name] = default if factory is _MISSING else factory()
     missing = [name for name in names if name not in values]
     if missing:
-        raise TypeError(f"{cls.__name__}.__init__() missing {len(missing)} required argument(s): "
+        raise TypeError(f"{cls.__name__}.{method}() missing {len(missing)} required argument(s): "
                         + ", ".join(repr(name) for name in missing))
     return tuple(values[name] for name in names)
 
@@ -168,4 +227,4 @@ class _AsDataclass:
         return attributes[self.name]
 
 
-__all__ = ["field", "frozen", "replace"]
+__all__ = ["field", "frozen", "replace", "tuple_record"]

@@ -1,21 +1,26 @@
-"""pytest_gpuutil.frozen: records that behave as the frozen dataclasses they replace, and are ones when asked."""
+"""pytest_gpuutil.frozen: records that behave as the frozen dataclasses they replace (and are ones when asked),
+and named tuples as typing.NamedTuple makes them."""
 from __future__ import annotations
 
 import copy
 import dataclasses
 import inspect
 import pickle
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, NamedTuple, Optional
 
 import pytest
 
 from pytest_gpuutil.analysis.classify import Rule, rule
-from pytest_gpuutil.analysis.finding_records import Finding
+from pytest_gpuutil.analysis.finding_records import Finding, Floor, Glance, Limit
+from pytest_gpuutil.analysis.finding_records import Rule as FindingRule
 from pytest_gpuutil.analysis.findings import Fix
+from pytest_gpuutil.analysis.intervals.waits import Waits
 from pytest_gpuutil.analysis.stats import CategoryStat, DeviceStat, IdleGap, KernelStat, Overlap, StreamStat
 from pytest_gpuutil.analysis.summary import TraceSummary
-from pytest_gpuutil.frozen import field, frozen, replace
-from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Trace, Window
+from pytest_gpuutil.analysis.window_facts import KeyTotals, Timeline
+from pytest_gpuutil.frozen import field, frozen, replace, tuple_record
+from pytest_gpuutil.traces.json_events import PlainEvent
+from pytest_gpuutil.traces.model import GpuColumns, GpuEvent, SyncColumns, Trace, Window
 
 RECORDS = (Rule, Finding, Fix, CategoryStat, DeviceStat, IdleGap, KernelStat, Overlap, StreamStat, TraceSummary,
            GpuColumns, SyncColumns, Trace, Window)
@@ -110,3 +115,54 @@ def test_a_non_default_field_after_a_default_one_is_refused():
         class Wrong:
             a: int = 1
             b: int
+
+
+@tuple_record
+class Span:
+    """A named tuple with a default and a property."""
+
+    start: int
+    end: int
+    label: str = ""
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start
+
+
+class SpanTwin(NamedTuple):
+    """The same as typing.NamedTuple."""
+
+    start: int
+    end: int
+    label: str = ""
+
+
+TUPLES = (GpuEvent, PlainEvent, Waits, Timeline, KeyTotals, Floor, Limit, Glance, FindingRule)
+
+
+def test_a_tuple_record_is_the_named_tuple_typing_would_make():
+    ours, twin = Span(1, 4), SpanTwin(1, 4)
+    assert isinstance(ours, tuple) and ours == twin and hash(ours) == hash(twin) and tuple(ours) == (1, 4, "")
+    assert repr(ours) == repr(twin).replace("SpanTwin", "Span") and ours.length == 3
+    assert (Span._fields, Span._field_defaults, Span.__match_args__) == (SpanTwin._fields, SpanTwin._field_defaults,
+                                                                         SpanTwin.__match_args__)
+    assert ours._asdict() == twin._asdict() and ours._replace(label="x") == twin._replace(label="x")
+    assert type(ours._replace(end=5)) is Span and Span._make([1, 2, "a"]) == Span(1, 2, "a") == Span(1, end=2, label="a")
+    assert pickle.loads(pickle.dumps(ours)) == ours and type(copy.deepcopy(ours)) is Span
+    assert not hasattr(ours, "__dict__") and Span.__qualname__ == "Span" and Span.__doc__.startswith("A named tuple")
+    with pytest.raises(AttributeError):
+        ours.start = 2
+    for call in (lambda: Span(1), lambda: Span(1, 2, "a", 4), lambda: Span(1, 2, other=3), lambda: Span._make([1])):
+        with pytest.raises(TypeError):
+            call()
+    with pytest.raises(ValueError, match="unexpected field names"):
+        ours._replace(other=1)
+
+
+@pytest.mark.parametrize("cls", TUPLES, ids=lambda c: c.__name__)
+def test_the_package_named_tuples_are_tuple_records_of_their_annotated_fields(cls):
+    assert issubclass(cls, tuple) and cls.__slots__ == ()
+    assert cls._fields == tuple(cls.__annotations__)
+    assert [name for name in cls._fields if name in cls._field_defaults] == list(cls._fields[-len(cls._field_defaults):]
+                                                                              if cls._field_defaults else [])

@@ -18,7 +18,7 @@ import operator
 from functools import partial
 from heapq import nlargest
 from itertools import compress
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from pytest_gpuutil.analysis.classify import (
     COMMUNICATION,
@@ -51,7 +51,7 @@ from pytest_gpuutil.analysis.stats import (
     pct,
 )
 from pytest_gpuutil.analysis.window_facts import Timeline, timeline_of
-from pytest_gpuutil.frozen import field, frozen
+from pytest_gpuutil.frozen import field, frozen, tuple_record
 from pytest_gpuutil.traces.model import (
     GpuColumns,
     Trace,
@@ -169,7 +169,8 @@ def _plain(cols: GpuColumns) -> bool:
     return not hasattr(cols.starts_ns, "dtype") and not hasattr(cols.durs_ns, "dtype") and use_plain_python(len(cols))
 
 
-class _Figures(NamedTuple):
+@tuple_record
+class _Figures:
     """What both ways of computing (numpy arrays, plain lists) give; ``analyze`` builds the summary."""
 
     busy_ns: int
@@ -425,7 +426,8 @@ def _plain_figures(cols: GpuColumns, win: Window, pair_codes: list[int], key_kin
                     timeline_of(win, device_blocks, kernel_lengths))
 
 
-class _DeviceUnions(NamedTuple):
+@tuple_record
+class _DeviceUnions:
     """One device's unions in the plain-Python analysis (nanoseconds)."""
 
     block_starts: list[int]

@@ -12,8 +12,9 @@ No msgspec and no numpy here, so a small trace is read without importing either.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, NamedTuple, Optional
+from typing import Any, Iterable, Optional
 
+from pytest_gpuutil.frozen import tuple_record
 from pytest_gpuutil.traces.model import (
     GPU_WORK_CATEGORIES,
     HOST_SYNC_NAMES,
@@ -41,7 +42,8 @@ class TraceError(Exception):
         self.problem = problem
 
 
-class PlainEvent(NamedTuple):
+@tuple_record
+class PlainEvent:
     """A kept event with its fields as Python values (``ts``/``dur`` raw JSON text as bytes, or numbers)."""
 
     cat: Any = ""

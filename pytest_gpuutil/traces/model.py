@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Any, Iterable, Iterator, NamedTuple, Optional, Sequence
+from typing import Any, Iterable, Iterator, Optional, Sequence
 
-from pytest_gpuutil.frozen import frozen
+from pytest_gpuutil.frozen import frozen, tuple_record
 
 #: Trace categories that are GPU work. ``gpu_user_annotation`` is not: it is a label.
 GPU_WORK_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
@@ -59,7 +59,8 @@ def use_plain_python(count: int) -> bool:
     return count <= PLAIN_PYTHON_EVENTS and "numpy" not in sys.modules
 
 
-class GpuEvent(NamedTuple):
+@tuple_record
+class GpuEvent:
     """One piece of GPU work: a kernel, a memcpy or a memset (a tuple: traces hold 100k+ of them)."""
 
     name: str

@@ -59,14 +59,33 @@ print(json.dumps(sorted(loaded)))
 """
 
 
-def loaded_by(code: str) -> set[str]:
-    """The modules a fresh interpreter loads while it runs ``code``: without ``site`` (``-S``), whose
-    start-up imports (an editable install's finder loads pathlib) would hide what ``code`` loads,
-    on this process's module path, the checkout first."""
+#: the code compiled from text while ``code`` runs (a module's own source, when its bytecode is not
+#: cached, is not counted): named tuples, dataclasses and ``exec`` do it, and the first compile of a
+#: process starts the parser (~10 M instructions)
+COMPILE_PROBE = """
+import json, sys
+compiled = []
+sys.addaudithook(lambda event, args: event == "compile" and compiled.append(str(args[1])))
+{code}
+print(json.dumps([name for name in compiled if not name.endswith(".py")]))
+"""
+JSON_RUN = (f"import contextlib, io\nfrom pytest_gpuutil.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    assert main(['analyze', {os.path.join(DATA, 'bmm_bf16.json.gz')!r}, '--format', 'json']) == 0")
+
+
+def probe_output(probe: str, code: str) -> list:
+    """The last line of ``probe`` running ``code`` in a fresh interpreter, as JSON: without ``site``
+    (``-S``), whose start-up imports (an editable install's finder loads pathlib) would hide what
+    ``code`` loads, on this process's module path, the checkout first."""
     path = os.pathsep.join([ROOT, *(p for p in sys.path if p)])
-    res = subprocess.run([sys.executable, "-S", "-c", PROBE.format(code=code)], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, "-S", "-c", probe.format(code=code)], capture_output=True, text=True,
                          check=True, env={**os.environ, "PYTHONPATH": path})
-    return set(json.loads(res.stdout.strip().splitlines()[-1]))
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def loaded_by(code: str) -> set[str]:
+    """The modules a fresh interpreter loads while it runs ``code``."""
+    return set(probe_output(PROBE, code))
 
 
 def unwanted(loaded: set[str]) -> list[str]:
@@ -82,10 +101,17 @@ def test_importing_analyze_loads_only_its_own_modules():
 
 
 def test_a_json_run_loads_nothing_heavy():
-    trace = os.path.join(DATA, "bmm_bf16.json.gz")
-    code = (f"import contextlib, io\nfrom pytest_gpuutil.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
-            f"    assert main(['analyze', {trace!r}, '--format', 'json']) == 0")
-    assert unwanted(loaded_by(code)) == []
+    assert unwanted(loaded_by(JSON_RUN)) == []
+
+
+def test_a_json_run_compiles_no_code():
+    """The records are pytest_gpuutil.frozen's (not NamedTuple, namedtuple or dataclass, which compile)."""
+    assert probe_output(COMPILE_PROBE, JSON_RUN) == []
+
+
+def test_the_compile_probe_sees_a_named_tuple():
+    code = "from typing import NamedTuple\nclass Pair(NamedTuple):\n    a: 'int'"
+    assert probe_output(COMPILE_PROBE, code) != []
 
 
 def test_the_probe_sees_a_heavy_import():
