@@ -11,12 +11,15 @@ The rules themselves are in :mod:`pytest_gpuutil.analysis.rules`.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 from pytest_gpuutil.frozen import field, frozen, tuple_record
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
 if TYPE_CHECKING:
+    from typing import Any, Callable, Optional, Sequence
+
     from pytest_gpuutil.analysis.window_facts import WindowFacts
 
 HIGH, MEDIUM, LOW = "high", "medium", "low"
@@ -145,9 +148,10 @@ class Glance:
     waits: Optional[int] = None
 
 
-#: ``gate(glance, limits) -> False`` only when the rule cannot fire on the window (a necessary
-#: condition: cheap, and never wrong the other way; the tests check it on every window they build)
-Gate = Callable[[Glance, Mapping[str, Limit]], bool]
+if TYPE_CHECKING:
+    #: ``gate(glance, limits) -> False`` only when the rule cannot fire on the window (a necessary
+    #: condition: cheap, and never wrong the other way; the tests check it on every window they build)
+    Gate = Callable[[Glance, Mapping[str, Limit]], bool]
 
 
 @tuple_record

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
+from collections.abc import Mapping
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, UNDER_LIMIT, Finding, Floor, Glance, Rule, severity_of
@@ -26,7 +26,10 @@ from pytest_gpuutil.analysis.window_facts import Timeline, WindowFacts
 from pytest_gpuutil.frozen import frozen, replace
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Trace, Window
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
 if TYPE_CHECKING:
+    from typing import Any, Iterable, Optional, Sequence
+
     from pytest_gpuutil.analysis.summary import TraceSummary
     from pytest_gpuutil.analysis.windows import WindowStats
 

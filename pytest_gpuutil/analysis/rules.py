@@ -16,13 +16,18 @@ from __future__ import annotations
 
 import re
 from types import MappingProxyType
-from typing import Any, Mapping, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import CONV, GEMM
 from pytest_gpuutil.analysis.classify import MEMCPY as MEMCPY_CATEGORY
-from pytest_gpuutil.analysis.finding_records import UNDER_LIMIT, Finding, Gate, Limit, Rule, severity_of
+from pytest_gpuutil.analysis.finding_records import UNDER_LIMIT, Finding, Limit, Rule, severity_of
 from pytest_gpuutil.analysis.window_facts import MEMCPY, WindowFacts
 from pytest_gpuutil.frozen import tuple_record
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
+if TYPE_CHECKING:
+    from typing import Any, Mapping, Optional, Sequence
+
+    from pytest_gpuutil.analysis.finding_records import Gate
 
 
 def _finding(facts: Any, rule_id: str, message: str, fix: str, impact: float, saving_ns: float, basis: str,

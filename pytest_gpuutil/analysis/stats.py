@@ -8,9 +8,12 @@ listed by number first. What a ``kernel_bench`` timing gives is in
 """
 from __future__ import annotations
 
-from typing import Any
 
 from pytest_gpuutil.frozen import frozen
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 @frozen

@@ -18,7 +18,6 @@ import operator
 from functools import partial
 from heapq import nlargest
 from itertools import compress
-from typing import TYPE_CHECKING, Any, Optional
 
 from pytest_gpuutil.analysis.classify import (
     COMMUNICATION,
@@ -59,7 +58,10 @@ from pytest_gpuutil.traces.model import (
     use_plain_python,
 )
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
 if TYPE_CHECKING:
+    from typing import Any, Optional
+
     import numpy as np
 
 KERNEL_KIND = "kernel"

@@ -28,7 +28,6 @@ import functools
 import operator
 from collections import Counter
 from itertools import chain, compress
-from typing import Any, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.grouping import blocks as array_blocks
@@ -36,6 +35,10 @@ from pytest_gpuutil.analysis.grouping import kernel_keys, kernel_pairs, plain_bl
 from pytest_gpuutil.analysis.intervals.waits import Waits, waits_in
 from pytest_gpuutil.frozen import tuple_record
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
+if TYPE_CHECKING:
+    from typing import Any, Optional, Sequence
 
 KERNEL = "kernel"
 MEMCPY = "gpu_memcpy"

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier, parse_rules
 from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, Floor, split_by_floor
@@ -11,6 +10,10 @@ from pytest_gpuutil.analysis.findings import Finding, find_in_trace, parse_rule_
 from pytest_gpuutil.analysis.summary import TraceSummary, analyze
 from pytest_gpuutil.cli.analyze_args import parse_analyze_args
 from pytest_gpuutil.traces.reader import TraceError, read_trace
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
+if TYPE_CHECKING:
+    from typing import Optional, Sequence
 
 CSV_FIELDS = (
     "path",

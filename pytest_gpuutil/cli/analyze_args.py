@@ -9,7 +9,10 @@ an abbreviation, ``--``, a bad value, a missing trace) goes to argparse, which s
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any, Optional, Sequence
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
+if TYPE_CHECKING:
+    from typing import Any, Optional, Sequence
 
 #: every option: its flag and what argparse's ``add_argument`` takes for it (``dest``: the flag's words)
 OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (

@@ -12,7 +12,6 @@ No msgspec and no numpy here, so a small trace is read without importing either.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Optional
 
 from pytest_gpuutil.frozen import tuple_record
 from pytest_gpuutil.traces.model import (
@@ -23,6 +22,10 @@ from pytest_gpuutil.traces.model import (
     SyncColumns,
     Trace,
 )
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
+if TYPE_CHECKING:
+    from typing import Any, Iterable, Optional
 
 PROFILER_SPAN_CATEGORY = "Trace"
 KEPT_CATEGORIES = GPU_WORK_CATEGORIES | {PROFILER_SPAN_CATEGORY}

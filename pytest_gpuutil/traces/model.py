@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import functools
 import sys
-from typing import Any, Iterable, Iterator, Optional, Sequence
+from collections.abc import Sequence
 
 from pytest_gpuutil.frozen import frozen, tuple_record
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
+if TYPE_CHECKING:
+    from typing import Any, Iterable, Iterator, Optional
 
 #: Trace categories that are GPU work. ``gpu_user_annotation`` is not: it is a label.
 GPU_WORK_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})

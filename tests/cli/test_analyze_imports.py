@@ -48,6 +48,9 @@ NOT_IMPORTED = (
     # plain command line is read without it (cli/analyze_args.py)
     "dataclasses", "inspect", "ast", "dis", "tokenize", "pathlib", "urllib", "argparse", "shutil", "bz2", "lzma",
     "gettext", "locale",
+    # typing (~20 M instructions): annotations are strings and its names are imported for type checkers only
+    # (TYPE_CHECKING = False); importlib (and warnings): the package's lazy names use __import__
+    "typing", "importlib", "warnings",
 )
 
 PROBE = """
