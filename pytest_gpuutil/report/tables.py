@@ -11,10 +11,14 @@ import math
 import os
 import re
 import textwrap
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, Sequence
+from collections.abc import Mapping
 
 from pytest_gpuutil.analysis.summary import TraceSummary
+from pytest_gpuutil.frozen import frozen
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
+if TYPE_CHECKING:
+    from typing import Any, Callable, Optional, Sequence
 
 #: Categories given a column of their own in the one-line summary (percent of window).
 TABULATE_LINE_CATEGORIES = (
@@ -236,7 +240,7 @@ OPTIONAL = 10
 _GAP = "  "
 
 
-@dataclass(frozen=True)
+@frozen
 class Column:
     """One column of a fitted table: the row field it shows, how, and how much it matters."""
 

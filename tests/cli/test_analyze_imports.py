@@ -107,6 +107,14 @@ def test_a_json_run_loads_nothing_heavy():
     assert unwanted(loaded_by(JSON_RUN)) == []
 
 
+def test_a_table_run_loads_nothing_heavy():
+    """The default format: its tables are laid out without tabulate (which imports importlib.metadata)."""
+    loaded = loaded_by(JSON_RUN.replace(", '--format', 'json'", ""))
+    assert "pytest_gpuutil.report.tables" in loaded
+    assert [m for m in unwanted(loaded) if not m.startswith("pytest_gpuutil.report")] == []
+    assert "tabulate" not in loaded
+
+
 def test_a_json_run_compiles_no_code():
     """The records are pytest_gpuutil.frozen's (not NamedTuple, namedtuple or dataclass, which compile)."""
     assert probe_output(COMPILE_PROBE, JSON_RUN) == []
