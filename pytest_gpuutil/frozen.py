@@ -100,6 +100,7 @@ def frozen(cls: type) -> type:
         cls.__hash__ = __hash__
     cls.__setattr__ = _no_setattr
     cls.__delattr__ = _no_delattr
+    cls.__replace__ = replace  # copy.replace (Python 3.13), as dataclasses give it
     cls.__match_args__ = names
     cls.__record_fields__ = specs
     for lazy in ("__dataclass_fields__", "__dataclass_params__", "__signature__"):
@@ -141,7 +142,7 @@ def tuple_record(cls: type) -> type:
     for name in ("__dict__", "__weakref__"):
         body.pop(name, None)
     body.update({"__slots__": (), "_fields": names, "_field_defaults": defaults, "__match_args__": names,
-                 "__new__": __new__, "_make": classmethod(_make), "_replace": _replace,
+                 "__new__": __new__, "_make": classmethod(_make), "_replace": _replace, "__replace__": _replace,
                  "_asdict": lambda self: dict(zip(names, self)), "__getnewargs__": lambda self: tuple(self)})
     body.setdefault("__repr__", __repr__)
     for index, name in enumerate(names):

@@ -95,6 +95,7 @@ def test_a_record_is_frozen_and_copies_and_pickles():
     assert pickle.loads(pickle.dumps(record)) == record
     assert copy.deepcopy(record) == record and copy.copy(record) == record
     assert replace(record, count=9) == dataclasses.replace(record, count=9) == Sample("k", 1.0, {"a": [1]}, None, 9)
+    assert record.__replace__(count=9) == replace(record, count=9)  # copy.replace from Python 3.13
     with pytest.raises(TypeError, match="unexpected keyword argument 'other'"):
         replace(record, other=1)
 
@@ -148,6 +149,7 @@ def test_a_tuple_record_is_the_named_tuple_typing_would_make():
     assert (Span._fields, Span._field_defaults, Span.__match_args__) == (SpanTwin._fields, SpanTwin._field_defaults,
                                                                          SpanTwin.__match_args__)
     assert ours._asdict() == twin._asdict() and ours._replace(label="x") == twin._replace(label="x")
+    assert ours.__replace__(label="x") == ours._replace(label="x")
     assert type(ours._replace(end=5)) is Span and Span._make([1, 2, "a"]) == Span(1, 2, "a") == Span(1, end=2, label="a")
     assert pickle.loads(pickle.dumps(ours)) == ours and type(copy.deepcopy(ours)) is Span
     assert not hasattr(ours, "__dict__") and Span.__qualname__ == "Span" and Span.__doc__.startswith("A named tuple")
