@@ -53,6 +53,8 @@ def field(*, default: object = _MISSING, default_factory: object = _MISSING, com
 
 def frozen(cls: type) -> type:
     """Make ``cls`` a frozen record of its annotated fields (see the module's docstring)."""
+    if "__post_init__" in cls.__dict__:
+        raise TypeError(f"{cls.__name__}: a frozen record has no __post_init__ (use @dataclass)")
     specs: dict[str, _Field] = {}
     for name, annotation in cls.__dict__.get("__annotations__", {}).items():
         if "ClassVar" in str(annotation):

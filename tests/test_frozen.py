@@ -168,3 +168,13 @@ def test_the_package_named_tuples_are_tuple_records_of_their_annotated_fields(cl
     assert cls._fields == tuple(cls.__annotations__)
     assert [name for name in cls._fields if name in cls._field_defaults] == list(cls._fields[-len(cls._field_defaults):]
                                                                               if cls._field_defaults else [])
+
+
+def test_a_post_init_is_refused_rather_than_ignored():
+    with pytest.raises(TypeError, match="no __post_init__"):
+        @frozen
+        class Checked:
+            a: int
+
+            def __post_init__(self) -> None:
+                pass
