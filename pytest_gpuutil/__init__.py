@@ -10,8 +10,11 @@ environment) does not pay for numpy and msgspec unless it analyses something.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+import sys
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 __version__ = "0.1.0"
 
@@ -38,7 +41,8 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'pytest_gpuutil' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    __import__(f"{__name__}.{module}")  # importlib.import_module, without importing importlib (and warnings)
+    value = getattr(sys.modules[f"{__name__}.{module}"], name)
     globals()[name] = value
     return value
 

@@ -7,8 +7,12 @@ classified once and cached on the classifier instance.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Iterable, Sequence
+
+from pytest_gpuutil.frozen import frozen
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
+if TYPE_CHECKING:
+    from typing import Iterable, Sequence
 
 GEMM = "gemm"
 CONV = "conv"
@@ -48,7 +52,7 @@ MM_CONV_CATEGORIES = frozenset({GEMM, CONV})
 KERNEL = "kernel"
 
 
-@dataclass(frozen=True)
+@frozen
 class Rule:
     """Events of one of ``kinds`` whose name matches ``pattern`` (re.search) are ``category``."""
 

@@ -11,11 +11,15 @@ The rules themselves are in :mod:`pytest_gpuutil.analysis.rules`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
+from pytest_gpuutil.frozen import field, frozen, tuple_record
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
 if TYPE_CHECKING:
+    from typing import Any, Callable, Optional, Sequence
+
     from pytest_gpuutil.analysis.window_facts import WindowFacts
 
 HIGH, MEDIUM, LOW = "high", "medium", "low"
@@ -24,7 +28,8 @@ SEVERITIES = (HIGH, MEDIUM, LOW)
 SEVERITY_FROM = ((HIGH, 10.0, 25.0), (MEDIUM, 3.0, 10.0))
 
 
-class Floor(NamedTuple):
+@tuple_record
+class Floor:
     """The least saving a finding is reported with: both ``ms`` and ``pct`` (of the test's wall time)."""
 
     ms: float = 1.0
@@ -50,7 +55,7 @@ UNDER_LIMIT = "under_limit"
 DEFAULT_FLOOR = Floor()
 
 
-@dataclass(frozen=True)
+@frozen
 class Finding:
     """What is wrong in one window, how much it costs, the evidence and the fix."""
 
@@ -109,7 +114,8 @@ def split_by_floor(findings: Sequence[Finding], floor: Floor = DEFAULT_FLOOR) ->
     return tuple(f for f in findings if floor.keeps(f)), tuple(f for f in findings if not floor.keeps(f))
 
 
-class Limit(NamedTuple):  # NamedTuples here, not dataclasses: cheaper to define (the CLI's start-up)
+@tuple_record
+class Limit:  # named tuples here, not dataclasses: cheaper to define (the CLI's start-up)
     value: float
     unit: str  # "%", "µs", "ms", "" (a count); estimates also "GB/s" and "x" (a speed-up)
     reason: str
@@ -122,11 +128,13 @@ class Limit(NamedTuple):  # NamedTuples here, not dataclasses: cheaper to define
         return f"{number} %" if self.unit == "%" else f"{number} {self.unit}".strip()
 
 
-#: a rule's check: the window's facts, its limits, the device's figures -> a finding or None
-Check = Callable[["WindowFacts", Mapping[str, Limit], Mapping[str, float]], Optional[Finding]]
+if TYPE_CHECKING:  # for annotations only: at run time, typing would compile "WindowFacts" (the CLI's start-up)
+    #: a rule's check: the window's facts, its limits, the device's figures -> a finding or None
+    Check = Callable[["WindowFacts", Mapping[str, Limit], Mapping[str, float]], Optional[Finding]]
 
 
-class Glance(NamedTuple):
+@tuple_record
+class Glance:
     """A window's figures that are known before its events are looked at (a capture's per-window
     statistics): what each rule's gate reads to skip a window it cannot fire on."""
 
@@ -140,12 +148,14 @@ class Glance(NamedTuple):
     waits: Optional[int] = None
 
 
-#: ``gate(glance, limits) -> False`` only when the rule cannot fire on the window (a necessary
-#: condition: cheap, and never wrong the other way; the tests check it on every window they build)
-Gate = Callable[[Glance, Mapping[str, Limit]], bool]
+if TYPE_CHECKING:
+    #: ``gate(glance, limits) -> False`` only when the rule cannot fire on the window (a necessary
+    #: condition: cheap, and never wrong the other way; the tests check it on every window they build)
+    Gate = Callable[[Glance, Mapping[str, Limit]], bool]
 
 
-class Rule(NamedTuple):
+@tuple_record
+class Rule:
     id: str
     #: what it means, one line (the README's and the report's legend)
     title: str

@@ -15,19 +15,21 @@ from a record's figures with :func:`counter_findings`.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
+from collections.abc import Mapping
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, UNDER_LIMIT, Finding, Floor, Glance, Rule, severity_of
 from pytest_gpuutil.analysis.rules import BEFORE_CAUSES, RULE_IDS, RULES, RULES_BY_ID
 from pytest_gpuutil.analysis.window_facts import Timeline, WindowFacts
+from pytest_gpuutil.frozen import frozen, replace
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Trace, Window
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
 if TYPE_CHECKING:
+    from typing import Any, Iterable, Optional, Sequence
+
     from pytest_gpuutil.analysis.summary import TraceSummary
     from pytest_gpuutil.analysis.windows import WindowStats
 
@@ -155,7 +157,7 @@ def without_between(finding: Finding, window_ns: int) -> Finding:
         return finding
     saving_ms = max(0.0, finding.saving_ms - between_ms)
     saving_pct = 100.0 * saving_ms * 1e6 / window_ns if window_ns > 0 else 0.0
-    return dataclasses.replace(finding, saving_ms=round(saving_ms, 3), saving_pct=round(saving_pct, 2),
+    return replace(finding, saving_ms=round(saving_ms, 3), saving_pct=round(saving_pct, 2),
                    severity=severity_of(saving_ms, saving_pct),
                    saving_basis=f"{finding.saving_basis}; less the {between_ms:.1f} ms between kernels that "
                                 f"launch-bound or host-sync counts: {saving_ms:.1f} ms")
@@ -167,7 +169,7 @@ def without_between(finding: Finding, window_ns: int) -> Finding:
 WORST_TESTS_KEPT = 10
 
 
-@dataclass(frozen=True)
+@frozen
 class Fix:
     """One entry of the session's ranking: a rule's fix in one file, over its tests."""
 
@@ -278,5 +280,5 @@ def with_child_start(finding: Finding, program: str, startup_ns: float) -> Findi
     named = f"(of which the child `{program}` took {took} to start its GPU work)"
     generic = f"({BEFORE_CAUSES['child-process'][0]})"
     message = finding.message.replace(generic, named) if generic in finding.message else f"{finding.message} {named}"
-    return dataclasses.replace(finding, message=message, evidence={**finding.evidence, "child_program": program,
+    return replace(finding, message=message, evidence={**finding.evidence, "child_program": program,
                                                                    "child_startup_us": round(part / 1000, 3)})

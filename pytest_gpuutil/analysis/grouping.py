@@ -16,7 +16,6 @@ from __future__ import annotations
 import operator
 from collections import Counter
 from itertools import accumulate, compress
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from pytest_gpuutil.traces.model import CodedColumn
 
@@ -25,7 +24,10 @@ try:  # the unions in C (analysis/intervals/_unions.c, built at install where a 
 except ImportError:  # pragma: no cover - the same integers from the plain-Python passes
     _C_UNIONS = None
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
 if TYPE_CHECKING:
+    from typing import Any, Iterable, Sequence
+
     import numpy as np
 
 

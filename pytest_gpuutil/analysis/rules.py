@@ -16,12 +16,18 @@ from __future__ import annotations
 
 import re
 from types import MappingProxyType
-from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import CONV, GEMM
 from pytest_gpuutil.analysis.classify import MEMCPY as MEMCPY_CATEGORY
-from pytest_gpuutil.analysis.finding_records import UNDER_LIMIT, Finding, Gate, Limit, Rule, severity_of
+from pytest_gpuutil.analysis.finding_records import UNDER_LIMIT, Finding, Limit, Rule, severity_of
 from pytest_gpuutil.analysis.window_facts import MEMCPY, WindowFacts
+from pytest_gpuutil.frozen import tuple_record
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
+if TYPE_CHECKING:
+    from typing import Any, Mapping, Optional, Sequence
+
+    from pytest_gpuutil.analysis.finding_records import Gate
 
 
 def _finding(facts: Any, rule_id: str, message: str, fix: str, impact: float, saving_ns: float, basis: str,
@@ -352,7 +358,8 @@ def _low_sm_activity(facts: WindowFacts, limits: Mapping[str, Limit], hw: Mappin
         busy_pct=round(busy, 1), sm_pct=round(sm, 2))
 
 
-class _CounterFacts(NamedTuple):
+@tuple_record
+class _CounterFacts:
     """The one figure a counters-only finding's saving is a share of."""
 
     window_ns: float

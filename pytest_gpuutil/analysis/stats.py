@@ -8,11 +8,15 @@ listed by number first. What a ``kernel_bench`` timing gives is in
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+
+from pytest_gpuutil.frozen import frozen
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 
-@dataclass(frozen=True)
+@frozen
 class CategoryStat:
     """One kernel category's union of time, its share of busy time and of the window, its event count."""
 
@@ -25,7 +29,7 @@ class CategoryStat:
     count: int
 
 
-@dataclass(frozen=True)
+@frozen
 class DeviceStat:
     """One device's busy time (the union over its streams) and its events."""
 
@@ -35,7 +39,7 @@ class DeviceStat:
     event_count: int
 
 
-@dataclass(frozen=True)
+@frozen
 class StreamStat:
     """One stream's busy time (the union of its events) and its events."""
 
@@ -45,7 +49,7 @@ class StreamStat:
     event_count: int
 
 
-@dataclass(frozen=True)
+@frozen
 class KernelStat:
     """One kernel (name and category): how often it ran and its total and mean time."""
 
@@ -58,7 +62,7 @@ class KernelStat:
     pct_of_window: float
 
 
-@dataclass(frozen=True)
+@frozen
 class IdleGap:
     """A stretch of the window in which a device did no GPU work."""
 
@@ -68,7 +72,7 @@ class IdleGap:
     dur_us: float
 
 
-@dataclass(frozen=True)
+@frozen
 class Overlap:
     """Communication kernels against all other GPU work, per device, summed."""
 

@@ -15,11 +15,9 @@ unions of intervals, which :mod:`~pytest_gpuutil.analysis.windows` shares, in ``
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field
 from functools import partial
 from heapq import nlargest
 from itertools import compress
-from typing import TYPE_CHECKING, Any, NamedTuple, Optional
 
 from pytest_gpuutil.analysis.classify import (
     COMMUNICATION,
@@ -52,6 +50,7 @@ from pytest_gpuutil.analysis.stats import (
     pct,
 )
 from pytest_gpuutil.analysis.window_facts import Timeline, timeline_of
+from pytest_gpuutil.frozen import field, frozen, tuple_record
 from pytest_gpuutil.traces.model import (
     GpuColumns,
     Trace,
@@ -59,13 +58,16 @@ from pytest_gpuutil.traces.model import (
     use_plain_python,
 )
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
 if TYPE_CHECKING:
+    from typing import Any, Optional
+
     import numpy as np
 
 KERNEL_KIND = "kernel"
 
 
-@dataclass(frozen=True)
+@frozen
 class TraceSummary:
     """What ``gpuutil analyze`` reports of one trace (see the module docstring for the definitions)."""
 
@@ -169,7 +171,8 @@ def _plain(cols: GpuColumns) -> bool:
     return not hasattr(cols.starts_ns, "dtype") and not hasattr(cols.durs_ns, "dtype") and use_plain_python(len(cols))
 
 
-class _Figures(NamedTuple):
+@tuple_record
+class _Figures:
     """What both ways of computing (numpy arrays, plain lists) give; ``analyze`` builds the summary."""
 
     busy_ns: int
@@ -425,7 +428,8 @@ def _plain_figures(cols: GpuColumns, win: Window, pair_codes: list[int], key_kin
                     timeline_of(win, device_blocks, kernel_lengths))
 
 
-class _DeviceUnions(NamedTuple):
+@tuple_record
+class _DeviceUnions:
     """One device's unions in the plain-Python analysis (nanoseconds)."""
 
     block_starts: list[int]

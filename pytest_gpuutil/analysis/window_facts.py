@@ -28,19 +28,24 @@ import functools
 import operator
 from collections import Counter
 from itertools import chain, compress
-from typing import Any, NamedTuple, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.grouping import blocks as array_blocks
 from pytest_gpuutil.analysis.grouping import kernel_keys, kernel_pairs, plain_blocks, plain_text_codes
 from pytest_gpuutil.analysis.intervals.waits import Waits, waits_in
+from pytest_gpuutil.frozen import tuple_record
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
+if TYPE_CHECKING:
+    from typing import Any, Optional, Sequence
 
 KERNEL = "kernel"
 MEMCPY = "gpu_memcpy"
 
 
-class Timeline(NamedTuple):
+@tuple_record
+class Timeline:
     """The window's GPU work as time: busy, idle and its parts, summed over devices."""
 
     devices: int
@@ -62,7 +67,8 @@ class Timeline(NamedTuple):
         return self.idle_before_ns + self.idle_between_ns + self.idle_after_ns
 
 
-class KeyTotals(NamedTuple):
+@tuple_record
+class KeyTotals:
     """Events and their clipped time for one (name, kind) pair in the window."""
 
     name: str

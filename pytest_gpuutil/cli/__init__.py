@@ -5,7 +5,10 @@ The subcommands are imported only when run, so ``gpuutil --help`` starts fast.
 from __future__ import annotations
 
 import sys
-from typing import Optional, Sequence
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
+if TYPE_CHECKING:
+    from typing import Optional, Sequence
 
 EXIT_USAGE = 2
 

@@ -1,16 +1,19 @@
 """``gpuutil analyze TRACE ...``: busy %, categories, top kernels and findings of trace files."""
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-from typing import Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier, parse_rules
 from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, Floor, split_by_floor
 from pytest_gpuutil.analysis.findings import Finding, find_in_trace, parse_rule_ids
 from pytest_gpuutil.analysis.summary import TraceSummary, analyze
+from pytest_gpuutil.cli.analyze_args import parse_analyze_args
 from pytest_gpuutil.traces.reader import TraceError, read_trace
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
+if TYPE_CHECKING:
+    from typing import Optional, Sequence
 
 CSV_FIELDS = (
     "path",
@@ -26,37 +29,8 @@ CSV_FIELDS = (
 EXIT_BAD_INPUT = 2
 
 
-def _analyze_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="gpuutil analyze",
-        description="GPU busy %, kernel categories and top kernels of torch.profiler traces "
-        "(Chrome/Kineto JSON, .json or .json.gz).",
-    )
-    parser.add_argument("traces", nargs="+", metavar="TRACE")
-    parser.add_argument("--format", choices=("table", "json", "csv"), default="table")
-    parser.add_argument("--top", type=int, default=10, help="kernels listed per trace (default 10)")
-    parser.add_argument(
-        "--rule",
-        action="append",
-        default=[],
-        metavar="CATEGORY=REGEX",
-        help="a kernel rule tried before the built-in ones (repeatable; first match wins)",
-    )
-    parser.add_argument("--findings", choices=("on", "off"), default="on",
-                        help="say what to fix in each trace (default on)")
-    parser.add_argument("--findings-ignore", default="", metavar="RULE,RULE", help="findings rules to leave out")
-    parser.add_argument("--findings-floor", default="", metavar="MSms,PCT%",
-                        help="report a finding only when its fix would save at least MS and PCT%% of the trace's "
-                             "window (default 1ms,2%%; 0: all), as --gpu-util-findings-floor")
-    parser.add_argument("--html", default=None, metavar="OUT.html",
-                        help="also write the HTML report: a row per trace, its GPU timeline in its detail view")
-    parser.add_argument("--timeline-gap", type=float, default=0.1, metavar="MS",
-                        help="with --html: the shortest idle gap a timeline shades and labels (default 0.1 ms)")
-    return parser
-
-
 def analyze_main(argv: Sequence[str]) -> int:
-    args = _analyze_parser().parse_args(argv)
+    args = parse_analyze_args(argv)
     try:
         classifier = KernelClassifier(parse_rules("\n".join(args.rule), source="--rule"))
         ignore = parse_rule_ids(args.findings_ignore, "--findings-ignore")

@@ -7,9 +7,8 @@ rule and test file and sorts the groups by summed ``saving_ms``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
 from html import escape
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, SEVERITIES, Finding, Floor, split_by_floor
 from pytest_gpuutil.analysis.findings import (
@@ -20,9 +19,13 @@ from pytest_gpuutil.analysis.findings import (
     worst_tests,
 )
 from pytest_gpuutil.analysis.rules import RULES_BY_ID
+from pytest_gpuutil.frozen import frozen
 from pytest_gpuutil.report.tables import caption, common_prefix, shorten_test_ids, wrap
 
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
 if TYPE_CHECKING:
+    from typing import Any, Iterable, Optional, Sequence
+
     from pytest_gpuutil.analysis.findings import Fix
     from pytest_gpuutil.records import TestRecord
 
@@ -31,7 +34,7 @@ WORST_SHOWN = 3
 SECTION = "findings: what to fix (pytest-gpuutil)"
 
 
-@dataclass(frozen=True)
+@frozen
 class RuleGroup:
     """One rule's findings in a run."""
 

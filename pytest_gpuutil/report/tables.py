@@ -11,12 +11,14 @@ import math
 import os
 import re
 import textwrap
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, Sequence
-
-from tabulate import tabulate
+from collections.abc import Mapping
 
 from pytest_gpuutil.analysis.summary import TraceSummary
+from pytest_gpuutil.frozen import frozen
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
+if TYPE_CHECKING:
+    from typing import Any, Callable, Optional, Sequence
 
 #: Categories given a column of their own in the one-line summary (percent of window).
 TABULATE_LINE_CATEGORIES = (
@@ -238,7 +240,7 @@ OPTIONAL = 10
 _GAP = "  "
 
 
-@dataclass(frozen=True)
+@frozen
 class Column:
     """One column of a fitted table: the row field it shows, how, and how much it matters."""
 
@@ -347,6 +349,38 @@ def wrap(text: str, width: int, indent: str = "  ") -> list[str]:
     return lines
 
 # -- one trace's tables (gpuutil analyze --format table) ------------------------------------------
+def simple_table(rows: Sequence[Sequence[Any]], headers: Sequence[str] = ()) -> str:
+    """``tabulate(rows, headers, tablefmt="simple", disable_numparse=True)``, written here for rows of
+    plain text and ints (tabulate for anything else): importing tabulate, which imports
+    importlib.metadata (email, zipfile, socket, ...), cost ~175 M instructions, more than the rest of
+    ``gpuutil analyze`` on a small trace."""
+    cols = list(zip(*rows))
+    if not rows or any(len(row) != len(cols) for row in rows) or (headers and len(headers) != len(cols)) \
+            or not all(map(_plain_cell, headers)) or not all(_plain_cell(cell) for row in rows for cell in row):
+        from tabulate import tabulate
+
+        return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
+    texts = [[str(cell) for cell in col] for col in cols]
+    widths = [max(map(len, col)) for col in texts]
+    if headers:  # a header gets 2 spaces more than its text
+        widths = [max(width, len(header) + 2) for width, header in zip(widths, headers)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths)).rstrip()  # no numbers: all text
+
+    rule = "  ".join("-" * width for width in widths).rstrip()
+    body = [line(cells) for cells in zip(*texts)]
+    return "\n".join([line(headers), rule, *body] if headers else [rule, *body, rule])
+
+
+def _plain_cell(cell: Any) -> bool:
+    """An int, or one line of text whose characters are each one column wide (whatever wcwidth says),
+    without surrounding blanks or escape codes: what :func:`simple_table` lays out as tabulate would."""
+    if type(cell) is int:
+        return True
+    return type(cell) is str and cell == cell.strip() and all(" " <= ch < "\x7f" or "\xa0" <= ch < "\u0300" for ch in cell)
+
+
 def tabulate_line(label: str, summary: TraceSummary) -> str:
     """The ``Output for tabulate:`` line of torch/_inductor/wrapper_benchmark.py, for this trace."""
     cells = [label, f"{summary.busy_pct:.2f}%", f"{summary.mm_conv_pct:.2f}%"]
@@ -373,7 +407,7 @@ def summary_table(summary: TraceSummary) -> str:
                 f"{o.overlap_us:,.3f} of {o.communication_us:,.3f} µs ({o.overlap_pct_of_communication:.1f}%)",
             )
         )
-    return tabulate(rows, tablefmt="simple", disable_numparse=True)
+    return simple_table(rows)
 
 
 def category_table(summary: TraceSummary) -> str:
@@ -381,12 +415,7 @@ def category_table(summary: TraceSummary) -> str:
         (c.name, f"{c.time_us:,.3f}", f"{c.share_of_busy:.2f}", f"{c.pct_of_window:.2f}", c.count)
         for c in summary.categories
     ]
-    return tabulate(
-        rows,
-        headers=("category", "time µs", "% of busy", "% of window", "count"),
-        tablefmt="simple",
-        disable_numparse=True,
-    )
+    return simple_table(rows, headers=("category", "time µs", "% of busy", "% of window", "count"))
 
 
 def kernel_table(summary: TraceSummary, width: int = 80) -> str:
@@ -394,12 +423,7 @@ def kernel_table(summary: TraceSummary, width: int = 80) -> str:
         (shorten_kernel(k.name, width), k.category, k.count, f"{k.total_us:,.3f}", f"{k.mean_us:,.3f}", f"{k.pct_of_window:.2f}")
         for k in summary.top_kernels
     ]
-    return tabulate(
-        rows,
-        headers=("kernel", "category", "count", "total µs", "mean µs", "% of window"),
-        tablefmt="simple",
-        disable_numparse=True,
-    )
+    return simple_table(rows, headers=("kernel", "category", "count", "total µs", "mean µs", "% of window"))
 
 
 def trace_report(summary: TraceSummary, label: str) -> str:

@@ -12,8 +12,8 @@ No msgspec and no numpy here, so a small trace is read without importing either.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, NamedTuple, Optional
 
+from pytest_gpuutil.frozen import tuple_record
 from pytest_gpuutil.traces.model import (
     GPU_WORK_CATEGORIES,
     HOST_SYNC_NAMES,
@@ -22,6 +22,10 @@ from pytest_gpuutil.traces.model import (
     SyncColumns,
     Trace,
 )
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
+if TYPE_CHECKING:
+    from typing import Any, Iterable, Optional
 
 PROFILER_SPAN_CATEGORY = "Trace"
 KEPT_CATEGORIES = GPU_WORK_CATEGORIES | {PROFILER_SPAN_CATEGORY}
@@ -41,7 +45,8 @@ class TraceError(Exception):
         self.problem = problem
 
 
-class PlainEvent(NamedTuple):
+@tuple_record
+class PlainEvent:
     """A kept event with its fields as Python values (``ts``/``dur`` raw JSON text as bytes, or numbers)."""
 
     cat: Any = ""

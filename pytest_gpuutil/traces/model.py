@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import functools
 import sys
-from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, NamedTuple, Optional, Sequence
+from collections.abc import Sequence
+
+from pytest_gpuutil.frozen import frozen, tuple_record
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
+if TYPE_CHECKING:
+    from typing import Any, Iterable, Iterator, Optional
 
 #: Trace categories that are GPU work. ``gpu_user_annotation`` is not: it is a label.
 GPU_WORK_CATEGORIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
@@ -58,7 +63,8 @@ def use_plain_python(count: int) -> bool:
     return count <= PLAIN_PYTHON_EVENTS and "numpy" not in sys.modules
 
 
-class GpuEvent(NamedTuple):
+@tuple_record
+class GpuEvent:
     """One piece of GPU work: a kernel, a memcpy or a memset (a tuple: traces hold 100k+ of them)."""
 
     name: str
@@ -73,7 +79,7 @@ class GpuEvent(NamedTuple):
         return self.start_ns + self.dur_ns
 
 
-@dataclass(frozen=True)
+@frozen
 class Window:
     """The span busy time is divided by, with where it came from."""
 
@@ -123,7 +129,7 @@ class CodedColumn(Sequence):
         return f"CodedColumn({len(self.codes)} rows, {len(self.values)} values)"
 
 
-@dataclass(frozen=True)
+@frozen
 class GpuColumns:
     """GPU events column by column (what the analysis reads; cheap to build from a big trace)."""
 
@@ -179,7 +185,7 @@ class GpuColumns:
         return cls(names, kinds, devices, streams, starts, durs)
 
 
-@dataclass(frozen=True)
+@frozen
 class SyncColumns:
     """Host waits for the GPU (calls or records named in :data:`HOST_SYNC_NAMES`), column by column.
 
@@ -205,7 +211,7 @@ class SyncColumns:
         return list(zip(self.names, _python_ints(self.starts_ns), _python_ints(self.durs_ns)))
 
 
-@dataclass(frozen=True)
+@frozen
 class Trace:
     """GPU events of one trace plus what the window needs."""
 

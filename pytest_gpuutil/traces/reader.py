@@ -21,7 +21,6 @@ import mmap
 import os
 import sys
 import zlib
-from typing import Any, Callable, Optional, Union
 
 from pytest_gpuutil.traces.json_events import (
     TraceError,
@@ -29,6 +28,10 @@ from pytest_gpuutil.traces.json_events import (
     trace_from_json_tolerant,
 )
 from pytest_gpuutil.traces.model import CodedColumn, GpuColumns, SyncColumns, Trace, use_plain_python
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
+if TYPE_CHECKING:
+    from typing import Any, Callable, Optional, Union
 
 __all__ = [
     "MAP_FILES_FROM_BYTES",

@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from typing import NamedTuple, Optional, Sequence
 
 from pytest_gpuutil.analysis.grouping import plain_blocks
+from pytest_gpuutil.frozen import tuple_record
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
+if TYPE_CHECKING:
+    from typing import Optional, Sequence
 
 #: how far past the end of a host's wait the GPU work it waited for may end in the records: the
 #: GPU's timestamps are converted to the host's clock, and the two may differ by microseconds. A
@@ -80,7 +84,8 @@ def idle_before_read_back(busy_starts: Sequence[int], busy_ends: Sequence[int],
     return idle
 
 
-class Waits(NamedTuple):
+@tuple_record
+class Waits:
     """The host's waits for the GPU in the window and what the GPU did after each."""
 
     count: int
