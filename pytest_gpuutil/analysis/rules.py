@@ -59,13 +59,29 @@ MEDIAN_SAMPLE = 5_000
 def _median(values: Sequence[int]) -> float:
     """The lower median (the ⌈n/2⌉-th smallest); of an evenly spaced sample of a long sequence."""
     step = max(1, len(values) // MEDIAN_SAMPLE)
+    if not hasattr(values, "tolist"):  # a list of ints: sampled and sorted in C where it is built
+        from pytest_gpuutil.analysis.intervals.event_figures import lower_median
+
+        found = lower_median(values, step)
+        if found is not None:
+            return float(found)
     ordered = sorted(values[::step].tolist() if hasattr(values, "tolist") else values[::step])
     return float(ordered[(len(ordered) - 1) // 2])
 
 
 def _at_most(values: Sequence[int], limit: float) -> int:
-    """How many values are at most ``limit`` (a list: in C through map; an array: numpy)."""
-    return int((values <= limit).sum()) if hasattr(values, "dtype") else sum(map(limit.__ge__, values))
+    """How many values are at most ``limit`` (a list: in C, else through map; an array: numpy)."""
+    return int((values <= limit).sum()) if hasattr(values, "dtype") else _count_within(values, limit, False)
+
+
+def _count_within(values: Sequence[int], limit: float, strict: bool) -> int:
+    """How many of a list's values are at most ``limit`` (under it where ``strict``)."""
+    from pytest_gpuutil.analysis.intervals.event_figures import count_within
+
+    found = count_within(values, limit, strict)
+    if found is not None:
+        return found
+    return sum(map(limit.__gt__ if strict else limit.__ge__, values))
 
 
 def _median_at_most(values: Sequence[int], limit: float) -> bool:
@@ -75,7 +91,7 @@ def _median_at_most(values: Sequence[int], limit: float) -> bool:
 
 def _median_below(values: Sequence[int], limit: float) -> bool:
     """Whether the lower median of ``values`` is under ``limit``, exactly."""
-    below = int((values < limit).sum()) if hasattr(values, "dtype") else sum(map(limit.__gt__, values))
+    below = int((values < limit).sum()) if hasattr(values, "dtype") else _count_within(values, limit, True)
     return below >= (len(values) + 1) // 2
 
 
