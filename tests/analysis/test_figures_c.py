@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from array import array
 from pathlib import Path
 from typing import Any, Optional
 
@@ -55,7 +56,13 @@ def one_way(monkeypatch: pytest.MonkeyPatch, way: str, trace: Trace, **kwargs: A
         if not c_unions:
             patch.setattr(grouping, "_C_UNIONS", None)
         found = analyze(trace, **kwargs)
-    return found.to_dict(), tuple(found.timeline)
+    return found.to_dict(), values_of(found.timeline)
+
+
+def values_of(timeline: Any) -> tuple:
+    """A timeline's fields with every sequence as a list (the C call gives memoryviews of int64s
+    where the Python passes give lists and tuples)."""
+    return tuple(v if v is None or isinstance(v, int) else list(v) for v in timeline)
 
 
 def all_ways(monkeypatch: pytest.MonkeyPatch, trace: Trace, **kwargs: Any) -> dict[str, tuple[dict, tuple]]:
@@ -72,7 +79,7 @@ def assert_alike(found: dict[str, tuple[dict, tuple]]) -> None:
     first = found["c_call"]
     for way, other in found.items():
         assert other[0] == first[0], way
-        assert other[1] == first[1], way  # the timeline too: gaps, blocks, kernel lengths (types included)
+        assert other[1] == first[1], way  # the timeline too: gaps, blocks, kernel lengths
 
 
 def cut_window(trace: Trace) -> Optional[Window]:
@@ -117,6 +124,23 @@ def test_the_recorded_40k_kernel_trace_analyses_and_finds_alike(monkeypatch: pyt
         in_python = find_in_trace(trace, summary=analyze(trace))
     assert [f.to_dict() for f in in_c] == [f.to_dict() for f in in_python]
     assert "launch-bound" in {f.rule for f in in_c}  # its medians and counts went through the C part
+
+
+@needs_c
+@pytest.mark.parametrize("devices", [[0], [0, 1]])
+def test_the_c_call_gives_blocks_and_gaps_as_int64_memoryviews(devices: list[int],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = [("k", "kernel", d, 7, start, 10) for d in devices for start in (0, 30, 35, 100)]
+    trace = Trace("views", columns(*rows))
+    with monkeypatch.context() as patch:
+        patch.setattr(summary, "use_plain_python", lambda count: True)
+        timeline = analyze(trace).timeline
+    assert timeline is not None
+    views = [timeline.any_busy_starts, timeline.any_busy_ends] + ([timeline.gaps_ns] if len(devices) == 1 else [])
+    assert all(isinstance(v, memoryview) and v.format == "q" for v in views)
+    assert (timeline.any_busy_starts.tolist(), timeline.any_busy_ends.tolist()) == ([0, 30, 100], [10, 45, 110])
+    assert list(timeline.gaps_ns) == [20, 55] * len(devices) and timeline.idle_between_ns == 75 * len(devices)
+    assert rules._median(timeline.gaps_ns) == 20.0 and rules._at_most(timeline.gaps_ns, 20) == len(devices)
 
 
 def random_trace(seed: int) -> tuple[Trace, dict[str, Any]]:
@@ -224,9 +248,11 @@ def test_counts_under_a_limit_and_medians_match_the_python_ones(seed: int) -> No
     for limit in (0, 0.5, 5, 1_000.0, 10**5 * rng.random(), float("inf"), float("nan"), -3):
         assert count_within(values, limit) == sum(map(limit.__ge__, values))
         assert count_within(tuple(values), limit, strict=True) == sum(map(limit.__gt__, values))
+    as_view = memoryview(array("q", values)).cast("B").cast("q")  # what the C call gives
     for step in (1, 2, 7, max(1, len(values) // rules.MEDIAN_SAMPLE)):
         ordered = sorted(values[::step])
-        assert lower_median(values, step) == ordered[(len(ordered) - 1) // 2]
+        assert lower_median(values, step) == lower_median(as_view, step) == ordered[(len(ordered) - 1) // 2]
+    assert count_within(as_view, 1_000) == sum(map((1_000).__ge__, values))
 
 
 @needs_c
@@ -234,7 +260,8 @@ def test_what_the_counts_and_medians_refuse_goes_to_the_python_passes(monkeypatc
     assert count_within([2**53, 1], 10) is None  # not every such int is a double
     assert count_within([1, 2], 2**60) is None
     assert count_within([1.5], 2) is None and lower_median([1.5], 1) is None
-    assert lower_median([], 1) is None
+    assert lower_median([], 1) is None and lower_median([1, 2], 0) is None
+    assert count_within(memoryview(array("i", [1, 2])), 5) is None  # a buffer of other than int64s
     assert rules._at_most([1, 2, 2**60], 5.0) == 2 and rules._median_at_most([2**60, 1, 2], 5)
     monkeypatch.setattr(event_figures, "_C_FIGURES", None)
     assert count_within([1], 1) is None and lower_median([1], 1) is None

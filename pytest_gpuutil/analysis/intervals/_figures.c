@@ -27,6 +27,11 @@
  *   are the ``gap_count`` longest of window start..first block, between blocks, last block..window
  *   end, longest first and by place among equals, those of length > 0 (heapq.nlargest's);
  * - any_starts/any_ends: where more than one device has events, the union of all their blocks.
+ * The blocks' starts and ends, the gaps between them and any_starts/any_ends are bytes of native
+ * int64s (memoryview(...).cast("q") reads them), the rest lists of ints.
+ *
+ * Beside it, for the findings rules' medians over those: count_within(values, limit, strict) and
+ * lower_median(values, step), on a sequence of ints or an int64 buffer.
  *
  * Anything else (a value that is not an int, out of int64, a sum past int64, a code out of range)
  * raises, and the caller takes the Python passes.
@@ -82,6 +87,13 @@ static PyObject *list_of(const int64_t *values, Py_ssize_t n) {
         PyList_SET_ITEM(list, i, v);
     }
     return list;
+}
+
+/* The values as the bytes of native int64s (Python reads them through memoryview(...).cast("q")):
+ * no int object for each of the tens of thousands of busy blocks and gaps that only a few findings
+ * rules read, and those in C (count_within, lower_median). */
+static PyObject *bytes_of(const int64_t *values, Py_ssize_t n) {
+    return PyBytes_FromStringAndSize((const char *)values, n * (Py_ssize_t)sizeof(int64_t));
 }
 
 /* a + b and a - b into *out; 0 where the result is past int64 (Python's ints never are). */
@@ -179,7 +191,7 @@ static int union_total(Union *u, int64_t *out) {
     }
 
 /* The value as a Python int: the event's own object where it holds that value (no new object for
- * the starts and lengths that clipping left alone), else a new one. */
+ * the lengths that clipping left alone), else a new one. */
 static PyObject *int_of(PyObject *own, int64_t value, int64_t own_value) {
     if (own != NULL && value == own_value && PyLong_CheckExact(own)) {
         Py_INCREF(own);
@@ -206,8 +218,7 @@ static PyObject *list_reusing(const int64_t *values, const int64_t *idx, Py_ssiz
 
 /* The columns of the kept events, clipped to the window, and what the per-device pass needs. */
 typedef struct {
-    const int64_t *starts, *durs, *cs, *ce, *cats, *strs, *cat_flags;
-    PyObject **start_items;
+    const int64_t *cs, *ce, *cats, *strs, *cat_flags;
     Py_ssize_t n_cats, n_streams;
     int64_t ws, we, gap_count;
     /* room for one device's events: block start events, block ends, scratch (n each) */
@@ -320,11 +331,10 @@ static PyObject *device_figures(const Columns *c, const int64_t *idx, Py_ssize_t
         idle_lengths[g] = gap_lengths[pick[g]];
     }
     for (Py_ssize_t b = 0; b <= k; b++) c->scratch[b] = c->cs[c->block_first[b]];
-    result = Py_BuildValue("(nNNLNNLLLNNNNNL)", n, list_reusing(c->scratch, c->block_first, k + 1, c->start_items, c->starts),
-                           list_of(c->be, k + 1), (long long)busy, list_of(totals, n_cats), list_of(members, n_cats),
+    result = Py_BuildValue("(nNNLNNLLLNNNNNL)", n, bytes_of(c->scratch, k + 1), bytes_of(c->be, k + 1), (long long)busy, list_of(totals, n_cats), list_of(members, n_cats),
                            (long long)totals[MM], (long long)totals[COMM], (long long)totals[REST],
                            list_of(members + STREAM, c->n_streams), list_of(totals + STREAM, c->n_streams),
-                           list_of(idle_starts, n_idle), list_of(idle_lengths, n_idle), list_of(gaps, n_between),
+                           list_of(idle_starts, n_idle), list_of(idle_lengths, n_idle), bytes_of(gaps, n_between),
                            (long long)between);
 fail:
     PyMem_Free(unions);
@@ -390,7 +400,7 @@ static PyObject *figures(PyObject *self, PyObject *args) {
     int64_t *counts = NULL, *totals = NULL, *per_device = NULL, *offset = NULL, *all_bs = NULL, *all_be = NULL;
     int64_t *cats = NULL, *scratch = NULL;
     Py_ssize_t *runs = NULL;
-    /* the starts' and durations' own objects, reused for the unclipped starts and lengths */
+    /* the durations' own objects are reused for the lengths that clipping left alone */
     start_seq = PySequence_Fast(obj[STARTS], "starts must be a sequence of ints");
     dur_seq = start_seq ? PySequence_Fast(obj[DURS], "durs must be a sequence of ints") : NULL;
     if (dur_seq == NULL) goto fail;
@@ -455,8 +465,8 @@ static PyObject *figures(PyObject *self, PyObject *args) {
     for (Py_ssize_t d = 0; d < n_devices; d++) offset[d + 1] = offset[d] + per_device[d];
     for (Py_ssize_t j = 0; j < n_kept; j++) tmp[offset[col[DEVICES][kept[j]]]++] = kept[j];
     memcpy(kept, tmp, (size_t)n_kept * sizeof(int64_t));
-    Columns c = {col[STARTS], col[DURS], cs, ce, cats, col[STREAMS], col[CAT_FLAGS], PySequence_Fast_ITEMS(start_seq),
-                 n_cats, n_streams, ws, we, gap_count, block_first, be, scratch};
+    Columns c = {cs, ce, cats, col[STREAMS], col[CAT_FLAGS], n_cats, n_streams, ws, we, gap_count, block_first, be,
+                 scratch};
     devices = PyList_New(n_devices);
     if (devices == NULL) {
         Py_DECREF(kernel_lengths);
@@ -489,8 +499,8 @@ static PyObject *figures(PyObject *self, PyObject *args) {
     PyObject *any_starts = Py_None, *any_ends = Py_None;
     if (with_events > 1) {
         Py_ssize_t n_any = any_blocks(all_bs, all_be, n_all, kept, tmp, runs);
-        any_starts = list_of(all_bs, n_any);
-        any_ends = any_starts ? list_of(all_be, n_any) : NULL;
+        any_starts = bytes_of(all_bs, n_any);
+        any_ends = any_starts ? bytes_of(all_be, n_any) : NULL;
         if (any_ends == NULL) {
             Py_XDECREF(any_starts);
             Py_DECREF(kernel_lengths);
@@ -518,6 +528,33 @@ fail:
 /* Integers past 2**53 are not all doubles: the comparisons below would not be Python's (exact). */
 #define EXACT_IN_DOUBLE ((int64_t)1 << 53)
 
+/* The values of an int64 buffer (a memoryview cast to "q") as they lie, else of a sequence of ints
+ * (copied: *copy is then to be freed); NULL with an exception set. */
+static const int64_t *int64s_or_buffer(PyObject *obj, Py_ssize_t *n, Py_buffer *view, int64_t **copy) {
+    *copy = NULL;
+    view->obj = NULL;
+    if (PyObject_CheckBuffer(obj) && !PyBytes_Check(obj) && !PyByteArray_Check(obj)) {
+        if (PyObject_GetBuffer(obj, view, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+        const char *f = view->format ? view->format : "B";
+        if (f[0] == '@' || f[0] == '=') f++;
+        if (view->ndim == 1 && view->itemsize == 8 && (strcmp(f, "q") == 0 || (strcmp(f, "l") == 0 && sizeof(long) == 8))) {
+            *n = view->len / 8;
+            return (const int64_t *)view->buf;
+        }
+        PyBuffer_Release(view);
+        view->obj = NULL;
+        PyErr_SetString(PyExc_TypeError, "values must be int64s");
+        return NULL;
+    }
+    *copy = int64s(obj, n, "values must be a sequence of ints");
+    return *copy;
+}
+
+static void release(Py_buffer *view, int64_t *copy) {
+    if (view->obj != NULL) PyBuffer_Release(view);
+    PyMem_Free(copy);
+}
+
 /* count_within(values, limit, strict) -> how many of the ints are at most ``limit`` (under it where
  * ``strict``): the findings rules' test of a median against a limit, without sorting. */
 static PyObject *count_within(PyObject *self, PyObject *args) {
@@ -527,52 +564,77 @@ static PyObject *count_within(PyObject *self, PyObject *args) {
     int strict;
     if (!PyArg_ParseTuple(args, "Odp:count_within", &values_obj, &limit, &strict)) return NULL;
     Py_ssize_t n = 0, count = 0;
-    int64_t *values = int64s(values_obj, &n, "values must be a sequence of ints");
+    Py_buffer view;
+    int64_t *copy;
+    const int64_t *values = int64s_or_buffer(values_obj, &n, &view, &copy);
     if (values == NULL) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (values[i] >= EXACT_IN_DOUBLE || values[i] <= -EXACT_IN_DOUBLE) {
-            PyMem_Free(values);
+            release(&view, copy);
             PyErr_SetString(PyExc_OverflowError, "a value is past 2**53");
             return NULL;
         }
         double v = (double)values[i];
         count += strict ? v < limit : v <= limit;
     }
-    PyMem_Free(values);
+    release(&view, copy);
     return PyLong_FromSsize_t(count);
-}
-
-static int by_value(const void *a, const void *b) {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
 }
 
 /* lower_median(values, step) -> the lower median (the ceil(n/2)-th smallest) of values[::step]. */
 static PyObject *lower_median(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *values_obj;
-    Py_ssize_t step;
+    PyObject *values_obj, *median = NULL;
+    Py_ssize_t step, n = 0, m = 0;
     if (!PyArg_ParseTuple(args, "On:lower_median", &values_obj, &step)) return NULL;
-    PyObject *fast = PySequence_Fast(values_obj, "values must be a sequence of ints");
-    if (fast == NULL) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast), m = 0;
-    PyObject **items = PySequence_Fast_ITEMS(fast), *median = NULL;
-    int64_t *sample = n > 0 && step > 0 ? PyMem_Malloc((size_t)((n - 1) / step + 1) * sizeof(int64_t)) : NULL;
+    Py_buffer view = {0};
+    int64_t *copy = NULL, *sample = NULL;
+    PyObject *fast = NULL;
+    if (PyObject_CheckBuffer(values_obj)) {  /* an int64 buffer: read as it lies */
+        const int64_t *values = int64s_or_buffer(values_obj, &n, &view, &copy);
+        if (values == NULL) return NULL;
+        sample = n > 0 && step > 0 ? PyMem_Malloc((size_t)((n - 1) / step + 1) * sizeof(int64_t)) : NULL;
+        for (Py_ssize_t i = 0; sample != NULL && i < n; i += step) sample[m++] = values[i];
+    } else {  /* a sequence: only the sampled items are read */
+        fast = PySequence_Fast(values_obj, "values must be a sequence of ints");
+        if (fast == NULL) return NULL;
+        n = PySequence_Fast_GET_SIZE(fast);
+        PyObject **items = PySequence_Fast_ITEMS(fast);
+        sample = n > 0 && step > 0 ? PyMem_Malloc((size_t)((n - 1) / step + 1) * sizeof(int64_t)) : NULL;
+        for (Py_ssize_t i = 0; sample != NULL && i < n; i += step) {
+            long long v = PyLong_AsLongLong(items[i]);
+            if (v == -1 && PyErr_Occurred()) goto done;
+            sample[m++] = (int64_t)v;
+        }
+    }
     if (sample == NULL) {
         if (n > 0 && step > 0) PyErr_NoMemory();
         else PyErr_SetString(PyExc_ValueError, "no values, or a step under 1");
         goto done;
     }
-    for (Py_ssize_t i = 0; i < n; i += step) {
-        long long v = PyLong_AsLongLong(items[i]);
-        if (v == -1 && PyErr_Occurred()) goto done;
-        sample[m++] = (int64_t)v;
+    /* the (m - 1) / 2-th smallest, as sorting would put it: a quickselect (Hoare's partition) */
+    Py_ssize_t want = (m - 1) / 2, lo = 0, hi = m - 1;
+    while (lo < hi) {
+        int64_t pivot = sample[lo + (hi - lo) / 2];
+        Py_ssize_t i = lo, j = hi;
+        while (i <= j) {
+            while (sample[i] < pivot) i++;
+            while (sample[j] > pivot) j--;
+            if (i <= j) {
+                int64_t swap = sample[i];
+                sample[i++] = sample[j];
+                sample[j--] = swap;
+            }
+        }
+        if (want <= j) hi = j;
+        else if (want >= i) lo = i;
+        else break;  /* between j and i: equal to the pivot, in place */
     }
-    qsort(sample, (size_t)m, sizeof(int64_t), by_value);
-    median = PyLong_FromLongLong((long long)sample[(m - 1) / 2]);
+    median = PyLong_FromLongLong((long long)sample[want]);
 done:
     PyMem_Free(sample);
-    Py_DECREF(fast);
+    Py_XDECREF(fast);
+    release(&view, copy);
     return median;
 }
 

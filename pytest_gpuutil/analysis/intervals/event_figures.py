@@ -5,6 +5,10 @@ each device's events by start and takes their unions (busy blocks, categories, m
 communication, streams), the longest idle gaps and the kernels' lengths; this module turns its
 integers into the records ``_plain_figures`` gives, to the nanosecond. None where the C part is
 not built or refuses the values (not ints, past int64): the caller takes its Python passes.
+
+The timeline's busy blocks and gaps come as memoryviews of int64s (the same values as the Python
+passes' lists and tuples): a big trace has one block and one gap per kernel, read by only a few
+findings rules, in C (:func:`count_within`, :func:`lower_median`) or through ``tolist()``.
 """
 from __future__ import annotations
 
@@ -55,7 +59,7 @@ def figures_in_c(cols: GpuColumns, win: Window, pair_codes: Sequence[int], key_k
     for d in sorted(present, key=lambda d: device_key(device_names[d])):
         (events, block_starts, block_ends, busy, by_category, cat_events, mm_conv, comm, compute, stream_events,
          by_stream, idle_starts, idle_lengths, gaps, between) = per_device[d]
-        device_blocks.append((block_starts, block_ends, busy, gaps, between))
+        device_blocks.append((_int64s(block_starts), _int64s(block_ends), busy, _int64s(gaps), between))
         busy_ns += busy
         name = device_names[d]
         device_stats.append(DeviceStat(name, busy / 1000, pct(busy, win.duration_ns), events))
@@ -70,10 +74,16 @@ def figures_in_c(cols: GpuColumns, win: Window, pair_codes: Sequence[int], key_k
             overlap_ns += comm + compute - busy
         for code in sorted((c for c, n in enumerate(stream_events) if n), key=stream_names.__getitem__):
             stream_stats.append(StreamStat(name, stream_names[code], by_stream[code] / 1000, stream_events[code]))
-    any_blocks = (any_starts, any_ends) if any_starts is not None else None
+    any_blocks = (_int64s(any_starts), _int64s(any_ends)) if any_starts is not None else None
     return (busy_ns, mm_conv_ns, comm_ns, compute_ns, overlap_ns, cat_ns, cat_count, counts, list(map(float, totals)),
             device_stats, stream_stats, idle, sum(compress(counts, is_kernel_key)), kept,
             timeline_of(win, device_blocks, kernel_lengths, any_blocks))
+
+
+def _int64s(raw: bytes) -> memoryview:
+    """Native int64s as a read-only sequence of ints (what the C part gives busy blocks and gaps as:
+    no int object for each until one is read; ``tolist()`` gives a list)."""
+    return memoryview(raw).cast("q")
 
 
 def count_within(values: Sequence[int], limit: float, strict: bool = False) -> Optional[int]:
