@@ -59,7 +59,7 @@ MEDIAN_SAMPLE = 5_000
 def _median(values: Sequence[int]) -> float:
     """The lower median (the ⌈n/2⌉-th smallest); of an evenly spaced sample of a long sequence."""
     step = max(1, len(values) // MEDIAN_SAMPLE)
-    if not hasattr(values, "dtype"):  # ints, or an int64 memoryview: sampled and selected in C where it is built
+    if not hasattr(values, "dtype"):  # ints, or an array('q'): sampled and selected in C where it is built
         from pytest_gpuutil.analysis.intervals.event_figures import lower_median
 
         found = lower_median(values, step)

@@ -49,8 +49,8 @@ class Timeline(NamedTuple):
     idle_between_ns: int
     idle_after_ns: int
     #: the stretches with no work between two pieces of work, every device's (ns, > 0; a tuple, or
-    #: an int64 array where the blocks were arrays on one device, or an int64 memoryview where the
-    #: C part found them on one device: analysis/intervals/event_figures.py)
+    #: an int64 array where the blocks were arrays on one device, or an ``array('q')`` where the C
+    #: part found them on one device: analysis/intervals/event_figures.py)
     gaps_ns: Sequence[int]
     #: the union of all devices' work, as sorted disjoint blocks: their starts and their ends
     any_busy_starts: Sequence[int]
@@ -430,7 +430,7 @@ def timeline_of(window: Window, devices: Sequence[tuple[Any, ...]],
         flat_e = [v for part in all_ends for v in _ints(part)]
         order = sorted(range(len(flat_s)), key=flat_s.__getitem__)
         any_starts, any_ends = plain_blocks(list(map(flat_s.__getitem__, order)), list(map(flat_e.__getitem__, order)))
-    if len(gaps) == 1 and not isinstance(gaps[0], list):  # an int64 array or memoryview: kept as it is
+    if len(gaps) == 1 and not isinstance(gaps[0], list):  # an int64 array (numpy's or array's): kept as it is
         all_gaps: Sequence[int] = gaps[0]
     else:
         all_gaps = tuple(chain.from_iterable(map(_ints, gaps)))

@@ -10,7 +10,9 @@ events on the window's edges); and the values the C part refuses.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
+import pickle
 import random
 from array import array
 from pathlib import Path
@@ -60,8 +62,8 @@ def one_way(monkeypatch: pytest.MonkeyPatch, way: str, trace: Trace, **kwargs: A
 
 
 def values_of(timeline: Any) -> tuple:
-    """A timeline's fields with every sequence as a list (the C call gives memoryviews of int64s
-    where the Python passes give lists and tuples)."""
+    """A timeline's fields with every sequence as a list (the C call gives ``array('q')`` where the
+    Python passes give lists and tuples)."""
     return tuple(v if v is None or isinstance(v, int) else list(v) for v in timeline)
 
 
@@ -128,7 +130,7 @@ def test_the_recorded_40k_kernel_trace_analyses_and_finds_alike(monkeypatch: pyt
 
 @needs_c
 @pytest.mark.parametrize("devices", [[0], [0, 1]])
-def test_the_c_call_gives_blocks_and_gaps_as_int64_memoryviews(devices: list[int],
+def test_the_c_call_gives_blocks_and_gaps_as_int64_arrays(devices: list[int],
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     rows = [("k", "kernel", d, 7, start, 10) for d in devices for start in (0, 30, 35, 100)]
     trace = Trace("views", columns(*rows))
@@ -137,7 +139,8 @@ def test_the_c_call_gives_blocks_and_gaps_as_int64_memoryviews(devices: list[int
         timeline = analyze(trace).timeline
     assert timeline is not None
     views = [timeline.any_busy_starts, timeline.any_busy_ends] + ([timeline.gaps_ns] if len(devices) == 1 else [])
-    assert all(isinstance(v, memoryview) and v.format == "q" for v in views)
+    assert all(isinstance(v, array) and v.typecode == "q" for v in views)
+    assert copy.deepcopy(timeline) == timeline and pickle.loads(pickle.dumps(timeline)) == timeline
     assert (timeline.any_busy_starts.tolist(), timeline.any_busy_ends.tolist()) == ([0, 30, 100], [10, 45, 110])
     assert list(timeline.gaps_ns) == [20, 55] * len(devices) and timeline.idle_between_ns == 75 * len(devices)
     assert rules._median(timeline.gaps_ns) == 20.0 and rules._at_most(timeline.gaps_ns, 20) == len(devices)
@@ -248,11 +251,13 @@ def test_counts_under_a_limit_and_medians_match_the_python_ones(seed: int) -> No
     for limit in (0, 0.5, 5, 1_000.0, 10**5 * rng.random(), float("inf"), float("nan"), -3):
         assert count_within(values, limit) == sum(map(limit.__ge__, values))
         assert count_within(tuple(values), limit, strict=True) == sum(map(limit.__gt__, values))
-    as_view = memoryview(array("q", values)).cast("B").cast("q")  # what the C call gives
+    as_array = array("q", values)  # what the C call gives
+    as_view = memoryview(as_array).cast("B").cast("q")  # any int64 buffer
     for step in (1, 2, 7, max(1, len(values) // rules.MEDIAN_SAMPLE)):
         ordered = sorted(values[::step])
-        assert lower_median(values, step) == lower_median(as_view, step) == ordered[(len(ordered) - 1) // 2]
-    assert count_within(as_view, 1_000) == sum(map((1_000).__ge__, values))
+        want = ordered[(len(ordered) - 1) // 2]
+        assert lower_median(values, step) == lower_median(as_array, step) == lower_median(as_view, step) == want
+    assert count_within(as_array, 1_000) == count_within(as_view, 1_000) == sum(map((1_000).__ge__, values))
 
 
 @needs_c
@@ -261,7 +266,7 @@ def test_what_the_counts_and_medians_refuse_goes_to_the_python_passes(monkeypatc
     assert count_within([1, 2], 2**60) is None
     assert count_within([1.5], 2) is None and lower_median([1.5], 1) is None
     assert lower_median([], 1) is None and lower_median([1, 2], 0) is None
-    assert count_within(memoryview(array("i", [1, 2])), 5) is None  # a buffer of other than int64s
+    assert count_within(array("i", [1, 2]), 5) is None  # a buffer of other than int64s
     assert rules._at_most([1, 2, 2**60], 5.0) == 2 and rules._median_at_most([2**60, 1, 2], 5)
     monkeypatch.setattr(event_figures, "_C_FIGURES", None)
     assert count_within([1], 1) is None and lower_median([1], 1) is None

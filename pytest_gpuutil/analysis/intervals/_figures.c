@@ -28,7 +28,7 @@
  *   end, longest first and by place among equals, those of length > 0 (heapq.nlargest's);
  * - any_starts/any_ends: where more than one device has events, the union of all their blocks.
  * The blocks' starts and ends, the gaps between them and any_starts/any_ends are bytes of native
- * int64s (memoryview(...).cast("q") reads them), the rest lists of ints.
+ * int64s (event_figures.py makes them array('q')), the rest lists of ints.
  *
  * Beside it, for the findings rules' medians over those: count_within(values, limit, strict) and
  * lower_median(values, step), on a sequence of ints or an int64 buffer.
@@ -89,7 +89,7 @@ static PyObject *list_of(const int64_t *values, Py_ssize_t n) {
     return list;
 }
 
-/* The values as the bytes of native int64s (Python reads them through memoryview(...).cast("q")):
+/* The values as the bytes of native int64s (event_figures.py makes them array('q')):
  * no int object for each of the tens of thousands of busy blocks and gaps that only a few findings
  * rules read, and those in C (count_within, lower_median). */
 static PyObject *bytes_of(const int64_t *values, Py_ssize_t n) {
@@ -528,7 +528,7 @@ fail:
 /* Integers past 2**53 are not all doubles: the comparisons below would not be Python's (exact). */
 #define EXACT_IN_DOUBLE ((int64_t)1 << 53)
 
-/* The values of an int64 buffer (a memoryview cast to "q") as they lie, else of a sequence of ints
+/* The values of an int64 buffer (an array('q')) as they lie, else of a sequence of ints
  * (copied: *copy is then to be freed); NULL with an exception set. */
 static const int64_t *int64s_or_buffer(PyObject *obj, Py_ssize_t *n, Py_buffer *view, int64_t **copy) {
     *copy = NULL;

@@ -6,12 +6,13 @@ communication, streams), the longest idle gaps and the kernels' lengths; this mo
 integers into the records ``_plain_figures`` gives, to the nanosecond. None where the C part is
 not built or refuses the values (not ints, past int64): the caller takes its Python passes.
 
-The timeline's busy blocks and gaps come as memoryviews of int64s (the same values as the Python
-passes' lists and tuples): a big trace has one block and one gap per kernel, read by only a few
+The timeline's busy blocks and gaps come as ``array('q')`` (the same values as the Python passes'
+lists and tuples): a big trace has one block and one gap per kernel, read by only a few
 findings rules, in C (:func:`count_within`, :func:`lower_median`) or through ``tolist()``.
 """
 from __future__ import annotations
 
+from array import array
 from itertools import compress
 from typing import Any, Optional, Sequence
 
@@ -80,10 +81,12 @@ def figures_in_c(cols: GpuColumns, win: Window, pair_codes: Sequence[int], key_k
             timeline_of(win, device_blocks, kernel_lengths, any_blocks))
 
 
-def _int64s(raw: bytes) -> memoryview:
-    """Native int64s as a read-only sequence of ints (what the C part gives busy blocks and gaps as:
-    no int object for each until one is read; ``tolist()`` gives a list)."""
-    return memoryview(raw).cast("q")
+def _int64s(raw: bytes) -> "array[int]":
+    """Native int64s as an ``array('q')`` (what the C part gives busy blocks and gaps as: no int
+    object for each until one is read; ``tolist()`` gives a list; pickled and copied as a list is)."""
+    values = array("q")
+    values.frombytes(raw)
+    return values
 
 
 def count_within(values: Sequence[int], limit: float, strict: bool = False) -> Optional[int]:
