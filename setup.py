@@ -73,12 +73,14 @@ setup(
         Extension(
             "pytest_gpuutil.analysis.intervals._unions",
             sources=["pytest_gpuutil/analysis/intervals/_unions.c"],
+            depends=["pytest_gpuutil/analysis/intervals/_int64s.h"],
             optional=True,
             extra_compile_args=["-O2"],
         ),
         Extension(
             "pytest_gpuutil.analysis.intervals._figures",
             sources=["pytest_gpuutil/analysis/intervals/_figures.c"],
+            depends=["pytest_gpuutil/analysis/intervals/_int64s.h"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

@@ -42,52 +42,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_int64s.h"
+
 #define MM_CONV 1
 #define COMMUNICATION 2
-
-/* The items of a sequence of ints as int64 (PyMem_Malloc'ed; NULL with an exception set). */
-static int64_t *int64s(PyObject *seq, Py_ssize_t *n, const char *what) {
-    PyObject *fast = PySequence_Fast(seq, what);
-    if (fast == NULL) return NULL;
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(fast);
-    PyObject **items = PySequence_Fast_ITEMS(fast);
-    int64_t *out = PyMem_Malloc((size_t)(count > 0 ? count : 1) * sizeof(int64_t));
-    if (out == NULL) {
-        Py_DECREF(fast);
-        PyErr_NoMemory();
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < count; i++) {
-#if LONG_MAX >= INT64_MAX
-        long long v = PyLong_AsLong(items[i]);
-#else
-        long long v = PyLong_AsLongLong(items[i]);
-#endif
-        if (v == -1 && PyErr_Occurred()) {
-            PyMem_Free(out);
-            Py_DECREF(fast);
-            return NULL;
-        }
-        out[i] = (int64_t)v;
-    }
-    Py_DECREF(fast);
-    *n = count;
-    return out;
-}
-
-static PyObject *list_of(const int64_t *values, Py_ssize_t n) {
-    PyObject *list = PyList_New(n);
-    if (list == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *v = PyLong_FromLongLong((long long)values[i]);
-        if (v == NULL) {
-            Py_DECREF(list);
-            return NULL;
-        }
-        PyList_SET_ITEM(list, i, v);
-    }
-    return list;
-}
 
 /* The values as the bytes of native int64s (event_figures.py makes them array('q')):
  * no int object for each of the tens of thousands of busy blocks and gaps that only a few findings
@@ -602,7 +560,7 @@ static PyObject *lower_median(PyObject *self, PyObject *args) {
         PyObject **items = PySequence_Fast_ITEMS(fast);
         sample = n > 0 && step > 0 ? PyMem_Malloc((size_t)((n - 1) / step + 1) * sizeof(int64_t)) : NULL;
         for (Py_ssize_t i = 0; sample != NULL && i < n; i += step) {
-            long long v = PyLong_AsLongLong(items[i]);
+            long long v = int64_of(items[i]);
             if (v == -1 && PyErr_Occurred()) goto done;
             sample[m++] = (int64_t)v;
         }
