@@ -109,3 +109,19 @@ def lower_median(values: Sequence[int], step: int) -> Optional[int]:
         return _C_FIGURES.lower_median(values, step)
     except (TypeError, ValueError, OverflowError):
         return None
+
+
+def count_under(values: Sequence[int], limit: float, strict: bool) -> int:
+    """How many of the ints ``values`` are at most ``limit`` (under it where ``strict``): in C where
+    it is built (:func:`count_within`), else through ``map``."""
+    found = count_within(values, limit, strict)
+    return found if found is not None else sum(map(limit.__gt__ if strict else limit.__ge__, values))
+
+
+def sample_median(values: Sequence[int], step: int) -> int:
+    """The lower median of ``values[::step]``: in C where it is built (:func:`lower_median`), else sorted."""
+    found = lower_median(values, step)
+    if found is not None:
+        return found
+    ordered = sorted(values[::step])
+    return ordered[(len(ordered) - 1) // 2]
