@@ -6,6 +6,8 @@
 - ``pytest_gpuutil.analysis.intervals._unions``: unions of time intervals for the plain-Python analysis of a
   trace (``gpuutil analyze`` without numpy); without it the same integers come from C-level
   iterators in several passes.
+- ``pytest_gpuutil.analysis.intervals._figures``: that analysis's per-event work (clipping, counts,
+  totals, per-device sorts, unions, idle gaps) in one C call; without it the Python passes above.
 - ``pytest_gpuutil.capture._waits``: the CUPTI callback that records the host's waits at the
   synchronizing calls only (see pytest_gpuutil/capture/host_waits.py); without it the waits come
   from CUPTI's activity kind 38, which makes every kernel launch dearer.
@@ -71,6 +73,14 @@ setup(
         Extension(
             "pytest_gpuutil.analysis.intervals._unions",
             sources=["pytest_gpuutil/analysis/intervals/_unions.c"],
+            depends=["pytest_gpuutil/analysis/intervals/_int64s.h"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
+            "pytest_gpuutil.analysis.intervals._figures",
+            sources=["pytest_gpuutil/analysis/intervals/_figures.c"],
+            depends=["pytest_gpuutil/analysis/intervals/_int64s.h"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

@@ -215,6 +215,9 @@ after_zoo() {
 
 defstep cli 120 8 "gpuutil analyze as a whole process against the seed, plain JSON: benchmarks/bench_cli_process.py (cli_plain/)"
 step_cli() {
+  # whether the plain-Python analysis ran its C parts (else its Python passes: same figures, slower)
+  python3 -c "from pytest_gpuutil.analysis.intervals import _figures, _unions; print('analysis C parts: built')" \
+    >"$W/analysis_c_parts.txt" 2>/dev/null || echo "analysis C parts: not built (the Python passes)" >"$W/analysis_c_parts.txt"
   python3 benchmarks/bench_cli_process.py --repeats 11 --out "$W/cli_plain"
 }
 

@@ -67,7 +67,8 @@ def kernel_pairs(names: Sequence[str], kinds: Sequence[str]) -> tuple[list[int],
     """Each event's code for its (name, kind) pair, and the pairs' names and kinds (plain lists)."""
     if isinstance(names, CodedColumn) and isinstance(kinds, CodedColumn) and names.codes is kinds.codes:
         pair_of_code, pairs = value_codes(list(zip(names.values, kinds.values)))  # a few values, not every row
-        codes = list(map(pair_of_code.__getitem__, names.codes))
+        same = pair_of_code == list(range(len(pair_of_code)))  # every pair distinct (the usual case): the same codes
+        codes = list(names.codes) if same else list(map(pair_of_code.__getitem__, names.codes))
     else:
         codes, pairs = value_codes(list(zip(names, kinds)))
     return codes, [name for name, _ in pairs], [kind for _, kind in pairs]

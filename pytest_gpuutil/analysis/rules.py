@@ -65,13 +65,22 @@ MEDIAN_SAMPLE = 5_000
 def _median(values: Sequence[int]) -> float:
     """The lower median (the ⌈n/2⌉-th smallest); of an evenly spaced sample of a long sequence."""
     step = max(1, len(values) // MEDIAN_SAMPLE)
+    if not hasattr(values, "dtype"):  # ints, or an array('q'): in C where it is built
+        from pytest_gpuutil.analysis.intervals.event_figures import sample_median
+        return float(sample_median(values, step))
     ordered = sorted(values[::step].tolist() if hasattr(values, "tolist") else values[::step])
     return float(ordered[(len(ordered) - 1) // 2])
 
 
 def _at_most(values: Sequence[int], limit: float) -> int:
     """How many values are at most ``limit`` (a list: in C through map; an array: numpy)."""
-    return int((values <= limit).sum()) if hasattr(values, "dtype") else sum(map(limit.__ge__, values))
+    return int((values <= limit).sum()) if hasattr(values, "dtype") else _count_within(values, limit, False)
+
+
+def _count_within(values: Sequence[int], limit: float, strict: bool) -> int:
+    """How many of a list's values are at most ``limit`` (under it where ``strict``; in C where built)."""
+    from pytest_gpuutil.analysis.intervals.event_figures import count_under
+    return count_under(values, limit, strict)
 
 
 def _median_at_most(values: Sequence[int], limit: float) -> bool:
@@ -81,7 +90,7 @@ def _median_at_most(values: Sequence[int], limit: float) -> bool:
 
 def _median_below(values: Sequence[int], limit: float) -> bool:
     """Whether the lower median of ``values`` is under ``limit``, exactly."""
-    below = int((values < limit).sum()) if hasattr(values, "dtype") else sum(map(limit.__gt__, values))
+    below = int((values < limit).sum()) if hasattr(values, "dtype") else _count_within(values, limit, True)
     return below >= (len(values) + 1) // 2
 
 

@@ -350,8 +350,14 @@ def _plain_figures(cols: GpuColumns, win: Window, pair_codes: list[int], key_kin
                    cat_of_key: list[int], categories_seen: list[str], gap_count: int) -> _Figures:
     """The figures of :func:`_numpy_figures` in plain Python, for small traces (no numpy import).
 
-    The per-event work runs in C where it can (``map``, ``sorted``, ``compress``, ``Counter``).
+    The per-event work runs in C where it can: all of it in one call (analysis/intervals/_figures.c),
+    else ``map``, ``sorted``, ``compress``, ``Counter``.
     """
+    from pytest_gpuutil.analysis.intervals.event_figures import figures_in_c
+
+    found = figures_in_c(cols, win, pair_codes, key_kinds, cat_of_key, categories_seen, gap_count)
+    if found is not None:
+        return _Figures._make(found)
     ws, we = win.start_ns, win.end_ns
     starts, durs = list(cols.starts_ns), list(cols.durs_ns)
     ends = list(map(operator.add, starts, durs))

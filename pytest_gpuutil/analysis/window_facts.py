@@ -54,7 +54,8 @@ class Timeline:
     idle_between_ns: int
     idle_after_ns: int
     #: the stretches with no work between two pieces of work, every device's (ns, > 0; a tuple, or
-    #: an int64 array where the blocks were arrays on one device)
+    #: an int64 array where the blocks were arrays on one device, or an ``array('q')`` where the C
+    #: part found them on one device: analysis/intervals/event_figures.py)
     gaps_ns: Sequence[int]
     #: the union of all devices' work, as sorted disjoint blocks: their starts and their ends
     any_busy_starts: Sequence[int]
@@ -395,10 +396,13 @@ def _ints(values: Sequence[Any]) -> list[int]:
 
 
 def timeline_of(window: Window, devices: Sequence[tuple[Any, ...]],
-                kernel_lengths: Optional[Sequence[int]] = None) -> Timeline:
+                kernel_lengths: Optional[Sequence[int]] = None,
+                any_blocks: Optional[tuple[Sequence[int], Sequence[int]]] = None) -> Timeline:
     """A :class:`Timeline` from each device's blocks (sorted disjoint starts and ends; lists or int64
     arrays), as :func:`~pytest_gpuutil.analysis.summary.analyze` finds them, and their busy time
-    when already summed (``(starts, ends)`` or ``(starts, ends, busy)``)."""
+    when already summed (``(starts, ends)`` or ``(starts, ends, busy)``; lists may also bring their
+    gaps and the gaps' sum: ``(starts, ends, busy, gaps, between)``). ``any_blocks``: the union of
+    several devices' blocks, when already found."""
     ws, we = window.start_ns, window.end_ns
     busy = before = between = after = 0
     gaps: list[Any] = []  # per device: a list, or an array (kept so: the rules count them with numpy)
@@ -414,9 +418,9 @@ def timeline_of(window: Window, devices: Sequence[tuple[Any, ...]],
             between += int(dev_gaps.sum())
             first, last = int(block_starts[0]), int(block_ends[-1])
         else:
-            dev_gaps = list(filter(None, map(operator.sub, block_starts[1:], block_ends)))
+            dev_gaps = known[1] if len(known) > 1 else list(filter(None, map(operator.sub, block_starts[1:], block_ends)))
             busy += known[0] if known else sum(block_ends) - sum(block_starts)
-            between += sum(dev_gaps)
+            between += known[2] if len(known) > 2 else sum(dev_gaps)
             first, last = block_starts[0], block_ends[-1]
         before += first - ws
         after += we - last
@@ -425,12 +429,14 @@ def timeline_of(window: Window, devices: Sequence[tuple[Any, ...]],
         all_ends.append(block_ends)
     if len(all_starts) == 1:
         any_starts, any_ends = all_starts[0], all_ends[0]
+    elif any_blocks is not None:
+        any_starts, any_ends = any_blocks
     else:
         flat_s = [v for part in all_starts for v in _ints(part)]
         flat_e = [v for part in all_ends for v in _ints(part)]
         order = sorted(range(len(flat_s)), key=flat_s.__getitem__)
         any_starts, any_ends = plain_blocks(list(map(flat_s.__getitem__, order)), list(map(flat_e.__getitem__, order)))
-    if len(gaps) == 1 and hasattr(gaps[0], "dtype"):
+    if len(gaps) == 1 and not isinstance(gaps[0], list):  # an int64 array (numpy's or array's): kept as it is
         all_gaps: Sequence[int] = gaps[0]
     else:
         all_gaps = tuple(chain.from_iterable(map(_ints, gaps)))

@@ -20,51 +20,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-/* The items of a sequence of ints as int64 (malloc'ed; NULL with an exception set). */
-static int64_t *int64s(PyObject *seq, Py_ssize_t *n, const char *what) {
-    PyObject *fast = PySequence_Fast(seq, what);
-    if (fast == NULL) return NULL;
-    Py_ssize_t count = PySequence_Fast_GET_SIZE(fast);
-    PyObject **items = PySequence_Fast_ITEMS(fast);
-    int64_t *out = PyMem_Malloc((size_t)(count > 0 ? count : 1) * sizeof(int64_t));
-    if (out == NULL) {
-        Py_DECREF(fast);
-        PyErr_NoMemory();
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        /* PyLong_AsLong walks the digits; PyLong_AsLongLong goes through a byte array (3x dearer
-         * for a nanosecond timestamp). On platforms whose long is narrower, the long long call. */
-#if LONG_MAX >= INT64_MAX
-        long long v = PyLong_AsLong(items[i]);
-#else
-        long long v = PyLong_AsLongLong(items[i]);
-#endif
-        if (v == -1 && PyErr_Occurred()) {
-            PyMem_Free(out);
-            Py_DECREF(fast);
-            return NULL;
-        }
-        out[i] = (int64_t)v;
-    }
-    Py_DECREF(fast);
-    *n = count;
-    return out;
-}
-
-static PyObject *list_of(const int64_t *values, Py_ssize_t n) {
-    PyObject *list = PyList_New(n);
-    if (list == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *v = PyLong_FromLongLong((long long)values[i]);
-        if (v == NULL) {
-            Py_DECREF(list);
-            return NULL;
-        }
-        PyList_SET_ITEM(list, i, v);
-    }
-    return list;
-}
+#include "_int64s.h"
 
 static int same_length(Py_ssize_t a, Py_ssize_t b) {
     if (a == b) return 1;
