@@ -83,7 +83,7 @@ def _p90(values: list[float]) -> Optional[float]:
 
 # -- stage 1: the plugin on the busy suite ---------------------------------------------------------
 
-PLUGIN_CONFIGS = {"counters": ["--gpu-util-counters=auto"], "default": []}
+PLUGIN_CONFIGS = {"counters": ["--gpu-util-counters=auto"], "default": [], "gpm": ["--gpu-util-counters=gpm"]}
 
 
 def plugin_stage(work: Path, tests: int, seconds: float, budget_end: float, device: str = "cuda",

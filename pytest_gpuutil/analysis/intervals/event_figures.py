@@ -14,13 +14,16 @@ from __future__ import annotations
 
 from array import array
 from itertools import compress
-from typing import Any, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import COMMUNICATION, MM_CONV_CATEGORIES
 from pytest_gpuutil.analysis.grouping import plain_text_codes
 from pytest_gpuutil.analysis.stats import DeviceStat, IdleGap, StreamStat, device_key, pct
 from pytest_gpuutil.analysis.window_facts import timeline_of
 from pytest_gpuutil.traces.model import GpuColumns, Window
+
+TYPE_CHECKING = False  # typing's, without importing typing at run time (gpuutil analyze's start-up)
+if TYPE_CHECKING:
+    from typing import Any, Optional, Sequence
 
 try:  # built at install where a C compiler is found (setup.py)
     from pytest_gpuutil.analysis.intervals import _figures as _C_FIGURES
