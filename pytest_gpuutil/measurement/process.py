@@ -116,6 +116,15 @@ class Measurement:
         for part in self.parts:
             if part.starts_late:
                 part.start(setup)
+        self._per_test_parts()
+
+    def _per_test_parts(self) -> None:
+        """Only the parts with something to do per test in this run are called per test (no memory
+        figures, no counters: no call at all, inside the test's timing)."""
+        active = tuple(part for part in self.parts if part.per_test)
+        self._begins = _overriding(active, "begin")
+        self._openers = _overriding(active, "opened")
+        self._enders = _overriding(active, "end")
 
     # -- per test ---------------------------------------------------------------------------------
     def begin(self, nodeid: str, results: Any) -> Optional[TestProfile]:
