@@ -66,6 +66,12 @@ class _Start:
 def _figures(stats: dict[str, Any]) -> tuple[int, int, int, int, int, int, int]:
     """(allocated, peak allocated, reserved, peak reserved, retries, ooms, allocated less freed) from
     the nested stats, each level looked up once (the end of every call reads them)."""
+    try:  # torch's stats have every key: indexed straight
+        allocated, reserved = stats["allocated_bytes"]["all"], stats["reserved_bytes"]["all"]
+        return (allocated["current"], allocated["peak"], reserved["current"], reserved["peak"],
+                stats["num_alloc_retries"], stats["num_ooms"], allocated["allocated"] - allocated["freed"])
+    except KeyError:
+        pass
     allocated = stats.get("allocated_bytes", {}).get("all", {})
     reserved = stats.get("reserved_bytes", {}).get("all", {})
     get = allocated.get

@@ -237,7 +237,7 @@ def _continuous(settings: WindowSettings, torch: Any, cuda: bool, source: EventS
         source,
         settings.classifier,
         synchronize=synchronize_if_used(torch) if cuda else (lambda: None),
-        profiler_active=(lambda: bool(enabled())) if enabled is not None else (lambda: False),
+        profiler_active=enabled if enabled is not None else (lambda: False),  # torch's C call answers a bool
         keep_events=settings.keep_events,
         findings=settings.findings,
         findings_ignore=settings.findings_ignore,
