@@ -225,6 +225,21 @@ class CuptiSource:
                 self._callbacks.stop()  # before another profiler subscribes
                 self._take_waits()
 
+    @property
+    def running(self) -> bool:
+        """Whether the activity kinds are on (between start() and stop())."""
+        return self._active
+
+    def records_off(self) -> None:
+        """Turn the activity kinds off for a moment, keeping what was collected (a calibration's
+        stretch without records: measurement/unseen_cost.py); ``records_on()`` turns them on again."""
+        for kind in self.kinds:
+            self._lib.cuptiActivityDisable(kind)
+
+    def records_on(self) -> None:
+        for kind in self.kinds:
+            self._check(self._lib.cuptiActivityEnable(kind), f"cuptiActivityEnable({kind})")
+
     def _ticks(self) -> int:
         if self._c_ticks is not None:
             return self._c_ticks()

@@ -80,3 +80,21 @@ def test_without_the_c_module_the_source_reads_the_clock_with_ctypes(fake_lib: c
         assert source._now_fast == source._ticks and before <= got <= time.time_ns()
     finally:
         source.stop()
+
+
+def test_records_off_leaves_out_the_work_between_and_keeps_what_came_before(fake_lib: ctypes.CDLL):
+    """The cost calibration's stretch without records (measurement/unseen_cost.py)."""
+    source = CuptiSource(library_path=fake_lib._name, host_syncs=False)
+    source.start()
+    try:
+        assert source.running
+        fake_lib.fake_work(0, b"kept_before", 1000, 0, 7)
+        source.records_off()
+        fake_lib.fake_work(0, b"while_off", 1000, 0, 7)
+        source.records_on()
+        fake_lib.fake_work(0, b"kept_after", 1000, 0, 7)
+        columns, dropped = source.drain()
+    finally:
+        source.stop()
+    assert not source.running
+    assert sorted(columns.names) == ["kept_after", "kept_before"]
