@@ -17,7 +17,8 @@ Prints and writes DIR/gpu_path_costs.json:
   (CUPTI with the host's waits from callbacks): CUPTI's clock through the C module (``CuptiSource.now``)
   against the ctypes read it replaced; the memory meter's begin (resets only, one shared start)
   against its general begin (the code every call ran before: a new start each call), and its end
-  (one read, one pass); a window's begin+end
+  (one read, one pass); the window edges' synchronize recorded by the host-wait callbacks (before)
+  against the quiet one; a window's begin+end
   (``ContinuousCapture``) and the whole ``Measurement.begin``+``end`` of the default configuration
   (memory on, findings' places on); CUPTI's cost per record as the cost line's calibration finds it
   (measurement/unseen_cost.py) beside the launch loops' difference;
@@ -92,8 +93,10 @@ def in_test_calls(torch: Any, source: Any) -> dict[str, Any]:
         "MemoryMeter._begin (before: a new start each call)": per_call_us(meter._begin),
         "MemoryMeter.end (one read)": per_call_us(lambda: meter.end(start)),
         "_cuda_memoryStats": per_call_us(lambda: torch._C._cuda_memoryStats(0)),
+        "window-edge synchronize, recorded by the callbacks (before)": per_call_us(synchronize_if_used(torch)),
+        "window-edge synchronize, quiet": per_call_us(synchronize_if_used(torch, source.quiet_waits)),
     }
-    capture = ContinuousCapture(source, KernelClassifier(), synchronize=synchronize_if_used(torch),
+    capture = ContinuousCapture(source, KernelClassifier(), synchronize=synchronize_if_used(torch, source.quiet_waits),
                                 profiler_active=torch.autograd._profiler_enabled)
     capture.started = True
 

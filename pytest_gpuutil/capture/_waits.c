@@ -58,6 +58,9 @@ static FrameReader frame_reader;
 static Call *calls;
 static size_t n_calls, cap_calls, dropped_calls;
 static __thread uint32_t entered_places[3];
+/* set around the capture's own synchronizes (a window's edges): those are not the test's waits and
+ * were recorded only to be left out at every flush */
+static __thread int quiet;
 static __thread int entered_n;
 
 static uint64_t stamp(void) {
@@ -103,7 +106,7 @@ static void add_call(uint32_t cbid, uint64_t start, uint64_t end) {
  * is the callback site, a 32-bit enum: 0 on entry, 1 on exit */
 static void on_api(void *userdata, int domain, uint32_t cbid, const void *data) {
     (void)userdata;
-    if (domain != DOMAIN_RUNTIME || data == NULL) return;
+    if (quiet || domain != DOMAIN_RUNTIME || data == NULL) return;
     uint32_t site;
     memcpy(&site, data, sizeof site);
     FrameReader reader = frame_reader;
@@ -180,6 +183,12 @@ static PyObject *now(PyObject *self, PyObject *args) {
     return PyLong_FromUnsignedLongLong((uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec);
 }
 
+static PyObject *set_quiet(PyObject *self, PyObject *arg) {
+    (void)self;
+    quiet = PyObject_IsTrue(arg) == 1;
+    Py_RETURN_NONE;
+}
+
 /* every wait recorded since the last take, as bytes of (u32 type, u32 cbid, u64 start, u64 end), and
  * how many were dropped */
 static PyObject *take(PyObject *self, PyObject *args) {
@@ -234,6 +243,7 @@ static PyMethodDef methods[] = {
     {"set_clock", set_clock, METH_O, "The address of cuptiGetTimestamp (0: CLOCK_REALTIME)."},
     {"take", take, METH_NOARGS, "(bytes of the waits since the last take, waits dropped)."},
     {"set_now", set_now, METH_O, "The address of cuptiGetTimestamp for now() (0: CLOCK_REALTIME)."},
+    {"set_quiet", set_quiet, METH_O, "Record nothing on this thread while true (the capture's own synchronizes)."},
     {"now", now, METH_NOARGS, "CUPTI's clock now (the set_now clock's value)."},
     {"set_frame_reader", set_frame_reader, METH_O, "The address of _frames' walk (0: no places)."},
     {"take_calls", take_calls, METH_NOARGS, "(bytes of the calls with places since the last take, calls dropped)."},

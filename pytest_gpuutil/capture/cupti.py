@@ -140,6 +140,10 @@ class CuptiSource:
         #: where the host's waits come from ("" when not recorded), and why not the callbacks
         self.host_waits = "" if not host_syncs else ("callbacks" if self._callbacks is not None else "kind 38")
         self.host_waits_note = ""
+        #: set_quiet(flag) of the callbacks' C module: nothing recorded on this thread while set (the
+        #: capture's own synchronizes at a window's edges); None without the callbacks
+        self.quiet_waits: Optional[Callable[[bool], None]] = (
+            getattr(self._callbacks._module, "set_quiet", None) if self._callbacks is not None else None)
         self._given: dict[int, np.ndarray] = {}  # address -> buffer CUPTI holds
         self._spare: list[np.ndarray] = []
         self._completed: list[tuple[np.ndarray, int]] = []
