@@ -168,7 +168,8 @@ class Measurement:
         self.schedule.flushed()
         source = self.windows.source
         if source is not None and self.cuda:
-            self.unseen.calibrate_if_due(self._torch, source)  # outside every window: none is open now
+            capture = self.windows.capture  # outside every window: none is open now
+            self.unseen.calibrate_if_due(self._torch, source, capture.synchronize if capture is not None else None)
         profiles = self.windows.flush()
         self.unseen.count(profiles)
         return self._completed(profiles, wait)

@@ -95,14 +95,15 @@ class UnseenCost:
         """The records the windows of a flush counted (kernels, copies, memsets)."""
         self.records += sum(p.stats.event_count for p in profiles.values() if p.stats is not None)
 
-    def calibrate_if_due(self, torch: Any, source: Any) -> None:
-        """Once, at a flush, when enough records were counted and CUPTI runs with CUDA up in this process."""
+    def calibrate_if_due(self, torch: Any, source: Any, synchronize: Optional[Callable[[], Any]] = None) -> None:
+        """Once, at a flush, when enough records were counted and CUPTI runs with CUDA up in this process
+        (``synchronize``: the capture's own, which the host-wait callbacks do not record)."""
         if self._tried or self.records < CALIBRATE_AFTER_RECORDS:
             return
         self._tried = True
         records_off, records_on = getattr(source, "records_off", None), getattr(source, "records_on", None)
         launch = getattr(torch._C, "_cuda_sleep", None)
-        synchronize = getattr(torch._C, "_cuda_synchronize", None)
+        synchronize = synchronize or getattr(torch._C, "_cuda_synchronize", None)
         if records_off is None or records_on is None or launch is None or synchronize is None:
             self.note = "CUPTI's cost per record not estimated: no CUPTI source, or no torch call to calibrate with"
             return

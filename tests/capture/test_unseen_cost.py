@@ -79,3 +79,65 @@ def test_the_totals_add_the_estimate_to_the_cost_and_to_the_tests_share() -> Non
     assert abs(got["measure_in_tests_ms"] - 150.0) < 1e-9 and abs(got["measure_unseen_ms"] - 50.0) < 1e-9
     plain = totals([record], {"main": {"own_s": 0.3}}, test_s=2.0, finish_s=0.1, figures=dict(figures))
     assert abs(plain["measure_ms"] - 300.0) < 1e-9 and plain["measure_unseen_ms"] == 0.0
+
+
+def test_a_flush_calibrates_once_on_cupti_and_its_kernels_are_no_test_s(tmp_path, monkeypatch) -> None:
+    """On the fake libcupti (tests/children/fake_cupti.c) with a CPU torch dressed as CUDA: the flush
+    after enough records calibrates once, outside the windows, and each window keeps exactly its own."""
+    import ctypes
+    import os
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler for the fake libcupti")
+    target = tmp_path / "libcupti.so.unseen"
+    subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-o", str(target),
+                    str(Path(__file__).resolve().parents[1] / "children" / "fake_cupti.c"), "-lpthread"],
+                   check=True, capture_output=True)
+    fake = ctypes.CDLL(str(target), mode=os.RTLD_GLOBAL)
+    from pytest_gpuutil.analysis.classify import KernelClassifier
+    from pytest_gpuutil.capture.cupti import CuptiSource
+    from pytest_gpuutil.capture.flush_policy import FlushPolicy
+    from pytest_gpuutil.measurement import Measurement
+    from pytest_gpuutil.per_test import TestResults
+
+    stats = {"allocated_bytes": {"all": {"current": 0, "peak": 0, "allocated": 0, "freed": 0}},
+             "reserved_bytes": {"all": {"current": 0, "peak": 0}}, "num_alloc_retries": 0, "num_ooms": 0}
+    monkeypatch.setattr(torch._C, "_cuda_memoryStats", lambda device: stats, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_resetPeakMemoryStats", lambda device: None, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_resetAccumulatedMemoryStats", lambda device: None, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_synchronize", lambda: None, raising=False)
+    spins = []
+    monkeypatch.setattr(torch._C, "_cuda_sleep", lambda cycles: spins.append(fake.fake_work(0, b"spin", 1000, 0, 7)),
+                        raising=False)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(unseen_cost, "CALIBRATE_AFTER_RECORDS", 6)
+    source = CuptiSource(library_path=str(target), host_syncs=False)
+    measurement = Measurement(KernelClassifier(), keep_events=False, cpu_activity=False, policy=FlushPolicy(),
+                              children=False)
+    measurement.prepare(torch, True, source)
+    try:
+        for flush in range(3):
+            for i in range(4):
+                nodeid = f"test_{flush}_{i}"
+                measurement.begin(nodeid, TestResults(nodeid))
+                fake.fake_work(0, b"own_kernel", 20_000, 0, 7)
+                fake.fake_work(0, b"own_kernel", 20_000, 0, 7)
+                measurement.end(nodeid, TestResults(nodeid))
+            profiles = measurement.flush()
+            assert [p.stats.kernel_count for p in profiles.values()] == [2, 2, 2, 2]
+            if flush == 0:
+                assert not spins  # 8 records counted only at this flush: not yet
+    finally:
+        measurement.close()
+    info = measurement.info()
+    assert info["unseen"]["records"] == 24
+    assert len(spins) == (1 + unseen_cost.ROUNDS * 2) * unseen_cost.BODIES * unseen_cost.LAUNCHES  # once
+    assert info["unseen"]["record_cost"] is not None and info["unseen_s"] >= 0.0
