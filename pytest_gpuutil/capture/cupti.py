@@ -235,14 +235,14 @@ class CuptiSource:
         return self._active
 
     def records_off(self) -> None:
-        """Turn the activity kinds off for a moment, keeping what was collected (a calibration's
-        stretch without records: measurement/unseen_cost.py); ``records_on()`` turns them on again."""
-        for kind in self.kinds:
-            self._lib.cuptiActivityDisable(kind)
+        """Turn the kernels' records off for a moment, keeping what was collected (a calibration's
+        stretch of launches without records: measurement/unseen_cost.py); ``records_on()`` turns them
+        on again (one kind each way: the other kinds stay on)."""
+        self._lib.cuptiActivityDisable(KIND_CONCURRENT_KERNEL)
 
     def records_on(self) -> None:
-        for kind in self.kinds:
-            self._check(self._lib.cuptiActivityEnable(kind), f"cuptiActivityEnable({kind})")
+        self._check(self._lib.cuptiActivityEnable(KIND_CONCURRENT_KERNEL),
+                    f"cuptiActivityEnable({KIND_CONCURRENT_KERNEL})")
 
     def _ticks(self) -> int:
         if self._c_ticks is not None:

@@ -8,8 +8,8 @@ end). Two costs are paid inside the tests, on the plugin's behalf, where those t
   +3 µs a record in a small test's body: benchmarks/results/2026-11-27_h200_late). It is
   calibrated once per process (:func:`calibrate_records`, at the first flush that comes after
   :data:`CALIBRATE_AFTER_RECORDS` records, outside every window): blocks of tiny launches and a
-  synchronize, timed alternately with the activity kinds on and off; the difference over the
-  launches is the cost of one record, which is charged for every record the windows counted.
+  synchronize, timed alternately with the kernels' records on and off (about 10 ms); the difference
+  over the launches is the cost of one record, which is charged for every record the windows counted.
 - **The findings' stack sampler**, a thread that reads the test thread's stack while a call runs
   (capture/places/sampler.py): it holds Python's lock while it samples, so its CPU time (the
   thread's own clock) is charged as it is.
@@ -30,7 +30,7 @@ from typing import Any, Callable, Optional
 CALIBRATE_AFTER_RECORDS = 2_000
 #: the calibration's shape: rounds of one block with the kinds on and one with them off (order
 #: alternating), each block this many bodies of LAUNCHES tiny launches and a synchronize
-ROUNDS = 5
+ROUNDS = 3
 BODIES = 24
 LAUNCHES = 4
 
