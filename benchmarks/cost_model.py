@@ -253,7 +253,11 @@ def parse_run(output: str, wall_s: float, run_doc: Optional[dict[str, Any]] = No
     if run_doc:
         totals, machine = _totals(run_doc), run_doc.get("machine_info") or {}
         if totals.get("measure_ms") is not None:  # the run document's field (the summary line rounds it)
-            got["measure_s"] = totals["measure_ms"] / 1000.0
+            # self-timed: the plugin's own timers; the line's estimate of what no timer sees (CUPTI's
+            # records, the stack sampler: measure_unseen_ms) is kept apart
+            unseen_ms = totals.get("measure_unseen_ms") or 0.0
+            got["measure_s"] = (totals["measure_ms"] - unseen_ms) / 1000.0
+            got["unseen_s"] = unseen_ms / 1000.0
         cpu, test_s = totals.get("counters_thread_cpu_s"), totals.get("test_s")
         if cpu is not None and test_s:
             got["counters_thread_cpu_pct"] = 100.0 * cpu / test_s
@@ -564,7 +568,7 @@ def summary_line_check(rounds: Rounds, suites: Sequence[Suite], configs: Sequenc
                 if not got or not plain or got.get("measure_s") is None or got.get("span_s") is None \
                         or plain.get("span_s") is None:
                     continue
-                said.append(got["measure_s"])
+                said.append(got["measure_s"] + (got.get("unseen_s") or 0.0))  # the whole line
                 startups = (got.get("startup_s") or 0.0) + (got.get("counters_startup_s") or 0.0)
                 extra.append(got["span_s"] - plain["span_s"] - startups)
             if said:

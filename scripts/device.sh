@@ -60,7 +60,7 @@ step_cost_parts() {
   unset PYTHONDONTWRITEBYTECODE
   mkdir -p "$W/cost_parts"
   python3 benchmarks/diagnostics/cupti_launch_cost.py --out "$W/cost_parts" --rounds "${COST_PARTS_ROUNDS:-2}" --launches 10000
-  python3 benchmarks/diagnostics/gpu_path_costs.py --out "$W/cost_parts" --launches 10000 | tail -n 30
+  python3 benchmarks/diagnostics/gpu_path_costs.py --out "$W/cost_parts" --launches 10000 | tail -n 45
   python3 benchmarks/diagnostics/session_phases.py --out /tmp/cost_parts --hooks --warmup --no-components \
     --rounds 1 --config "lean=--gpu-util-findings=off --gpu-util-memory=off" --only default --only lean --only counters_on \
     --suite small

@@ -48,6 +48,8 @@ enum { MAX_WAITS = 1 << 20 };
 enum { DOMAIN_RUNTIME = 2 };
 
 static Clock clock_fn;
+/* the clock now() reads: cuptiGetTimestamp, set by set_now (CuptiSource's window edges) */
+static Clock now_fn;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static Wait *waits;
 static size_t n_waits, cap_waits, dropped;
@@ -56,6 +58,9 @@ static FrameReader frame_reader;
 static Call *calls;
 static size_t n_calls, cap_calls, dropped_calls;
 static __thread uint32_t entered_places[3];
+/* set around the capture's own synchronizes (a window's edges): those are not the test's waits and
+ * were recorded only to be left out at every flush */
+static __thread int quiet;
 static __thread int entered_n;
 
 static uint64_t stamp(void) {
@@ -101,7 +106,7 @@ static void add_call(uint32_t cbid, uint64_t start, uint64_t end) {
  * is the callback site, a 32-bit enum: 0 on entry, 1 on exit */
 static void on_api(void *userdata, int domain, uint32_t cbid, const void *data) {
     (void)userdata;
-    if (domain != DOMAIN_RUNTIME || data == NULL) return;
+    if (quiet || domain != DOMAIN_RUNTIME || data == NULL) return;
     uint32_t site;
     memcpy(&site, data, sizeof site);
     FrameReader reader = frame_reader;
@@ -152,6 +157,35 @@ static PyObject *set_clock(PyObject *self, PyObject *arg) {
     void *address = PyLong_AsVoidPtr(arg);
     if (address == NULL && PyErr_Occurred()) return NULL;
     clock_fn = (Clock)address;
+    Py_RETURN_NONE;
+}
+
+static PyObject *set_now(PyObject *self, PyObject *arg) {
+    (void)self;
+    void *address = PyLong_AsVoidPtr(arg);
+    if (address == NULL && PyErr_Occurred()) return NULL;
+    now_fn = (Clock)address;
+    Py_RETURN_NONE;
+}
+
+/* CUPTI's clock now, as CuptiSource.now's ctypes call reads it (cuptiGetTimestamp), without ctypes'
+ * argument conversion and its c_uint64: the window edges, read a few times a test. As that call, the
+ * value whatever the result (0 where it failed); CLOCK_REALTIME (CUPTI's default clock) before set_now. */
+static PyObject *now(PyObject *self, PyObject *args) {
+    (void)self; (void)args;
+    uint64_t value = 0;
+    if (now_fn) {
+        now_fn(&value);
+        return PyLong_FromUnsignedLongLong(value);
+    }
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return PyLong_FromUnsignedLongLong((uint64_t)t.tv_sec * 1000000000ULL + (uint64_t)t.tv_nsec);
+}
+
+static PyObject *set_quiet(PyObject *self, PyObject *arg) {
+    (void)self;
+    quiet = PyObject_IsTrue(arg) == 1;
     Py_RETURN_NONE;
 }
 
@@ -208,6 +242,9 @@ static PyMethodDef methods[] = {
     {"callback_address", callback_address, METH_NOARGS, "The address of the CUPTI callback (CUpti_CallbackFunc)."},
     {"set_clock", set_clock, METH_O, "The address of cuptiGetTimestamp (0: CLOCK_REALTIME)."},
     {"take", take, METH_NOARGS, "(bytes of the waits since the last take, waits dropped)."},
+    {"set_now", set_now, METH_O, "The address of cuptiGetTimestamp for now() (0: CLOCK_REALTIME)."},
+    {"set_quiet", set_quiet, METH_O, "Record nothing on this thread while true (the capture's own synchronizes)."},
+    {"now", now, METH_NOARGS, "CUPTI's clock now (the set_now clock's value)."},
     {"set_frame_reader", set_frame_reader, METH_O, "The address of _frames' walk (0: no places)."},
     {"take_calls", take_calls, METH_NOARGS, "(bytes of the calls with places since the last take, calls dropped)."},
     {"call_back", call_back, METH_VARARGS, "Call the callback as CUPTI would: (cbid, site)."},

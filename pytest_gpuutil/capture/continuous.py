@@ -370,19 +370,32 @@ class ContinuousCapture:
         return results
 
 
-def synchronize_if_used(torch: Any) -> Callable[[], None]:
+def synchronize_if_used(torch: Any, quiet: Optional[Callable[[bool], None]] = None) -> Callable[[], None]:
     """torch.cuda.synchronize, but only once torch has initialised CUDA in this process.
 
     Before that no GPU work of this process can be pending, and synchronizing would initialise
     CUDA here: a test's forked child (multiprocessing's fork) could then not use CUDA at all.
+    ``quiet(flag)``: the host-wait callbacks record nothing around it (the capture's own waits at a
+    window's edges lie outside the window, or after its closing clock read: never a test's).
     """
     cuda = torch.cuda
     # torch.cuda.synchronize() of the current device without its Python wrapper (a device context
     # manager around this call: ~8 of its ~10 microseconds on an H100 host)
     device_synchronize = getattr(torch._C, "_cuda_synchronize", None) or cuda.synchronize
 
-    def synchronize() -> None:
-        if cuda.is_initialized():
-            device_synchronize()
+    if quiet is None:
+        def synchronize() -> None:
+            if cuda.is_initialized():
+                device_synchronize()
 
-    return synchronize
+        return synchronize
+
+    def synchronize_quietly() -> None:
+        if cuda.is_initialized():
+            quiet(True)
+            try:
+                device_synchronize()
+            finally:
+                quiet(False)
+
+    return synchronize_quietly

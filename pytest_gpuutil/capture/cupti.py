@@ -91,6 +91,21 @@ def _bind(path: str) -> Any:
     return lib
 
 
+def _c_clock(lib: Any) -> Optional[Callable[[], int]]:
+    """cuptiGetTimestamp read by the C module (``_waits.now``: the same call and value as the ctypes
+    read, without ctypes' conversions), or None where the package was installed without it."""
+    try:
+        from pytest_gpuutil.capture import _waits  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    set_now, now = getattr(_waits, "set_now", None), getattr(_waits, "now", None)
+    address = ctypes.cast(lib.cuptiGetTimestamp, ctypes.c_void_p).value
+    if set_now is None or now is None or not address:
+        return None
+    set_now(address)
+    return now
+
+
 class CuptiSource:
     """Kernels, memcpy and memset (and the host's waits) from CUPTI, collected until ``drain()`` (one
     process, one instance).
@@ -125,6 +140,10 @@ class CuptiSource:
         #: where the host's waits come from ("" when not recorded), and why not the callbacks
         self.host_waits = "" if not host_syncs else ("callbacks" if self._callbacks is not None else "kind 38")
         self.host_waits_note = ""
+        #: set_quiet(flag) of the callbacks' C module: nothing recorded on this thread while set (the
+        #: capture's own synchronizes at a window's edges); None without the callbacks
+        self.quiet_waits: Optional[Callable[[bool], None]] = (
+            getattr(self._callbacks._module, "set_quiet", None) if self._callbacks is not None else None)
         self._given: dict[int, np.ndarray] = {}  # address -> buffer CUPTI holds
         self._spare: list[np.ndarray] = []
         self._completed: list[tuple[np.ndarray, int]] = []
@@ -145,6 +164,10 @@ class CuptiSource:
         self._complete_cb = _COMPLETE(self._on_complete)
         #: whether start() ever ran; before it no CUPTI function has been called in this process
         self.ever_started = False
+        #: cuptiGetTimestamp through the C module (capture/_waits.c: no ctypes conversion), else None
+        self._c_ticks = _c_clock(self._lib)
+        #: what now() returns once started while CUPTI's clock is wall-clock ns: the raw read itself
+        self._now_fast: Optional[Callable[[], int]] = None
 
     @property
     def version(self) -> int:
@@ -190,6 +213,7 @@ class CuptiSource:
             self._check(self._lib.cuptiActivityEnable(kind), f"cuptiActivityEnable({kind})")
         self._active = True
         self._tsc = self._clock_map()
+        self._now_fast = (self._c_ticks or self._ticks) if self._tsc is None else None
 
     def stop(self) -> None:
         """Flush everything collected so far into this source, then turn the kinds off."""
@@ -205,7 +229,24 @@ class CuptiSource:
                 self._callbacks.stop()  # before another profiler subscribes
                 self._take_waits()
 
+    @property
+    def running(self) -> bool:
+        """Whether the activity kinds are on (between start() and stop())."""
+        return self._active
+
+    def records_off(self) -> None:
+        """Turn the kernels' records off for a moment, keeping what was collected (a calibration's
+        stretch of launches without records: measurement/unseen_cost.py); ``records_on()`` turns them
+        on again (one kind each way: the other kinds stay on)."""
+        self._lib.cuptiActivityDisable(KIND_CONCURRENT_KERNEL)
+
+    def records_on(self) -> None:
+        self._check(self._lib.cuptiActivityEnable(KIND_CONCURRENT_KERNEL),
+                    f"cuptiActivityEnable({KIND_CONCURRENT_KERNEL})")
+
     def _ticks(self) -> int:
+        if self._c_ticks is not None:
+            return self._c_ticks()
         stamp = ctypes.c_uint64()
         self._lib.cuptiGetTimestamp(ctypes.byref(stamp))
         return stamp.value
@@ -218,6 +259,9 @@ class CuptiSource:
         that has touched CUPTI before fork() leaves its forked children a CUPTI that records
         nothing and hangs at their exit (measured on an H100, CUPTI 13.0).
         """
+        fast = self._now_fast
+        if fast is not None:  # started, on CUPTI's own clock: the read is the answer (the per-test path)
+            return fast()
         if not self.ever_started:
             return time.time_ns()
         ticks = self._ticks()

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 MIB = 1 << 20
 #: allocations kept per device in the history ring buffer
@@ -63,18 +63,29 @@ class _Start:
     counted: frozenset[int] = frozenset()
 
 
+def _figures(stats: dict[str, Any]) -> tuple[int, int, int, int, int, int, int]:
+    """(allocated, peak allocated, reserved, peak reserved, retries, ooms, allocated less freed) from
+    the nested stats, each level looked up once (the end of every call reads them)."""
+    try:  # torch's stats have every key: indexed straight
+        allocated, reserved = stats["allocated_bytes"]["all"], stats["reserved_bytes"]["all"]
+        return (allocated["current"], allocated["peak"], reserved["current"], reserved["peak"],
+                stats["num_alloc_retries"], stats["num_ooms"], allocated["allocated"] - allocated["freed"])
+    except KeyError:
+        pass
+    allocated = stats.get("allocated_bytes", {}).get("all", {})
+    reserved = stats.get("reserved_bytes", {}).get("all", {})
+    get = allocated.get
+    return (int(get("current", 0)), int(get("peak", 0)), int(reserved.get("current", 0)),
+            int(reserved.get("peak", 0)), int(stats.get("num_alloc_retries", 0)), int(stats.get("num_ooms", 0)),
+            int(get("allocated", 0)) - int(get("freed", 0)))
+
+
 def _counters(stats: dict[str, Any]) -> tuple[int, int, int, int, int, int]:
     """(allocated, peak allocated, reserved, peak reserved, retries, ooms) from the nested stats."""
     allocated = stats.get("allocated_bytes", {}).get("all", {})
     reserved = stats.get("reserved_bytes", {}).get("all", {})
     return (int(allocated.get("current", 0)), int(allocated.get("peak", 0)), int(reserved.get("current", 0)),
             int(reserved.get("peak", 0)), int(stats.get("num_alloc_retries", 0)), int(stats.get("num_ooms", 0)))
-
-
-def _net_allocated(stats: dict[str, Any]) -> int:
-    """Bytes allocated minus bytes freed since the accumulated counts were last reset."""
-    allocated = stats.get("allocated_bytes", {}).get("all", {})
-    return int(allocated.get("allocated", 0)) - int(allocated.get("freed", 0))
 
 
 class MemoryMeter:
@@ -87,6 +98,12 @@ class MemoryMeter:
         #: reset the accumulated counts at the start instead of reading them (None: read at both ends)
         self._reset_counts = (getattr(torch._C, "_cuda_resetAccumulatedMemoryStats", None)
                               if self._stats is not None and self._reset is not None else None)
+        #: the devices once CUDA is up (their number does not change in a process), else None
+        self._known: Optional[range] = None
+        #: the start every call shares while the accumulated counts are reset and no history is kept
+        #: (no read, nothing of the call's own to keep: one object for all of them)
+        self._counted_start: Optional[_Start] = None
+        self._counted_for: Optional[range] = None
         self.history = False
         if history:
             try:
@@ -96,8 +113,14 @@ class MemoryMeter:
                 self.history = False
 
     def _devices(self) -> range:
+        known = self._known
+        if known is not None:
+            return known
         cuda = self._torch.cuda
-        return range(cuda.device_count()) if cuda.is_initialized() else range(0)
+        if not cuda.is_initialized():
+            return range(0)
+        known = self._known = range(cuda.device_count())
+        return known
 
     def _read(self, device: int) -> dict[str, Any]:
         if self._stats is not None:
@@ -111,6 +134,24 @@ class MemoryMeter:
     def begin(self) -> _Start:
         """At the call's start: reset the peaks and the accumulated counts (or, where that cannot be
         done, note what is allocated); nothing if CUDA is not up yet."""
+        reset, reset_counts = self._reset, self._reset_counts
+        if reset is not None and reset_counts is not None and not self.history:
+            devices = self._devices()
+            try:
+                for device in devices:
+                    reset(device)
+                    reset_counts(device)
+            except Exception:  # noqa: BLE001 - an allocator that refuses a reset: the general way below
+                pass
+            else:
+                start = self._counted_start
+                if start is None or self._counted_for != devices:
+                    start = self._counted_start = _Start({}, {}, {}, 0.0, frozenset(devices))
+                    self._counted_for = devices
+                return start
+        return self._begin()
+
+    def _begin(self) -> _Start:
         allocated, retries, ooms = {}, {}, {}
         counted = []
         for device in self._devices():
@@ -136,21 +177,14 @@ class MemoryMeter:
         """At the call's end: each device's figures (a device CUDA started during the call counts from 0)."""
         found = []
         for device in self._devices():
-            stats = self._read(device)
-            current, peak, reserved, peak_reserved, retries, ooms = _counters(stats)
+            current, peak, reserved, peak_reserved, retries, ooms, net = _figures(self._read(device))
             counted = device in start.counted
             if not counted and device not in start.allocated and peak == 0 and reserved == 0:
                 continue  # never used
-            found.append(DeviceMemory(
-                device=str(device),
-                peak_alloc=peak,
-                peak_reserved=peak_reserved,
-                leaked=_net_allocated(stats) if counted else current - start.allocated.get(device, 0),
-                alloc_retries=retries - start.retries.get(device, 0),
-                ooms=ooms - start.ooms.get(device, 0),
-                allocated_end=current,
-                reserved_end=reserved,
-            ))
+            found.append(DeviceMemory(str(device), peak, peak_reserved,
+                                      net if counted else current - start.allocated.get(device, 0),
+                                      retries - start.retries.get(device, 0), ooms - start.ooms.get(device, 0),
+                                      current, reserved))
         return tuple(found)
 
     def where_memory_went(self, start: _Start, device: int = 0, top: int = 5, with_failed: bool = True

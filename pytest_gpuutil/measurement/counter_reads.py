@@ -127,6 +127,11 @@ class CounterReads(MeasurementPart):
         self._describe = opened.describe
 
     # -- per test ---------------------------------------------------------------------------------
+    @property
+    def per_test(self) -> bool:
+        """Counters open, or to open when CUDA comes up: else nothing to do per test."""
+        return self.capture is not None or self._later is not None
+
     def begin(self, nodeid: str) -> None:
         if self._later is None and self.capture is None:
             return  # no counters in this run (nor any to come when CUDA comes up)

@@ -30,6 +30,10 @@ class MemoryReads(MeasurementPart):
 
             self.meter = MemoryMeter(setup.torch, history=self._history)
 
+    @property
+    def per_test(self) -> bool:
+        return self.meter is not None
+
     def begin(self, nodeid: str) -> None:
         if self.meter is None:
             return

@@ -36,6 +36,12 @@ class MeasurementPart:
     def start(self, setup: Setup) -> None:
         """Once, before the first test."""
 
+    @property
+    def per_test(self) -> bool:
+        """Whether this part does anything per test in this run (asked once, after every part started:
+        one that does not is left out of the per-test calls)."""
+        return True
+
     def begin(self, nodeid: str) -> None:
         """The call is about to begin; its window is not open yet."""
 

@@ -18,6 +18,7 @@ from pytest_gpuutil.measurement.counter_reads import CounterReads
 from pytest_gpuutil.measurement.flush_schedule import FlushSchedule
 from pytest_gpuutil.measurement.memory_reads import MemoryReads
 from pytest_gpuutil.measurement.part import MeasurementPart, Setup
+from pytest_gpuutil.measurement.unseen_cost import UnseenCost
 from pytest_gpuutil.measurement.windows import CallWindows, WindowSettings, choose_windows
 
 if TYPE_CHECKING:
@@ -53,6 +54,9 @@ class Measurement:
         self._enders = _overriding(self.parts, "end")
         self._waiters = _overriding(self.parts, "waiting")
         self.cuda = False
+        #: what measuring costs inside the tests where no timer sees it (CUPTI's records, the sampler)
+        self.unseen = UnseenCost()
+        self._torch: Any = None
         #: why the continuous capture is not used where it was wanted ("" when it is)
         self.fallback_reason = ""
         self._prepare_s: Optional[float] = None
@@ -105,7 +109,7 @@ class Measurement:
         """Choose how to measure and start the capture, before the first test (its start-up is charged to none)."""
         began = time.perf_counter()
         try:
-            self.cuda = cuda
+            self.cuda, self._torch = cuda, torch
             chosen = choose_windows(self.settings, torch, cuda, source)
             self.windows, self.fallback_reason = chosen.windows, chosen.fallback_reason
             setup = Setup(torch, cuda, self.windows, counter_source)
@@ -118,6 +122,15 @@ class Measurement:
         for part in self.parts:
             if part.starts_late:
                 part.start(setup)
+        self._per_test_parts()
+
+    def _per_test_parts(self) -> None:
+        """Only the parts with something to do per test in this run are called per test (no memory
+        figures, no counters: no call at all, inside the test's timing)."""
+        active = tuple(part for part in self.parts if part.per_test)
+        self._begins = _overriding(active, "begin")
+        self._openers = _overriding(active, "opened")
+        self._enders = _overriding(active, "end")
 
     # -- per test ---------------------------------------------------------------------------------
     def begin(self, nodeid: str, results: Any) -> Optional[TestProfile]:
@@ -155,13 +168,20 @@ class Measurement:
         from a later flush.
         """
         self.schedule.flushed()
-        return self._completed(self.windows.flush(), wait)
+        source = self.windows.source
+        if source is not None and self.cuda:
+            capture = self.windows.capture  # outside every window: none is open now
+            self.unseen.calibrate_if_due(self._torch, source, capture.synchronize if capture is not None else None)
+        profiles = self.windows.flush()
+        self.unseen.count(profiles)
+        return self._completed(profiles, wait)
 
     def close(self) -> dict[str, TestProfile]:
         """The session's end: what is left, then the sources stop, the guard comes off and the
         children's spool is removed (children still running are noted, never waited for long)."""
         try:
             profiles = self.windows.close()
+            self.unseen.count(profiles)
             for part in self.parts:
                 part.end("")  # a call the session's end left open
             return self._completed(profiles, wait=True)
@@ -180,7 +200,13 @@ class Measurement:
     def info(self) -> dict[str, Any]:
         """What the summary says of the parts in this process (JSON-able): the counters' keys, then
         ``children``."""
-        return {**self.counter_reads.info(), "children": self.child_processes.info()}
+        return {**self.counter_reads.info(), "children": self.child_processes.info(),
+                **self.unseen.info(self._sampler_cpu_s())}
+
+    def _sampler_cpu_s(self) -> float:
+        """The findings' stack sampler's CPU time so far (0 without places)."""
+        places = getattr(self.capture, "places", None)
+        return float(getattr(getattr(places, "sampler", None), "cpu_s", 0.0) or 0.0)
 
 
 def _overriding(parts: tuple[MeasurementPart, ...], name: str) -> tuple[MeasurementPart, ...]:

@@ -236,8 +236,8 @@ def _continuous(settings: WindowSettings, torch: Any, cuda: bool, source: EventS
     capture = ContinuousCapture(
         source,
         settings.classifier,
-        synchronize=synchronize_if_used(torch) if cuda else (lambda: None),
-        profiler_active=(lambda: bool(enabled())) if enabled is not None else (lambda: False),
+        synchronize=synchronize_if_used(torch, getattr(source, "quiet_waits", None)) if cuda else (lambda: None),
+        profiler_active=enabled if enabled is not None else (lambda: False),  # torch's C call answers a bool
         keep_events=settings.keep_events,
         findings=settings.findings,
         findings_ignore=settings.findings_ignore,

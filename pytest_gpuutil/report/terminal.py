@@ -211,6 +211,10 @@ def measurement_lines(state: RunState) -> list[str]:
             f"the rest at the end), {t['measure_share_pct']:.1f}% of the {t['test_s']:.2f} s the tests took "
             f"({_count(t['profiled'], 'test')} measured)"
         )
+        unseen = t.get("measure_unseen_ms") or 0.0
+        if unseen >= 1.0:
+            lines.append(f"  ({unseen / 1000:.3f} s of it estimated inside the tests, where no timer of the plugin's "
+                         "sees it: CUPTI's records, the stack sampler; docs: cost)")
         written = state.written_measure_ms
         if written and t["measure_ms"] - written >= 1.0:
             lines.append(f"  ({written / 1000:.3f} s in gpu_util.json and the HTML page: written before this summary)")

@@ -24,14 +24,18 @@ def totals(records: Sequence[TestRecord], processes: Mapping[str, Mapping[str, A
     # so far), where the processes say it: all of its work, not only what the records carry
     owns = [p["own_s"] for p in processes.values() if isinstance(p.get("own_s"), (int, float))]
     own_ms = sum(owns) * 1000 if owns else None
+    # what the processes estimate was paid inside the tests where no timer sees it (measurement/unseen_cost.py)
+    unseen_ms = sum(p["unseen_s"] for p in processes.values() if isinstance(p.get("unseen_s"), (int, float))) * 1000
     if own_ms is not None and in_tests_ms:
-        measure_ms = own_ms
+        measure_ms = own_ms + unseen_ms
+        in_tests_ms += unseen_ms
     startups = [p["startup_s"] for p in processes.values() if p.get("startup_s") is not None]
     return {
         "tests": figures.pop("tests"),
         "measure_ms": measure_ms,
         "measure_in_tests_ms": in_tests_ms,
         "measure_hooks_ms": own_ms,
+        "measure_unseen_ms": unseen_ms if own_ms is not None and in_tests_ms else 0.0,
         "test_s": test_s,
         "measure_share_pct": 100.0 * measure_ms / 1000 / test_s if test_s > 0 else 0.0,
         "startup_s": max(startups) if startups else None,

@@ -239,3 +239,27 @@ def test_the_first_test_s_note_splits_its_time_before_cuda_into_host_work_and_cu
     assert note.endswith("20.0 ms CUDA's start-up (from 20 stack samples)")
     assert HostPlaces.before_cuda_note(remark, HostActivity(), 10 * ms, 110 * ms) == remark  # no samples: as it was
     assert HostPlaces.before_cuda_note("", HostActivity(samples=samples), 10 * ms, 110 * ms) == ""  # CUDA was up already
+
+
+def test_a_sampler_asleep_after_its_linger_wakes_at_the_next_call(monkeypatch: "pytest.MonkeyPatch") -> None:
+    """Calls set a plain flag (no lock a call); the thread, asleep after LINGER_S without one, is woken
+    by the next call's begin() and samples it."""
+    from pytest_gpuutil.capture.places import sampler as sampling
+
+    monkeypatch.setattr(sampling, "LINGER_S", 0.01)
+    prefixes = skipped_prefixes()
+    sampler = StackSampler(time.time_ns, lambda path: is_users(path, prefixes), interval_s=0.002)
+    try:
+        sampler.begin()
+        sampler.end()
+        cap = time.monotonic() + 60
+        while not sampler._sleeping and time.monotonic() < cap:
+            time.sleep(0.005)
+        assert sampler._sleeping
+        taken = sampler.samples_taken
+        sampler.begin()
+        busy_until(sampler, taken + 5, time.monotonic() + 60)
+        sampler.end()
+    finally:
+        sampler.close()
+    assert sampler.samples_taken >= taken + 5

@@ -146,3 +146,31 @@ def test_unpack_reads_the_c_layout():
     types, starts, ends = host_waits.unpack(raw)
     assert types.tolist() == [3, 1] and starts.tolist() == [10, 30] and ends.tolist() == [20, 45]
     assert host_waits.WAIT_DTYPE.itemsize == 24
+
+
+@needs_module
+def test_the_captures_own_synchronize_is_not_recorded(fake_lib: ctypes.CDLL):
+    """A window's edges synchronize quietly (capture/continuous.py synchronize_if_used): the callback
+    records nothing of them, and the test's own waits as before."""
+    from types import SimpleNamespace
+
+    from pytest_gpuutil.capture.continuous import synchronize_if_used
+
+    fake_lib.fake_busy(0)
+    source = CuptiSource(library_path=fake_lib._name, host_syncs=True, waits_from_callbacks=True)
+    assert source.quiet_waits is waits.set_quiet
+    torch = SimpleNamespace(cuda=SimpleNamespace(is_initialized=lambda: True),
+                            _C=SimpleNamespace(_cuda_synchronize=lambda: fake_lib.fake_sync(165, 50_000)))
+    edge = synchronize_if_used(torch, source.quiet_waits)
+    source.start()
+    try:
+        source.drain()
+        source.drain_syncs()
+        edge()
+        fake_lib.fake_sync(131, 50_000)  # the test's own
+        edge()
+        source.drain()
+        rows = list(source.drain_syncs().rows())
+    finally:
+        source.stop()
+    assert [name for name, _, _ in rows] == ["Stream Sync"]

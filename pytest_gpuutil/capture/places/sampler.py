@@ -54,7 +54,11 @@ class StackSampler:
         self._clock = clock
         self._is_users = is_users
         self.interval_s = interval_s
-        self._active = threading.Event()
+        #: whether a call runs now (a plain flag: set and cleared at every call without a lock)
+        self._on = False
+        #: what the thread waits on once it has had no call for LINGER_S (set only while it waits)
+        self._wake = threading.Event()
+        self._sleeping = False
         self._target: Optional[int] = None
         self._thread: Optional[threading.Thread] = None
         self._closed = False
@@ -84,17 +88,19 @@ class StackSampler:
         if before > SAMPLING_SWITCH_INTERVAL_S and self._switch_before is None:
             self._switch_before = before
             sys.setswitchinterval(SAMPLING_SWITCH_INTERVAL_S)
-        self._active.set()
+        self._on = True
+        if self._sleeping:
+            self._wake.set()
 
     def end(self) -> None:
-        self._active.clear()
+        self._on = False
         before, self._switch_before = self._switch_before, None
         if before is not None and abs(sys.getswitchinterval() - SAMPLING_SWITCH_INTERVAL_S) < 1e-6:  # unless the test set its own
             sys.setswitchinterval(before)
 
     def close(self) -> None:
         self._closed = True
-        self._active.set()  # wakes the thread, which then ends
+        self._wake.set()  # wakes the thread, which then ends
 
     def take(self) -> HostSamples:
         """The samples since the last take, in time order."""
@@ -137,18 +143,24 @@ class StackSampler:
         jitter = random.Random(0x42)
         idle_since: Optional[float] = None
         while not self._closed:
-            if self._active.is_set():
+            if self._on:
                 idle_since = None
             elif idle_since is None:
                 idle_since = time.monotonic()
             elif time.monotonic() - idle_since > LINGER_S:
-                self._active.wait()  # no call for a while: sleep until the next one begins
+                # no call for a while: sleep until the next one begins. The flag is set before the
+                # next call's begin() looks at it, and the call's flag read after: one of the two sees the other
+                self._sleeping = True
+                self._wake.clear()
+                if not self._on and not self._closed:
+                    self._wake.wait()
+                self._sleeping = False
                 idle_since = None
                 if self._closed:
                     break
             time.sleep(self.interval_s * (0.5 + jitter.random()))
             target = self._target
-            if not self._active.is_set() or target is None:
+            if not self._on or target is None:
                 continue
             try:
                 sites, in_init = self.sample_now(target)
