@@ -12,7 +12,7 @@ from pytest_gpuutil import (
     analyze,
     read_trace,
 )
-from pytest_gpuutil.analysis import windows as windows_module
+from pytest_gpuutil.analysis.intervals import window_columns
 from pytest_gpuutil.analysis.windows import WindowStats, assign_windows, window_stats
 from pytest_gpuutil.traces.model import Trace
 from tests.helpers import DATA
@@ -107,8 +107,8 @@ def test_long_windows_are_split_so_offsets_stay_in_int64(monkeypatch: pytest.Mon
     trace = read_trace(str(DATA / "two_streams_overlap.json.gz"))
     spans = cut_windows(trace.columns, 7)
     expected = window_stats(trace.columns, spans)
-    monkeypatch.setattr(windows_module, "_OFFSET_LIMIT", 1 << 24)  # forces one chunk per window or two
-    assert len(windows_module._chunks(np.asarray([w.duration_ns for w in spans]), 4)) > 1
+    monkeypatch.setattr(window_columns, "_OFFSET_LIMIT", 1 << 24)  # forces one chunk per window or two
+    assert len(window_columns._chunks(np.asarray([w.duration_ns for w in spans]), 4)) > 1
     assert window_stats(trace.columns, spans) == expected
 
 
