@@ -398,7 +398,7 @@ RULES: tuple[Rule, ...] = (
                                                "and right before the copies they waited for (a read-back's copy "
                                                "queued behind the work) is what the waits cost; under a tenth of "
                                                "the window the finding is listed under the floor, not reported")),
-         _host_sync, gate=lambda g, limits: bool(g.event_count) and (g.waits or 0) >= limits["min_waits"].value,
+         _host_sync, gate=lambda g, limits: (g.event_count > 0) & ((0 if g.waits is None else g.waits) >= limits["min_waits"].value),
          saving="the GPU's idle time after the waits and before their read-backs' copies, less one wait's share: "
                 "one read at the end instead of N keeps the GPU fed between them (idle x (N - 1) / N)",
          action="read GPU values once, after the loop"),
@@ -413,8 +413,8 @@ RULES: tuple[Rule, ...] = (
              max_median_gap_us=Limit(50, "µs", "gaps of a launch or two through PyTorch's eager path; longer "
                                                "gaps are other host work (gpu-idle)"),
              max_busy_pct=Limit(50, "%", "a GPU busy half the window or more is not held back by launches")),
-         _launch_bound, gate=lambda g, limits: (g.kernel_count >= limits["min_kernels"].value
-                                                  and g.busy_pct < limits["max_busy_pct"].value),
+         _launch_bound, gate=lambda g, limits: ((g.kernel_count >= limits["min_kernels"].value)
+                                                  & (g.busy_pct < limits["max_busy_pct"].value)),
          saving="the idle time between the kernels minus a per-launch floor that a CUDA graph still leaves: "
                 "idle between - kernels x graph_gap_us (the kernels' own time stays)",
          estimates=_limits(
@@ -444,8 +444,8 @@ RULES: tuple[Rule, ...] = (
              min_idle_pct=Limit(50, "%", "idle most of the window: the test measures the host more than the GPU"),
              min_window_ms=Limit(1, "ms", "a shorter test's idle time is too small to act on")),
          _gpu_idle, superseded_by=("launch-bound", "host-sync", "pageable-memcpy"), superseded_when=lambda f: f.evidence.get("mostly") == "between",
-         gate=lambda g, limits: (bool(g.event_count) and g.window_ns >= limits["min_window_ms"].value * 1e6
-                                 and 100 - g.busy_pct >= limits["min_idle_pct"].value * (1 - 1e-9)),
+         gate=lambda g, limits: ((g.event_count > 0) & (g.window_ns >= limits["min_window_ms"].value * 1e6)
+                                 & (100 - g.busy_pct >= limits["min_idle_pct"].value * (1 - 1e-9))),
          saving="the idle time by part: before the first kernel (unless it is CUDA's or a library's start-up, "
                 "paid once per process), between kernels (unless launch-bound or host-sync counts it) and after "
                 "the last; an upper bound",
