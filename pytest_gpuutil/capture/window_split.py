@@ -15,7 +15,8 @@ import numpy as np
 from pytest_gpuutil.analysis.classify import ATTENTION, COMMUNICATION, CONV, GEMM, KernelClassifier
 from pytest_gpuutil.analysis.findings import find, gated_rules
 from pytest_gpuutil.analysis.finding_records import Finding, Glance, Rule
-from pytest_gpuutil.analysis.windows import WindowStats, assign_windows, window_stats
+from pytest_gpuutil.analysis.intervals.window_columns import figures, stats_rows
+from pytest_gpuutil.analysis.windows import WindowStats, assign_windows
 from pytest_gpuutil.analysis import timeline as timelines
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
@@ -34,16 +35,48 @@ def in_order(spans: Sequence[Window]) -> bool:
 def attribute(columns: GpuColumns, windows: Sequence[Any], classifier: KernelClassifier,
               keep_events: bool) -> tuple[dict[int, WindowStats], dict[int, GpuColumns]]:
     """Each window's figures (and events, when kept)."""
+    stats, events, _ = attribute_rows(columns, windows, classifier, keep_events)
+    return stats, events
+
+
+def attribute_rows(columns: GpuColumns, windows: Sequence[Any], classifier: KernelClassifier,
+                   keep_events: bool) -> tuple[dict[int, WindowStats], dict[int, GpuColumns], "WindowRows"]:
+    """:func:`attribute`, and each window's event indices as the attribution found them (for the
+    findings, the timelines and the kept events: no second search)."""
     spans = spans_of(windows)
     groups = [(windows, spans)] if in_order(spans) else [([w], [s]) for w, s in zip(windows, spans)]
     stats: dict[int, WindowStats] = {}
-    events: dict[int, GpuColumns] = {}
+    rows = WindowRows()
     for group, group_spans in groups:
-        for w, s in zip(group, window_stats(columns, group_spans, classifier)):
-            stats[id(w)] = s
-        if keep_events:
-            events.update(events_by_window(columns, group, group_spans))
-    return stats, events
+        found = figures(columns, np.asarray([s.start_ns for s in group_spans], dtype=np.int64),
+                        np.asarray([s.end_ns for s in group_spans], dtype=np.int64), classifier)
+        for w, row in zip(group, stats_rows(found, group_spans)):
+            stats[id(w)] = WindowStats(*row)
+        rows.add(group, *found.assigned)
+    events = {id(w): columns.take(rows.of(id(w))) for w in windows} if keep_events else {}
+    return stats, events, rows
+
+
+class WindowRows:
+    """Each window's event indices, ascending (keyed by ``id(window)``), from an assignment of events to windows."""
+
+    def __init__(self) -> None:
+        self._of: dict[int, tuple[np.ndarray, int, int]] = {}
+
+    def add(self, windows: Sequence[Any], event: np.ndarray, win: np.ndarray) -> None:
+        if win.size > 1 and not (win[1:] >= win[:-1]).all():
+            order = np.argsort(win, kind="stable")
+            event, win = event[order], win[order]
+        bounds = np.searchsorted(win, np.arange(len(windows) + 1)).tolist()
+        for i, w in enumerate(windows):
+            self._of[id(w)] = (event, bounds[i], bounds[i + 1])
+
+    def __contains__(self, key: int) -> bool:
+        return key in self._of
+
+    def of(self, key: int) -> np.ndarray:
+        event, lo, hi = self._of[key]
+        return event[lo:hi]
 
 
 class FirstUses:
@@ -117,7 +150,8 @@ class Contexts(Mapping[int, dict[str, float]]):
 
 def findings_of(columns: GpuColumns, syncs: Optional[SyncColumns], windows: Sequence[Any],
                 stats: dict[int, WindowStats], classifier: KernelClassifier, ignore: frozenset[str],
-                contexts: Optional[Mapping[int, Mapping[str, float]]] = None, host: Any = None) -> dict[int, tuple[Finding, ...]]:
+                contexts: Optional[Mapping[int, Mapping[str, float]]] = None, host: Any = None,
+                rows: Optional[WindowRows] = None) -> dict[int, tuple[Finding, ...]]:
     """Each window's findings: the events and waits of those that may have some, looked at one by one
     (``host``: the host's activity, :class:`~pytest_gpuutil.analysis.places.HostActivity`: their places).
     Which windows may have some is asked of all windows at once (:func:`looked_at`)."""
@@ -127,7 +161,7 @@ def findings_of(columns: GpuColumns, syncs: Optional[SyncColumns], windows: Sequ
     if not looked:
         return found
     picked, picked_spans = [windows[i] for i in looked], [spans[i] for i in looked]
-    events = events_by_window(columns, picked, picked_spans)
+    events = events_by_window(columns, picked, picked_spans, rows)
     waits = waits_by_window(syncs, picked, picked_spans)
     for w, span, wait in zip(picked, picked_spans, waits or [None] * len(picked)):
         found[id(w)] = find(events[id(w)], span, classifier,
@@ -192,7 +226,7 @@ def wait_counts(syncs: Optional[SyncColumns], windows: Sequence[Any], spans: Seq
 def timelines_of(columns: GpuColumns, syncs: Optional[SyncColumns], windows: Sequence[Any],
                  stats: dict[int, WindowStats], findings: dict[int, tuple[Finding, ...]], *,
                  wanted: Callable[..., bool], classifier: KernelClassifier, children: Any,
-                 gap_ns: int) -> dict[int, dict[str, Any]]:
+                 gap_ns: int, rows: Optional[WindowRows] = None) -> dict[int, dict[str, Any]]:
     """The compact timelines of the windows ``wanted`` picks (their events, the host's waits, and
     which process ran each event when children took part)."""
     picked = [w for w in windows if wanted(w.key, w.wall_ms, stats[id(w)], findings.get(id(w)))]
@@ -202,13 +236,13 @@ def timelines_of(columns: GpuColumns, syncs: Optional[SyncColumns], windows: Seq
     if owners is not None and len(owners) != len(columns):
         owners, labels = None, ("",)
     spans = spans_of(picked)
-    rows = rows_by_window(columns, picked, spans)
+    rows_of = rows_by_window(columns, picked, spans, rows)
     out = {}
     for w, span in zip(picked, spans):
-        events = columns.take(rows[id(w)])
+        events = columns.take(rows_of[id(w)])
         out[id(w)] = timelines.encode(timelines.build(
             events, span, classifier, syncs=None if syncs is None else syncs_of(syncs, w),
-            owners=None if owners is None else owners[rows[id(w)]], owner_labels=labels,
+            owners=None if owners is None else owners[rows_of[id(w)]], owner_labels=labels,
             sync_end_ns=w.sync_end_ns, gap_ns=gap_ns))
     return out
 
@@ -243,12 +277,17 @@ def syncs_of(syncs: SyncColumns, window: Any) -> SyncColumns:
     return syncs.take(found[0]) if found else SyncColumns()
 
 
-def events_by_window(columns: GpuColumns, windows: Sequence[Any], spans: Sequence[Window]) -> dict[int, GpuColumns]:
-    return {key: columns.take(rows) for key, rows in rows_by_window(columns, windows, spans).items()}
+def events_by_window(columns: GpuColumns, windows: Sequence[Any], spans: Sequence[Window],
+                     rows: Optional[WindowRows] = None) -> dict[int, GpuColumns]:
+    return {key: columns.take(found) for key, found in rows_by_window(columns, windows, spans, rows).items()}
 
 
-def rows_by_window(columns: GpuColumns, windows: Sequence[Any], spans: Sequence[Window]) -> dict[int, np.ndarray]:
-    """The indices of each window's events (windows in order; else one window at a time)."""
+def rows_by_window(columns: GpuColumns, windows: Sequence[Any], spans: Sequence[Window],
+                   rows: Optional[WindowRows] = None) -> dict[int, np.ndarray]:
+    """The indices of each window's events (windows in order; else one window at a time); from
+    ``rows`` (the attribution's) where it has every window."""
+    if rows is not None and all(id(w) in rows for w in windows):
+        return {id(w): rows.of(id(w)) for w in windows}
     if not in_order(spans):
         found: dict[int, np.ndarray] = {}
         for w, s in zip(windows, spans):

@@ -28,6 +28,7 @@ IDLE_GAPS = 3
 #: int64 headroom for the per-segment offsets of the segmented union
 _OFFSET_LIMIT = 1 << 62
 _EMPTY = np.zeros(0, dtype=np.int64)
+_NEVER = np.iinfo(np.int64).max
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ class WindowFigures:
     kernel_rows: list[tuple[tuple[str, str, int, float, float, float], ...]]
     gap_rows: list[tuple[tuple[str, float, float], ...]]
     kernel_totals: list[tuple[tuple[str, int, float], ...]]
+    #: (event index, window index) of every event in every window it overlaps (``assign``)
+    assigned: tuple[np.ndarray, np.ndarray] = (_EMPTY, _EMPTY)
 
 
 def assign(starts: np.ndarray, ends: np.ndarray, window_starts: np.ndarray,
@@ -53,22 +56,34 @@ def assign(starts: np.ndarray, ends: np.ndarray, window_starts: np.ndarray,
         return _EMPTY, _EMPTY
     if (window_ends < window_starts).any() or (window_starts[1:] < window_ends[:-1]).any():
         raise ValueError("windows must be sorted, each ending at or after its start, and must not overlap")
-    first = np.searchsorted(window_ends, starts, side="left")  # first window ending at or after the start
+    n_windows = window_starts.size
+    first = _first_windows(starts, window_ends)  # first window ending at or after the start
+    at = np.minimum(first, n_windows - 1)
+    # the usual case: no event reaches the window after its first (then no second search)
+    if not (ends >= np.append(window_starts[1:], _NEVER)[at]).any():
+        start_of_first = window_starts[at]
+        # in the first window: it starts by the event's end, except that an event of positive
+        # length that ends exactly where a window starts is not in it
+        inside = (first < n_windows) & (ends >= start_of_first) & ~((ends == start_of_first) & (ends > starts))
+        events = np.flatnonzero(inside)
+        return events, first[events]
     last = np.searchsorted(window_starts, ends, side="right") - 1  # last window starting at or before the end
-    counts = last - first + 1
-    if counts.size and int(counts.max()) <= 1:  # every event in one window at most (the usual case)
-        events = np.flatnonzero(counts == 1)
-        windows = first[events]
-    else:
-        counts = np.maximum(counts, 0)
-        events = np.repeat(np.arange(starts.size, dtype=np.int64), counts)
-        offsets = np.arange(events.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-        windows = np.repeat(first, counts) + offsets
-    # an event of positive length that ends exactly where a window starts is not in it
+    counts = np.maximum(last - first + 1, 0)
+    events = np.repeat(np.arange(starts.size, dtype=np.int64), counts)
+    offsets = np.arange(events.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    windows = np.repeat(first, counts) + offsets
     touching = (ends[events] == window_starts[windows]) & (ends[events] > starts[events])
-    if touching.any():
-        return events[~touching], windows[~touching]
-    return events, windows
+    return events[~touching], windows[~touching]
+
+
+def _first_windows(starts: np.ndarray, window_ends: np.ndarray) -> np.ndarray:
+    """For each event, the first window ending at or after its start (``searchsorted``); where the
+    events come in start order (a capture's mostly do), from the windows' places among the starts."""
+    if starts.size > 2 * window_ends.size and (starts[1:] >= starts[:-1]).all():
+        reached = np.searchsorted(starts, window_ends, side="right")  # events starting by each window's end
+        return np.repeat(np.arange(window_ends.size + 1, dtype=np.int64),
+                         np.diff(reached, prepend=0, append=starts.size))
+    return np.searchsorted(window_ends, starts, side="left")
 
 
 def figures(columns: GpuColumns, w_start: np.ndarray, w_end: np.ndarray,
@@ -77,7 +92,7 @@ def figures(columns: GpuColumns, w_start: np.ndarray, w_end: np.ndarray,
     n_windows = int(w_start.size)
     starts = np.asarray(columns.starts_ns, dtype=np.int64)
     ends = starts + np.asarray(columns.durs_ns, dtype=np.int64)
-    event, win = assign(starts, ends, w_start, w_end)
+    event, win = assigned = assign(starts, ends, w_start, w_end)
 
     pair_codes, key_names, key_kinds = kernel_keys(columns.names, columns.kinds)
     key_cats = [classifier.classify(name, kind) for name, kind in zip(key_names, key_kinds)]  # once a (name, kind)
@@ -88,12 +103,19 @@ def figures(columns: GpuColumns, w_start: np.ndarray, w_end: np.ndarray,
     is_mm_cat = np.asarray([c in MM_CONV_CATEGORIES for c in categories_seen], dtype=bool)
     devices, device_names = _device_codes(columns.devices, len(columns))
 
-    keys = pair_codes[event] if event.size else _EMPTY
+    every_event = event.size == starts.size and event.size > 0 and int(event[-1]) == event.size - 1 \
+        and bool((event[1:] > event[:-1]).all())  # each event once, in order: no gathers
+
+    def of_rows(column: np.ndarray) -> np.ndarray:
+        return column if every_event else column[event]
+
+    keys = np.asarray(of_rows(pair_codes), dtype=np.int64) if event.size else _EMPTY
     cats = cat_of_key[keys] if keys.size else _EMPTY
-    devs = devices[event] if event.size else _EMPTY
+    devs = of_rows(devices) if event.size else _EMPTY
     n_devs, n_cats = max(1, len(device_names)), max(1, len(categories_seen))
-    rel_s = np.maximum(starts[event], w_start[win]) - w_start[win]
-    rel_e = np.minimum(ends[event], w_end[win]) - w_start[win]
+    row_start = w_start[win]
+    rel_s = np.maximum(of_rows(starts), row_start) - row_start
+    rel_e = np.minimum(of_rows(ends), w_end[win]) - row_start
     # (window, device, start) order, once: the capture's events mostly come so (then no sort)
     dev_seg = win * n_devs + devs
     order = _order(dev_seg, rel_s)
@@ -150,6 +172,7 @@ def figures(columns: GpuColumns, w_start: np.ndarray, w_end: np.ndarray,
                                      [code_of_category[name] for name in names_in_order], names_in_order),
         **_kernel_rows(win, keys, rel_e - rel_s, key_names, key_cats, denominator, n_windows),
         gap_rows=_gap_rows(gap_parts, device_order, device_names, n_windows),
+        assigned=assigned,
     )
 
 
