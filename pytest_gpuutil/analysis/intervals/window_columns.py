@@ -239,6 +239,12 @@ def _device_codes(ids: Any, n: int) -> tuple[np.ndarray, list[str]]:
     return (text_of_code[np.asarray(codes, dtype=np.int64)] if n else _EMPTY), distinct
 
 
+def _firsts(window_of_row: np.ndarray, n_windows: int, limit: int) -> np.ndarray:
+    """Which rows (sorted by window) are among the first ``limit`` of their window."""
+    group_start = np.searchsorted(window_of_row, np.arange(n_windows, dtype=np.int64))
+    return np.arange(window_of_row.size) - group_start[window_of_row] < limit
+
+
 def _cut(rows: list[Any], window_of_row: np.ndarray, n_windows: int) -> list[tuple[Any, ...]]:
     """``rows`` (sorted by window) as one tuple per window."""
     bounds = np.searchsorted(window_of_row, np.arange(n_windows + 1)).tolist()
@@ -292,7 +298,7 @@ def _kernel_rows(win: np.ndarray, keys: np.ndarray, lengths: np.ndarray, key_nam
     names = np.asarray(key_names, dtype=object)[pair_key].tolist()
     total_us, count_list = (totals / 1000).tolist(), counts.tolist()
     every = _cut(list(zip(names, count_list, total_us)), pair_win, n_windows)
-    top = np.arange(pair_win.size) - np.searchsorted(pair_win, pair_win, side="left") < TOP_KERNELS
+    top = _firsts(pair_win, n_windows, TOP_KERNELS)
     t_totals, t_counts, t_win = totals[top], counts[top], pair_win[top]
     t_us = t_totals / 1000
     rows = list(zip(np.asarray(key_names, dtype=object)[pair_key[top]].tolist(),
@@ -354,7 +360,7 @@ def _gap_rows(parts: list[tuple[np.ndarray, ...]], device_order: list[int], devi
     else:
         order = np.lexsort((place, rank[device], -length, window))
     window = window[order]
-    keep = np.arange(window.size) - np.searchsorted(window, window, side="left") < IDLE_GAPS
+    keep = _firsts(window, n_windows, IDLE_GAPS)
     kept = order[keep]
     names = np.asarray(device_names, dtype=object)[device[kept]].tolist()
     rows = list(zip(names, (start[kept] / 1000).tolist(), (length[kept] / 1000).tolist()))
