@@ -336,23 +336,21 @@ class ContinuousCapture:
         note = error or (f"{self.source.name} dropped {dropped} records in this batch: figures may be low" if dropped else "")
         share = (time.perf_counter() - began) / len(windows)
         batch_notes = (note, children_error)
+        own_notes_only = not (note or children_error or extras)  # then a window's note is its own, or its remark
+        with_syncs = self.keep_events and syncs is not None
         results = []
         for w in windows:
             key = id(w)
-            extra = extras.get(key)
-            notes = (*batch_notes, getattr(extra, "note", ""), w.remark)
-            results.append(WindowResult(
-                key=w.key,
-                wall_ms=w.wall_ms,
-                stats=stats.get(key),
-                note=w.note or ("; ".join(n for n in notes if n) if any(notes) else ""),
-                measure_ms=(w.own_s + share) * 1000,
-                events=events.get(key),
-                findings=findings.get(key),
-                syncs=syncs_of(syncs, w) if self.keep_events and syncs is not None and key in events else None,
-                processes=getattr(extra, "processes", ()),
-                timeline=drawn.get(key),
-            ))
+            if own_notes_only:
+                extra, window_note = None, w.note or w.remark
+            else:
+                extra = extras.get(key)
+                notes = (*batch_notes, getattr(extra, "note", ""), w.remark)
+                window_note = w.note or ("; ".join(n for n in notes if n) if any(notes) else "")
+            results.append(WindowResult(  # key, wall_ms, stats, note, measure_ms, events, findings, syncs, processes, timeline
+                w.key, w.wall_ms, stats.get(key), window_note, (w.own_s + share) * 1000, events.get(key),
+                findings.get(key), syncs_of(syncs, w) if with_syncs and key in events else None,
+                getattr(extra, "processes", ()), drawn.get(key)))
         return results
 
     @property

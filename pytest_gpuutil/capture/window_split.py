@@ -155,7 +155,7 @@ def findings_of(columns: GpuColumns, syncs: Optional[SyncColumns], windows: Sequ
     """Each window's findings: the events and waits of those that may have some, looked at one by one
     (``host``: the host's activity, :class:`~pytest_gpuutil.analysis.places.HostActivity`: their places).
     Which windows may have some is asked of all windows at once (:func:`looked_at`)."""
-    spans = spans_of(windows)
+    spans = [stats[id(w)].window for w in windows]  # the attribution's spans of the windows
     found: dict[int, tuple[Finding, ...]] = dict.fromkeys(map(id, windows), ())
     looked = looked_at(windows, spans, stats, syncs, gated_rules(ignore))
     if not looked:
