@@ -10,6 +10,11 @@ two shapes and times the two steps of a flush that turn them into per-test figur
   stream synchronize), the shape of the 300-test overhead suite between two flushes;
 - ``launch_bound``: 20 windows of 2,000 tiny kernels and a context synchronize each.
 
+``--whole`` also times a whole ``ContinuousCapture.flush`` with findings (the windows opened and
+closed through ``begin()``/``end()`` on a scripted clock, the source's ``drain()`` giving the
+prepared columns and waits): the attribution, the findings' gates and looks, the first uses and
+the per-window results together, in µs a window and µs an event.
+
 Prints the minimum over ``--repeats`` runs in milliseconds (the development machine scatters; the
 minimum is the run the machine disturbed least). ``--package DIR`` imports pytest_gpuutil from DIR
 (an older checkout: ``git worktree add DIR COMMIT``) to compare, one process per package.
@@ -81,10 +86,59 @@ def time_flush(shape: str, repeats: int) -> tuple[float, float]:
     return best_attribute * 1000, best_findings * 1000
 
 
+class _PreparedSource:
+    """An event source whose clock runs through the windows' (start, end) and whose drain gives prepared columns."""
+
+    name = "prepared"
+
+    def __init__(self, gpu: Any, syncs: Any, spans: list) -> None:
+        self.gpu, self.syncs = gpu, syncs
+        self.times = [t for span in spans for t in (span[0], span[1] - 500, span[1])]
+        self.at = 0
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def pending_bytes(self) -> int: return 0
+
+    def now(self) -> int:
+        self.at += 1
+        return self.times[self.at - 1]
+
+    def drain(self) -> tuple[Any, int]:
+        return self.gpu, 0
+
+    def drain_syncs(self) -> Any:
+        return self.syncs
+
+
+def time_whole_flush(shape: str, repeats: int) -> float:
+    """Minimum milliseconds of a whole ContinuousCapture.flush (findings on) over ``repeats`` runs."""
+    from pytest_gpuutil.analysis.classify import KernelClassifier
+    from pytest_gpuutil.capture.continuous import ContinuousCapture
+
+    gpu, syncs, spans = (columns(100, 4, SMALL, "Stream Sync") if shape == "small"
+                         else columns(20, 2_000, TINY, "Context Sync"))
+    classifier = KernelClassifier()
+    best = float("inf")
+    for _ in range(repeats + 3):
+        source = _PreparedSource(gpu, syncs, spans)
+        capture = ContinuousCapture(source, classifier, synchronize=lambda: None, findings=True)
+        capture.ensure_started()
+        for i in range(len(spans)):
+            capture.begin(f"t{i}")
+            capture.end()
+        began = time.perf_counter()
+        results = capture.flush()
+        best = min(best, time.perf_counter() - began)
+        assert len(results) == len(spans) and all(r.stats is not None for r in results), results[:1]
+    return best * 1000
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=60)
     parser.add_argument("--package", type=Path, help="import pytest_gpuutil from this folder")
+    parser.add_argument("--whole", action="store_true", help="also time a whole ContinuousCapture.flush")
     args = parser.parse_args(argv)
     sys.path.insert(0, str((args.package or ROOT).resolve()))
     import pytest_gpuutil
@@ -93,6 +147,11 @@ def main(argv: list[str] | None = None) -> int:
     for shape in ("small", "launch_bound"):
         attribute, findings = time_flush(shape, args.repeats)
         print(f"  {shape:13} attribution {attribute:7.2f} ms  findings {findings:6.2f} ms  total {attribute + findings:7.2f} ms")
+        if args.whole:
+            windows, events = (100, 400) if shape == "small" else (20, 40_000)
+            whole = time_whole_flush(shape, args.repeats)
+            print(f"  {shape:13} whole flush {whole:7.2f} ms  {whole * 1000 / windows:7.2f} µs a window  "
+                  f"{whole * 1000 / events:6.3f} µs an event")
     return 0
 
 

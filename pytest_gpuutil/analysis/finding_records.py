@@ -150,7 +150,9 @@ class Glance:
 
 if TYPE_CHECKING:
     #: ``gate(glance, limits) -> False`` only when the rule cannot fire on the window (a necessary
-    #: condition: cheap, and never wrong the other way; the tests check it on every window they build)
+    #: condition: cheap, and never wrong the other way; the tests check it on every window they build).
+    #: Gates are written with ``&`` and comparisons only, so that a Glance of numpy columns (one value
+    #: per window) gets every window's answer at once (capture/window_split.py ``looked_at``)
     Gate = Callable[[Glance, Mapping[str, Limit]], bool]
 
 

@@ -236,7 +236,7 @@ class WindowFacts:
         rows = chosen.nonzero()[0]
         if not rows.size:
             return 0, 0
-        device_of = np.asarray(devices.codes(), dtype=np.int64)[rows]
+        device_of = devices.array_codes()[rows]
         total = 0
         for device in _present(np, device_of):
             on = rows[device_of == device]
@@ -318,7 +318,7 @@ class WindowFacts:
         _, devices, starts, ends = self._rows
         if not len(starts):
             return timeline_of(self.window, [])
-        codes = np.asarray(devices.codes(), dtype=np.int64)
+        codes = devices.array_codes()
         found = []
         for device in _present(np, codes):
             on = (codes == device).nonzero()[0]
@@ -382,6 +382,16 @@ class _LazyDevices:
             codes = plain_text_codes(self._devices)[0]
             self._codes = codes if self._kept is None else [codes[i] for i in self._kept]
         return self._codes
+
+    def array_codes(self) -> Any:
+        """:meth:`codes` as an int64 array; of one device id (the usual case) without a list per event."""
+        import numpy as np
+
+        devices = self._devices
+        if self._codes is None and getattr(devices, "dtype", None) is not None and devices.dtype.kind in "iu" \
+                and devices.ndim == 1 and len(devices) and devices.min() == devices.max():
+            return np.zeros(len(devices) if self._kept is None else len(self._kept), dtype=np.int64)
+        return np.asarray(self.codes(), dtype=np.int64)
 
 
 def _present(np: Any, codes: Any) -> list[int]:

@@ -29,7 +29,7 @@ from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.findings import Finding, with_child_start
 from pytest_gpuutil.analysis.windows import WindowStats
 from pytest_gpuutil.analysis import timeline as timelines
-from pytest_gpuutil.capture.window_split import FirstUses, attribute, findings_of, spans_of, syncs_of, timelines_of
+from pytest_gpuutil.capture.window_split import FirstUses, attribute_rows, findings_of, spans_of, syncs_of, timelines_of
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns
 
 ALREADY_ACTIVE = "a torch.profiler session was already active"
@@ -292,6 +292,7 @@ class ContinuousCapture:
         findings: dict[int, tuple[Finding, ...]] = {}
         extras: dict[int, Any] = {}
         children_error = ""
+        rows = None
         if measured and not error and self.children is not None:
             try:
                 columns, found = self.children.attribute(
@@ -301,7 +302,7 @@ class ContinuousCapture:
                 children_error = f"child processes could not be read: {exc}"
         if measured and not error:
             try:
-                stats, events = attribute(columns, measured, self.classifier, self.keep_events)
+                stats, events, rows = attribute_rows(columns, measured, self.classifier, self.keep_events)
             except Exception as exc:  # noqa: BLE001 - a failing analysis must not end the session
                 error = f"the capture could not be split into tests: {exc}"
         if self.findings and stats:
@@ -311,7 +312,7 @@ class ContinuousCapture:
                 looked = [w for w in measured if id(w) in stats]
                 contexts = self._first_uses.contexts(looked, stats, extras)
                 findings = findings_of(columns, syncs, looked, stats, self.classifier, self.findings_ignore, contexts,
-                                       host=host)
+                                       host=host, rows=rows)
             except Exception as exc:  # noqa: BLE001 - the figures stand without findings; this batch says why
                 error = f"findings could not be looked for: {exc}"
         for w in measured:  # gpu-idle names a child's start-up where the window's first GPU work was a child's
@@ -323,7 +324,7 @@ class ContinuousCapture:
             try:
                 drawn = timelines_of(columns, syncs, [w for w in measured if id(w) in stats], stats, findings,
                                      wanted=self.timeline_wanted, classifier=self.classifier, children=self.children,
-                                     gap_ns=self.timeline_gap_ns)
+                                     gap_ns=self.timeline_gap_ns, rows=rows)
             except Exception as exc:  # noqa: BLE001 - the figures stand without timelines; this batch says why
                 error = error or f"timelines could not be drawn: {exc}"
         if host is not None:  # the time before CUDA came up in a call: the test's own host work and CUDA's start-up
@@ -335,23 +336,21 @@ class ContinuousCapture:
         note = error or (f"{self.source.name} dropped {dropped} records in this batch: figures may be low" if dropped else "")
         share = (time.perf_counter() - began) / len(windows)
         batch_notes = (note, children_error)
+        own_notes_only = not (note or children_error or extras)  # then a window's note is its own, or its remark
+        with_syncs = self.keep_events and syncs is not None
         results = []
         for w in windows:
             key = id(w)
-            extra = extras.get(key)
-            notes = (*batch_notes, getattr(extra, "note", ""), w.remark)
-            results.append(WindowResult(
-                key=w.key,
-                wall_ms=w.wall_ms,
-                stats=stats.get(key),
-                note=w.note or ("; ".join(n for n in notes if n) if any(notes) else ""),
-                measure_ms=(w.own_s + share) * 1000,
-                events=events.get(key),
-                findings=findings.get(key),
-                syncs=syncs_of(syncs, w) if self.keep_events and syncs is not None and key in events else None,
-                processes=getattr(extra, "processes", ()),
-                timeline=drawn.get(key),
-            ))
+            if own_notes_only:
+                extra, window_note = None, w.note or w.remark
+            else:
+                extra = extras.get(key)
+                notes = (*batch_notes, getattr(extra, "note", ""), w.remark)
+                window_note = w.note or ("; ".join(n for n in notes if n) if any(notes) else "")
+            results.append(WindowResult(  # key, wall_ms, stats, note, measure_ms, events, findings, syncs, processes, timeline
+                w.key, w.wall_ms, stats.get(key), window_note, (w.own_s + share) * 1000, events.get(key),
+                findings.get(key), syncs_of(syncs, w) if with_syncs and key in events else None,
+                getattr(extra, "processes", ()), drawn.get(key)))
         return results
 
     @property

@@ -8,14 +8,15 @@ window at a time. Results are keyed by ``id(window)``.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
 
 from pytest_gpuutil.analysis.classify import ATTENTION, COMMUNICATION, CONV, GEMM, KernelClassifier
-from pytest_gpuutil.analysis.findings import find, gated_rules, glance, may_fire
-from pytest_gpuutil.analysis.finding_records import Finding
-from pytest_gpuutil.analysis.windows import WindowStats, assign_windows, window_stats
+from pytest_gpuutil.analysis.findings import find, gated_rules
+from pytest_gpuutil.analysis.finding_records import Finding, Glance, Rule
+from pytest_gpuutil.analysis.intervals.window_columns import figures, stats_rows
+from pytest_gpuutil.analysis.windows import WindowStats, assign_windows
 from pytest_gpuutil.analysis import timeline as timelines
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
@@ -34,16 +35,48 @@ def in_order(spans: Sequence[Window]) -> bool:
 def attribute(columns: GpuColumns, windows: Sequence[Any], classifier: KernelClassifier,
               keep_events: bool) -> tuple[dict[int, WindowStats], dict[int, GpuColumns]]:
     """Each window's figures (and events, when kept)."""
+    stats, events, _ = attribute_rows(columns, windows, classifier, keep_events)
+    return stats, events
+
+
+def attribute_rows(columns: GpuColumns, windows: Sequence[Any], classifier: KernelClassifier,
+                   keep_events: bool) -> tuple[dict[int, WindowStats], dict[int, GpuColumns], "WindowRows"]:
+    """:func:`attribute`, and each window's event indices as the attribution found them (for the
+    findings, the timelines and the kept events: no second search)."""
     spans = spans_of(windows)
     groups = [(windows, spans)] if in_order(spans) else [([w], [s]) for w, s in zip(windows, spans)]
     stats: dict[int, WindowStats] = {}
-    events: dict[int, GpuColumns] = {}
+    rows = WindowRows()
     for group, group_spans in groups:
-        for w, s in zip(group, window_stats(columns, group_spans, classifier)):
-            stats[id(w)] = s
-        if keep_events:
-            events.update(events_by_window(columns, group, group_spans))
-    return stats, events
+        found = figures(columns, np.asarray([s.start_ns for s in group_spans], dtype=np.int64),
+                        np.asarray([s.end_ns for s in group_spans], dtype=np.int64), classifier)
+        for w, row in zip(group, stats_rows(found, group_spans)):
+            stats[id(w)] = WindowStats(*row)
+        rows.add(group, *found.assigned)
+    events = {id(w): columns.take(rows.of(id(w))) for w in windows} if keep_events else {}
+    return stats, events, rows
+
+
+class WindowRows:
+    """Each window's event indices, ascending (keyed by ``id(window)``), from an assignment of events to windows."""
+
+    def __init__(self) -> None:
+        self._of: dict[int, tuple[np.ndarray, int, int]] = {}
+
+    def add(self, windows: Sequence[Any], event: np.ndarray, win: np.ndarray) -> None:
+        if win.size > 1 and not (win[1:] >= win[:-1]).all():
+            order = np.argsort(win, kind="stable")
+            event, win = event[order], win[order]
+        bounds = np.searchsorted(win, np.arange(len(windows) + 1)).tolist()
+        for i, w in enumerate(windows):
+            self._of[id(w)] = (event, bounds[i], bounds[i + 1])
+
+    def __contains__(self, key: int) -> bool:
+        return key in self._of
+
+    def of(self, key: int) -> np.ndarray:
+        event, lo, hi = self._of[key]
+        return event[lo:hi]
 
 
 class FirstUses:
@@ -57,67 +90,143 @@ class FirstUses:
         self._seen_libraries: set[str] = set()
 
     def contexts(self, windows: Sequence[Any], stats: dict[int, WindowStats],
-                 extras: dict[int, Any]) -> dict[int, dict[str, float]]:
+                 extras: dict[int, Any]) -> "Contexts":
         """What the findings know of each window besides its events (in the order the windows ran):
-        whether it held this process's first GPU work or a library's first use, and a child's start-up."""
-        found = {}
+        whether it held this process's first GPU work or a library's first use, and a child's start-up.
+        One pass over the windows for what is particular to a few; each window's figures are made
+        when the findings ask for them (most windows are never looked at)."""
         if self._device_figures is None:
             name = self._device_name()
             if name:
                 from pytest_gpuutil.machine.peaks import findings_figures
 
                 self._device_figures = findings_figures(name)
+        own: dict[int, dict[str, float]] = {}
+        every_library = self._seen_libraries >= LIBRARY_CATEGORIES
         for w in windows:
-            figures = dict(self._device_figures or {})
-            window_stats = stats[id(w)]
-            libraries = {name for name, *_, count in window_stats.category_rows
-                         if count and name in LIBRARY_CATEGORIES}  # rows: no stats objects made
-            if window_stats.event_count and not self._seen_work:
-                figures["first_gpu_work"] = 1.0
-            if libraries - self._seen_libraries:
-                figures["first_library_use"] = 1.0
-            self._seen_work = self._seen_work or bool(window_stats.event_count)
-            self._seen_libraries |= libraries
+            key = id(w)
+            figures: dict[str, float] = {}
+            if not (self._seen_work and every_library):
+                window_stats = stats[key]
+                if window_stats.event_count and not self._seen_work:
+                    figures["first_gpu_work"] = 1.0
+                    self._seen_work = True
+                if not every_library:
+                    libraries = {name for name, *_, count in window_stats.category_rows
+                                 if count and name in LIBRARY_CATEGORIES}  # rows: no stats objects made
+                    if libraries - self._seen_libraries:
+                        figures["first_library_use"] = 1.0
+                        self._seen_libraries |= libraries
+                        every_library = self._seen_libraries >= LIBRARY_CATEGORIES
             if w.cuda_came_up:
                 figures["cuda_came_up"] = 1.0
-            started = getattr(extras.get(id(w)), "child_start", None)
+            started = getattr(extras.get(key), "child_start", None) if extras else None
             if started is not None:  # the window's first GPU work was a child's that started in the window
                 figures["child_startup_ms"] = started.startup_ns / 1e6
-            found[id(w)] = figures
-        return found
+            if figures:
+                own[key] = figures
+        return Contexts(dict(self._device_figures or {}), own, frozenset(map(id, windows)))
+
+
+class Contexts(Mapping[int, dict[str, float]]):
+    """Each window's context for the findings (keyed by ``id(window)``): the device's figures and the
+    window's own, made when asked for."""
+
+    def __init__(self, device: dict[str, float], own: dict[int, dict[str, float]], keys: frozenset[int]):
+        self._device, self._own, self._keys = device, own, keys
+
+    def __getitem__(self, key: int) -> dict[str, float]:
+        if key not in self._keys:
+            raise KeyError(key)
+        own = self._own.get(key)
+        return {**self._device, **own} if own else dict(self._device)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
 
 
 def findings_of(columns: GpuColumns, syncs: Optional[SyncColumns], windows: Sequence[Any],
                 stats: dict[int, WindowStats], classifier: KernelClassifier, ignore: frozenset[str],
-                contexts: Optional[dict[int, dict[str, float]]] = None, host: Any = None) -> dict[int, tuple[Finding, ...]]:
+                contexts: Optional[Mapping[int, Mapping[str, float]]] = None, host: Any = None,
+                rows: Optional[WindowRows] = None) -> dict[int, tuple[Finding, ...]]:
     """Each window's findings: the events and waits of those that may have some, looked at one by one
-    (``host``: the host's activity, :class:`~pytest_gpuutil.analysis.places.HostActivity`: their places)."""
-    spans = spans_of(windows)
-    waits = waits_by_window(syncs, windows, spans)
-    found: dict[int, tuple[Finding, ...]] = {id(w): () for w in windows}
-    rules = gated_rules(ignore)
-    looked = [i for i, w in enumerate(windows)
-              if may_fire(glance(stats[id(w)], None if waits is None else len(waits[i])), rules=rules)]
+    (``host``: the host's activity, :class:`~pytest_gpuutil.analysis.places.HostActivity`: their places).
+    Which windows may have some is asked of all windows at once (:func:`looked_at`)."""
+    spans = [stats[id(w)].window for w in windows]  # the attribution's spans of the windows
+    found: dict[int, tuple[Finding, ...]] = dict.fromkeys(map(id, windows), ())
+    looked = looked_at(windows, spans, stats, syncs, gated_rules(ignore))
     if not looked:
         return found
     picked, picked_spans = [windows[i] for i in looked], [spans[i] for i in looked]
-    events = events_by_window(columns, picked, picked_spans)
-    for i in looked:
-        w = windows[i]
-        found[id(w)] = find(events[id(w)], spans[i], classifier,
-                            None if waits is None or syncs is None else syncs.take(waits[i]),
+    events = events_by_window(columns, picked, picked_spans, rows)
+    waits = waits_by_window(syncs, picked, picked_spans)
+    for w, span, wait in zip(picked, picked_spans, waits or [None] * len(picked)):
+        found[id(w)] = find(events[id(w)], span, classifier,
+                            None if wait is None or syncs is None else syncs.take(wait),
                             ignore=ignore, sync_end_ns=w.sync_end_ns, context=(contexts or {}).get(id(w)))
         if host is not None and found[id(w)]:
             from pytest_gpuutil.capture.places.host import HostPlaces
 
-            found[id(w)] = HostPlaces.attach(found[id(w)], host, spans[i], events[id(w)])
+            found[id(w)] = HostPlaces.attach(found[id(w)], host, span, events[id(w)])
     return found
+
+
+def looked_at(windows: Sequence[Any], spans: Sequence[Window], stats: dict[int, WindowStats],
+              syncs: Optional[SyncColumns], rules: Sequence[Rule]) -> list[int]:
+    """The indices of the windows some rule's gate lets through (:func:`~pytest_gpuutil.analysis.findings.may_fire`),
+    every gate asked once for all windows, with a :class:`Glance` of columns (one value per window)."""
+    if not windows or not rules:
+        return []
+    rows = [stats[id(w)] for w in windows]
+    category_us: dict[str, np.ndarray] = {}
+    for i, s in enumerate(rows):
+        for name, time_us, *_ in s.category_rows:
+            column = category_us.get(name)
+            if column is None:
+                column = category_us[name] = np.zeros(len(rows))
+            column[i] = time_us
+    window_ns = np.asarray([s.window.duration_ns for s in rows], dtype=np.int64)
+    figures = Glance(window_ns, np.asarray([s.busy_pct for s in rows], dtype=np.float64),
+                     np.asarray([s.event_count for s in rows], dtype=np.int64),
+                     np.asarray([s.kernel_count for s in rows], dtype=np.int64),
+                     category_us, wait_counts(syncs, windows, spans))
+    fire = np.zeros(len(rows), dtype=bool)
+    for rule in rules:
+        fire |= np.broadcast_to(rule.gate(figures, rule.limits), fire.shape)  # type: ignore[arg-type]
+    return np.flatnonzero(fire & (window_ns > 0)).tolist()
+
+
+def wait_counts(syncs: Optional[SyncColumns], windows: Sequence[Any], spans: Sequence[Window]) -> Optional[np.ndarray]:
+    """How many waits :func:`waits_by_window` finds in each window, for all windows at once: those
+    that began before the window's limit less those that ended by its start (a wait that ended by
+    the start began before the limit where the limit is past the start)."""
+    if syncs is None:
+        return None
+    if not len(syncs):
+        return np.zeros(len(windows), dtype=np.int64)
+    starts = np.asarray(syncs.starts_ns, dtype=np.int64)
+    durs = np.asarray(syncs.durs_ns, dtype=np.int64)
+    span_starts = np.asarray([span.start_ns for span in spans], dtype=np.int64)
+    limits = np.asarray([span.end_ns if w.sync_end_ns is None else min(span.end_ns, w.sync_end_ns)
+                         for w, span in zip(windows, spans)], dtype=np.int64)
+    if (durs < 0).any():
+        return np.asarray([len(found) for found in waits_by_window(syncs, windows, spans) or ()], dtype=np.int64)
+    counts = (np.searchsorted(np.sort(starts), limits, side="left")
+              - np.searchsorted(np.sort(starts + durs), span_starts, side="right"))
+    odd = np.flatnonzero(limits <= span_starts)  # a window with no time before its limit: one by one
+    if odd.size:
+        exact = waits_by_window(syncs, [windows[i] for i in odd], [spans[i] for i in odd]) or []
+        counts[odd] = [len(found) for found in exact]
+    return counts
 
 
 def timelines_of(columns: GpuColumns, syncs: Optional[SyncColumns], windows: Sequence[Any],
                  stats: dict[int, WindowStats], findings: dict[int, tuple[Finding, ...]], *,
                  wanted: Callable[..., bool], classifier: KernelClassifier, children: Any,
-                 gap_ns: int) -> dict[int, dict[str, Any]]:
+                 gap_ns: int, rows: Optional[WindowRows] = None) -> dict[int, dict[str, Any]]:
     """The compact timelines of the windows ``wanted`` picks (their events, the host's waits, and
     which process ran each event when children took part)."""
     picked = [w for w in windows if wanted(w.key, w.wall_ms, stats[id(w)], findings.get(id(w)))]
@@ -127,13 +236,13 @@ def timelines_of(columns: GpuColumns, syncs: Optional[SyncColumns], windows: Seq
     if owners is not None and len(owners) != len(columns):
         owners, labels = None, ("",)
     spans = spans_of(picked)
-    rows = rows_by_window(columns, picked, spans)
+    rows_of = rows_by_window(columns, picked, spans, rows)
     out = {}
     for w, span in zip(picked, spans):
-        events = columns.take(rows[id(w)])
+        events = columns.take(rows_of[id(w)])
         out[id(w)] = timelines.encode(timelines.build(
             events, span, classifier, syncs=None if syncs is None else syncs_of(syncs, w),
-            owners=None if owners is None else owners[rows[id(w)]], owner_labels=labels,
+            owners=None if owners is None else owners[rows_of[id(w)]], owner_labels=labels,
             sync_end_ns=w.sync_end_ns, gap_ns=gap_ns))
     return out
 
@@ -168,12 +277,17 @@ def syncs_of(syncs: SyncColumns, window: Any) -> SyncColumns:
     return syncs.take(found[0]) if found else SyncColumns()
 
 
-def events_by_window(columns: GpuColumns, windows: Sequence[Any], spans: Sequence[Window]) -> dict[int, GpuColumns]:
-    return {key: columns.take(rows) for key, rows in rows_by_window(columns, windows, spans).items()}
+def events_by_window(columns: GpuColumns, windows: Sequence[Any], spans: Sequence[Window],
+                     rows: Optional[WindowRows] = None) -> dict[int, GpuColumns]:
+    return {key: columns.take(found) for key, found in rows_by_window(columns, windows, spans, rows).items()}
 
 
-def rows_by_window(columns: GpuColumns, windows: Sequence[Any], spans: Sequence[Window]) -> dict[int, np.ndarray]:
-    """The indices of each window's events (windows in order; else one window at a time)."""
+def rows_by_window(columns: GpuColumns, windows: Sequence[Any], spans: Sequence[Window],
+                   rows: Optional[WindowRows] = None) -> dict[int, np.ndarray]:
+    """The indices of each window's events (windows in order; else one window at a time); from
+    ``rows`` (the attribution's) where it has every window."""
+    if rows is not None and all(id(w) in rows for w in windows):
+        return {id(w): rows.of(id(w)) for w in windows}
     if not in_order(spans):
         found: dict[int, np.ndarray] = {}
         for w, s in zip(windows, spans):

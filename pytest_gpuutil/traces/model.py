@@ -149,7 +149,13 @@ class GpuColumns:
     def take(self, indices: Sequence[int]) -> "GpuColumns":
         """The events at ``indices`` (coded columns stay coded and keep sharing their codes)."""
         array = indices if hasattr(indices, "dtype") else None  # numpy indices: numpy columns take them as they are
-        rows = list(indices.tolist() if array is not None else indices)
+        plain: list[list[int]] = []  # the indices as a list, made only for a column that is one
+
+        def rows() -> list[int]:
+            if not plain:
+                plain.append(list(indices.tolist() if array is not None else indices))
+            return plain[0]
+
         shared: dict[int, Any] = {}
 
         def pick(column: Sequence[Any]) -> Sequence[Any]:
@@ -157,12 +163,12 @@ class GpuColumns:
                 codes = shared.get(id(column.codes))
                 if codes is None:
                     source = column.codes
-                    codes = shared[id(source)] = (source.take(rows if array is None else array) if hasattr(source, "take")
-                                                  else [source[i] for i in rows])
+                    codes = shared[id(source)] = (source.take(rows() if array is None else array) if hasattr(source, "take")
+                                                  else [source[i] for i in rows()])
                 return CodedColumn(codes, column.values)
             if hasattr(column, "take"):  # numpy arrays
-                return column.take(rows if array is None else array)
-            return [column[i] for i in rows]
+                return column.take(rows() if array is None else array)
+            return [column[i] for i in rows()]
 
         return GpuColumns(pick(self.names), pick(self.kinds), pick(self.devices), pick(self.streams),
                           pick(self.starts_ns), pick(self.durs_ns))

@@ -12,7 +12,7 @@ from pytest_gpuutil import (
     analyze,
     read_trace,
 )
-from pytest_gpuutil.analysis import windows as windows_module
+from pytest_gpuutil.analysis.intervals import window_columns
 from pytest_gpuutil.analysis.windows import WindowStats, assign_windows, window_stats
 from pytest_gpuutil.traces.model import Trace
 from tests.helpers import DATA
@@ -107,8 +107,8 @@ def test_long_windows_are_split_so_offsets_stay_in_int64(monkeypatch: pytest.Mon
     trace = read_trace(str(DATA / "two_streams_overlap.json.gz"))
     spans = cut_windows(trace.columns, 7)
     expected = window_stats(trace.columns, spans)
-    monkeypatch.setattr(windows_module, "_OFFSET_LIMIT", 1 << 24)  # forces one chunk per window or two
-    assert len(windows_module._chunks(np.asarray([w.duration_ns for w in spans]), 4)) > 1
+    monkeypatch.setattr(window_columns, "_OFFSET_LIMIT", 1 << 24)  # forces one chunk per window or two
+    assert len(window_columns._chunks(np.asarray([w.duration_ns for w in spans]), 4)) > 1
     assert window_stats(trace.columns, spans) == expected
 
 
@@ -121,3 +121,23 @@ def test_every_kernel_of_a_window_is_listed_as_analyze_lists_them(name: str) -> 
         every = analyze(trace, classifier, window=window, top=0).top_kernels
         assert [(n, c) for n, c, _ in stats.kernel_totals] == [(k.name, k.count) for k in every], window
         assert [t for _, _, t in stats.kernel_totals] == pytest.approx([k.total_us for k in every], abs=1e-6)
+
+
+@pytest.mark.parametrize("sorted_starts", [True, False])
+@pytest.mark.parametrize("seed", range(6))
+def test_each_event_goes_to_every_window_it_overlaps(seed: int, sorted_starts: bool) -> None:
+    """assign_windows against the definition, one event and one window at a time: events in start
+    order (a capture's) and not, long events that span windows, events that touch a window's edges."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    starts = rng.integers(0, 100_000, n).astype(np.int64)
+    starts = np.sort(starts) if sorted_starts else starts
+    durs = np.where(rng.random(n) < 0.1, rng.integers(0, 30_000, n), rng.integers(0, 300, n)).astype(np.int64)
+    ends = starts + durs
+    cuts = np.sort(np.concatenate([rng.integers(0, 100_000, 2 * int(rng.integers(1, 30))), ends[:3], starts[:3]]))
+    cuts = cuts[: cuts.size - cuts.size % 2]
+    w_start, w_end = cuts[0::2], cuts[1::2]
+    expected = [(e, w) for e in range(n) for w in range(w_start.size)
+                if starts[e] <= w_end[w] and ends[e] >= w_start[w] and not (ends[e] == w_start[w] and ends[e] > starts[e])]
+    events, windows = assign_windows(starts, ends, w_start, w_end)
+    assert sorted(zip(events.tolist(), windows.tolist())) == expected

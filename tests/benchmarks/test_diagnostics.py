@@ -53,10 +53,11 @@ def test_flush_cost_times_both_shapes(monkeypatch: pytest.MonkeyPatch, capsys: p
     """benchmarks/diagnostics/flush_cost.py runs the flush's two analysis steps on both shapes."""
     monkeypatch.syspath_prepend(str(DIAGNOSTICS))
     flush_cost = importlib.import_module("flush_cost")
-    assert flush_cost.main(["--repeats", "1"]) == 0
+    assert flush_cost.main(["--repeats", "1", "--whole"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"small +attribution +[0-9.]+ ms +findings +[0-9.]+ ms", out)
     assert re.search(r"launch_bound +attribution", out)
+    assert re.search(r"launch_bound +whole flush +[0-9.]+ ms +[0-9.]+ µs a window +[0-9.]+ µs an event", out)
 
 
 def test_floor_probe_refuses_unknown_or_clashing_parts(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -78,8 +78,8 @@ def pytest_configure(config: Any) -> None:
     original = continuous.findings_of
     count = [0]
 
-    def findings_of(columns, syncs, windows, stats, classifier, ignore, contexts=None, host=None):
-        found = original(columns, syncs, windows, stats, classifier, ignore, contexts, host=host)
+    def findings_of(columns, syncs, windows, stats, classifier, ignore, contexts=None, host=None, **more):
+        found = original(columns, syncs, windows, stats, classifier, ignore, contexts, host=host, **more)
         try:
             picture = snapshot(columns, syncs, windows, spans_of(windows), host, contexts, found)
             count[0] += 1

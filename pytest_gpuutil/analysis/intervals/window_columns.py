@@ -1,0 +1,374 @@
+"""Many windows' figures at once, as columns: the numbers behind :func:`~pytest_gpuutil.analysis.windows.window_stats`.
+
+One pass of array operations over all events of a flush, whatever the number of windows: the
+events are put in (window, device, start) order once (a capture's events mostly come in that order
+already: then no sort at all), and every union is a segmented union over rows in that order
+(busy per device, per category, mm/conv), every count a bincount, every ranking (top kernels,
+longest idle gaps) one sort of the few rows that can make it. Each window's rows (categories,
+kernels, gaps) are made from arrays in one ``zip`` for all windows and cut per window by slices:
+no Python loop per window or per category. The definitions are ``analyze``'s, to the nanosecond
+(see :mod:`~pytest_gpuutil.analysis.windows`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from pytest_gpuutil.analysis.classify import MM_CONV_CATEGORIES, KernelClassifier, category_order
+from pytest_gpuutil.analysis.grouping import column_codes, kernel_keys
+from pytest_gpuutil.analysis.stats import device_key
+from pytest_gpuutil.analysis.summary import KERNEL_KIND
+from pytest_gpuutil.traces.model import GpuColumns
+
+#: what a window keeps of its kernels and idle gaps (analyze's ``top`` and ``gap_count``)
+TOP_KERNELS = 5
+IDLE_GAPS = 3
+#: int64 headroom for the per-segment offsets of the segmented union
+_OFFSET_LIMIT = 1 << 62
+_EMPTY = np.zeros(0, dtype=np.int64)
+_NEVER = np.iinfo(np.int64).max
+
+
+@dataclass(frozen=True)
+class WindowFigures:
+    """Per window (lists indexed like the windows), the values of a ``WindowStats`` after its window."""
+
+    busy_us: list[float]
+    busy_pct: list[float]
+    mm_conv_pct: list[float]
+    kernel_count: list[int]
+    event_count: list[int]
+    devices: list[tuple[tuple[str, float], ...]]
+    category_rows: list[tuple[tuple[str, float, float, float, int], ...]]
+    kernel_rows: list[tuple[tuple[str, str, int, float, float, float], ...]]
+    gap_rows: list[tuple[tuple[str, float, float], ...]]
+    kernel_totals: list[tuple[tuple[str, int, float], ...]]
+    #: (event index, window index) of every event in every window it overlaps (``assign``)
+    assigned: tuple[np.ndarray, np.ndarray] = (_EMPTY, _EMPTY)
+
+
+def assign(starts: np.ndarray, ends: np.ndarray, window_starts: np.ndarray,
+           window_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(event index, window index) for every event and every window it overlaps (see ``assign_windows``)."""
+    if starts.size == 0 or window_starts.size == 0:
+        return _EMPTY, _EMPTY
+    if (window_ends < window_starts).any() or (window_starts[1:] < window_ends[:-1]).any():
+        raise ValueError("windows must be sorted, each ending at or after its start, and must not overlap")
+    n_windows = window_starts.size
+    first = _first_windows(starts, window_ends)  # first window ending at or after the start
+    at = np.minimum(first, n_windows - 1)
+    # the usual case: no event reaches the window after its first (then no second search)
+    if not (ends >= np.append(window_starts[1:], _NEVER)[at]).any():
+        start_of_first = window_starts[at]
+        # in the first window: it starts by the event's end, except that an event of positive
+        # length that ends exactly where a window starts is not in it
+        inside = (first < n_windows) & (ends >= start_of_first) & ~((ends == start_of_first) & (ends > starts))
+        events = np.flatnonzero(inside)
+        return events, first[events]
+    last = np.searchsorted(window_starts, ends, side="right") - 1  # last window starting at or before the end
+    counts = np.maximum(last - first + 1, 0)
+    events = np.repeat(np.arange(starts.size, dtype=np.int64), counts)
+    offsets = np.arange(events.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    windows = np.repeat(first, counts) + offsets
+    touching = (ends[events] == window_starts[windows]) & (ends[events] > starts[events])
+    return events[~touching], windows[~touching]
+
+
+def _first_windows(starts: np.ndarray, window_ends: np.ndarray) -> np.ndarray:
+    """For each event, the first window ending at or after its start (``searchsorted``); where the
+    events come in start order (a capture's mostly do), from the windows' places among the starts."""
+    if starts.size > 2 * window_ends.size and (starts[1:] >= starts[:-1]).all():
+        reached = np.searchsorted(starts, window_ends, side="right")  # events starting by each window's end
+        return np.repeat(np.arange(window_ends.size + 1, dtype=np.int64),
+                         np.diff(reached, prepend=0, append=starts.size))
+    return np.searchsorted(window_ends, starts, side="left")
+
+
+def figures(columns: GpuColumns, w_start: np.ndarray, w_end: np.ndarray,
+            classifier: KernelClassifier) -> WindowFigures:
+    """Each window's figures over ``columns`` (windows sorted, not overlapping)."""
+    n_windows = int(w_start.size)
+    starts = np.asarray(columns.starts_ns, dtype=np.int64)
+    ends = starts + np.asarray(columns.durs_ns, dtype=np.int64)
+    event, win = assigned = assign(starts, ends, w_start, w_end)
+
+    pair_codes, key_names, key_kinds = kernel_keys(columns.names, columns.kinds)
+    key_cats = [classifier.classify(name, kind) for name, kind in zip(key_names, key_kinds)]  # once a (name, kind)
+    categories_seen = list(dict.fromkeys(key_cats))
+    code_of_category = {name: i for i, name in enumerate(categories_seen)}
+    cat_of_key = np.asarray([code_of_category[c] for c in key_cats], dtype=np.int64)
+    is_kernel_key = np.asarray([k == KERNEL_KIND for k in key_kinds], dtype=bool)
+    is_mm_cat = np.asarray([c in MM_CONV_CATEGORIES for c in categories_seen], dtype=bool)
+    devices, device_names = _device_codes(columns.devices, len(columns))
+
+    every_event = event.size == starts.size and event.size > 0 and int(event[-1]) == event.size - 1 \
+        and bool((event[1:] > event[:-1]).all())  # each event once, in order: no gathers
+
+    def of_rows(column: np.ndarray) -> np.ndarray:
+        return column if every_event else column[event]
+
+    keys = np.asarray(of_rows(pair_codes), dtype=np.int64) if event.size else _EMPTY
+    cats = cat_of_key[keys] if keys.size else _EMPTY
+    devs = of_rows(devices) if event.size else _EMPTY
+    n_devs, n_cats = max(1, len(device_names)), max(1, len(categories_seen))
+    row_start = w_start[win]
+    rel_s = np.maximum(of_rows(starts), row_start) - row_start
+    rel_e = np.minimum(of_rows(ends), w_end[win]) - row_start
+    # (window, device, start) order, once: the capture's events mostly come so (then no sort)
+    dev_seg = win * n_devs + devs
+    order = _order(dev_seg, rel_s)
+    if order is not None:
+        win, keys, cats, devs, rel_s, rel_e, dev_seg = (a[order] for a in (win, keys, cats, devs, rel_s, rel_e, dev_seg))
+    lengths = w_end - w_start
+
+    dev_busy = np.zeros(n_windows * n_devs, dtype=np.int64)
+    cat_ns = np.zeros(n_windows * n_cats, dtype=np.int64)
+    mm_ns = np.zeros(n_windows, dtype=np.int64)
+    gap_parts = []
+    for begin, end in _chunks(lengths, n_devs * n_cats):
+        rows = slice(*np.searchsorted(win, (begin, end)))  # rows sorted by window
+        span = int(lengths[begin:end].max()) if end > begin else 0
+        offset = begin * n_devs
+        seg, s, e, c = dev_seg[rows] - offset, rel_s[rows], rel_e[rows], cats[rows]
+        blocks = sorted_blocks(seg, s, e, span)
+        ids, total = block_unions(blocks)
+        dev_busy[offset + ids] = total
+        gap_w, *gap_rest = _gaps(blocks, lengths[begin:end], n_devs)
+        gap_parts.append((gap_w + begin, *gap_rest))
+        if n_cats == 1:  # one category: its unions are the devices'
+            cat_ids = ids
+        else:
+            cat_seg = seg * n_cats + c
+            by_cat = _order(cat_seg, None)
+            cat_blocks = sorted_blocks(cat_seg, s, e, span) if by_cat is None else \
+                sorted_blocks(cat_seg[by_cat], s[by_cat], e[by_cat], span)
+            cat_ids, total = block_unions(cat_blocks)
+        # a (window, category) cell sums its devices' unions
+        np.add.at(cat_ns, (cat_ids // (n_devs * n_cats) + begin) * n_cats + cat_ids % n_cats, total)
+        mm = is_mm_cat[c] if c.size else np.zeros(0, dtype=bool)
+        if mm.any():  # a subset of rows in order is in order
+            ids, total = block_unions(sorted_blocks(seg[mm], s[mm], e[mm], span))
+            np.add.at(mm_ns, begin + ids // n_devs, total)
+
+    dev_busy, cat_ns = dev_busy.reshape(n_windows, n_devs), cat_ns.reshape(n_windows, n_cats)
+    event_count = np.bincount(win, minlength=n_windows)
+    kernel_count = np.bincount(win[is_kernel_key[keys]], minlength=n_windows) if keys.size else event_count
+    cat_count = np.bincount(win * n_cats + cats, minlength=n_windows * n_cats).reshape(n_windows, n_cats)
+    present = np.bincount(win * n_devs + devs, minlength=n_windows * n_devs).reshape(n_windows, n_devs) > 0
+    busy = dev_busy.sum(axis=1)
+    denominator = lengths * present.sum(axis=1)
+    device_order = sorted(range(len(device_names)), key=lambda i: device_key(device_names[i]))
+    names_in_order = category_order(categories_seen)
+    return WindowFigures(
+        busy_us=(busy / 1000).tolist(),
+        busy_pct=_pct(busy, denominator).tolist(),
+        mm_conv_pct=_pct(mm_ns, denominator).tolist(),
+        kernel_count=kernel_count.tolist(),
+        event_count=event_count.tolist(),
+        devices=_device_rows(dev_busy, present, device_order, device_names),
+        category_rows=_category_rows(cat_ns, cat_count, busy, denominator,
+                                     [code_of_category[name] for name in names_in_order], names_in_order),
+        **_kernel_rows(win, keys, rel_e - rel_s, key_names, key_cats, denominator, n_windows),
+        gap_rows=_gap_rows(gap_parts, device_order, device_names, n_windows),
+        assigned=assigned,
+    )
+
+
+def _order(segments: np.ndarray, starts: Optional[np.ndarray]) -> Optional[np.ndarray]:
+    """The stable order of the rows by (segment, start), or None where they are in it already."""
+    if segments.size < 2:
+        return None
+    step = segments[1:] - segments[:-1]
+    if starts is None:
+        if (step >= 0).all():
+            return None
+        return np.argsort(segments, kind="stable")
+    if ((step > 0) | ((step == 0) & (starts[1:] >= starts[:-1]))).all():
+        return None
+    return np.lexsort((starts, segments))
+
+
+def sorted_blocks(seg: np.ndarray, s: np.ndarray, e: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``grouping.segment_blocks`` of rows already sorted by (segment, start): the union of each
+    segment's intervals as (segment, start, end) blocks, with one running maximum over all rows
+    (each segment's ends lifted by its rank × (span + 1), so no end carries into the next segment)."""
+    if seg.size == 0:
+        return _EMPTY, _EMPTY, _EMPTY
+    new_segment = np.empty(seg.size, dtype=bool)
+    new_segment[0] = True
+    np.not_equal(seg[1:], seg[:-1], out=new_segment[1:])
+    rank = np.cumsum(new_segment) - 1
+    lift = rank * (span + 1)
+    reach = np.maximum.accumulate(e + lift) - lift
+    new_block = new_segment.copy()
+    new_block[1:] |= s[1:] > reach[:-1]
+    block_first = np.flatnonzero(new_block)
+    block_last = np.empty_like(block_first)
+    block_last[:-1] = block_first[1:] - 1
+    block_last[-1] = seg.size - 1
+    return seg[block_first], s[block_first], reach[block_last]
+
+
+def block_unions(blocks: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Union length of each segment of :func:`sorted_blocks`: (segment ids ascending, lengths)."""
+    seg, start, end = blocks
+    if seg.size == 0:
+        return seg, seg
+    first = np.flatnonzero(np.concatenate(([True], seg[1:] != seg[:-1])))
+    return seg[first], np.add.reduceat(end - start, first)
+
+
+def _pct(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
+    """``stats.pct`` of each pair: the same float64 operations (100.0 × part, then / whole), 0 where whole is 0."""
+    positive = whole > 0
+    return np.where(positive, 100.0 * part / np.where(positive, whole, 1), 0.0)
+
+
+def _device_codes(ids: Any, n: int) -> tuple[np.ndarray, list[str]]:
+    """Each event's device code by the text of its id (device 0 and "0" are one device), and the texts."""
+    if n and getattr(ids, "dtype", None) is not None and ids.dtype.kind in "iu" and ids.ndim == 1 \
+            and ids.min() == ids.max():  # one device (the usual case): no sort
+        return np.zeros(n, dtype=np.int64), [str(int(ids[0]))]
+    codes, values = column_codes(ids)
+    texts = [str(v) for v in values]
+    distinct = list(dict.fromkeys(texts))
+    index = {t: i for i, t in enumerate(distinct)}
+    text_of_code = np.asarray([index[t] for t in texts], dtype=np.int64)
+    return (text_of_code[np.asarray(codes, dtype=np.int64)] if n else _EMPTY), distinct
+
+
+def _firsts(window_of_row: np.ndarray, n_windows: int, limit: int) -> np.ndarray:
+    """Which rows (sorted by window) are among the first ``limit`` of their window."""
+    group_start = np.searchsorted(window_of_row, np.arange(n_windows, dtype=np.int64))
+    return np.arange(window_of_row.size) - group_start[window_of_row] < limit
+
+
+def _cut(rows: list[Any], window_of_row: np.ndarray, n_windows: int) -> list[tuple[Any, ...]]:
+    """``rows`` (sorted by window) as one tuple per window."""
+    bounds = np.searchsorted(window_of_row, np.arange(n_windows + 1)).tolist()
+    return [tuple(rows[a:b]) for a, b in zip(bounds, bounds[1:])]
+
+
+def _device_rows(dev_busy: np.ndarray, present: np.ndarray, device_order: list[int],
+                 device_names: list[str]) -> list[tuple[Any, ...]]:
+    if not device_order:
+        return [()] * dev_busy.shape[0]
+    ordered = present[:, device_order]
+    w, d = np.nonzero(ordered)
+    codes = np.asarray(device_order, dtype=np.int64)[d]
+    names = np.asarray(device_names, dtype=object)[codes].tolist()
+    return _cut(list(zip(names, (dev_busy[w, codes] / 1000).tolist())), w, dev_busy.shape[0])
+
+
+def _category_rows(cat_ns: np.ndarray, cat_count: np.ndarray, busy: np.ndarray, denominator: np.ndarray,
+                   codes_in_order: list[int], names_in_order: list[str]) -> list[tuple[Any, ...]]:
+    """(name, time µs, % of busy, % of window, count) of each category with events, in category order."""
+    if not codes_in_order:
+        return [()] * cat_ns.shape[0]
+    counts = cat_count[:, codes_in_order]
+    w, c = np.nonzero(counts)
+    ns = cat_ns[:, codes_in_order][w, c]
+    names = np.asarray(names_in_order, dtype=object)[c].tolist()
+    rows = list(zip(names, (ns / 1000).tolist(), _pct(ns, busy[w]).tolist(), _pct(ns, denominator[w]).tolist(),
+                    counts[w, c].tolist()))
+    return _cut(rows, w, cat_ns.shape[0])
+
+
+def _kernel_rows(win: np.ndarray, keys: np.ndarray, lengths: np.ndarray, key_names: list[str], key_cats: list[str],
+                 denominator: np.ndarray, n_windows: int) -> dict[str, list[tuple[Any, ...]]]:
+    """Per window, every (name, kind) key's (name, count, total µs) with the most clipped time first
+    (ties by name, then key, as analyze sorts them), and the first TOP_KERNELS of them as kernel rows."""
+    if keys.size == 0:
+        empty: list[tuple[Any, ...]] = [()] * n_windows
+        return {"kernel_rows": empty, "kernel_totals": empty}
+    n_keys = len(key_names)
+    pair = win * n_keys + keys
+    by_pair = np.argsort(pair, kind="stable")
+    pair = pair[by_pair]
+    first = np.flatnonzero(np.concatenate(([True], pair[1:] != pair[:-1])))
+    pairs = pair[first]
+    totals = np.add.reduceat(lengths[by_pair], first)
+    counts = np.diff(np.append(first, pair.size))
+    name_rank = np.argsort(np.argsort(np.asarray(key_names, dtype=object), kind="stable"), kind="stable")
+    pair_win, pair_key = pairs // n_keys, pairs % n_keys
+    order = np.lexsort((pair_key, name_rank[pair_key], -totals, pair_win))
+    pair_win, pair_key, totals, counts = pair_win[order], pair_key[order], totals[order], counts[order]
+    names = np.asarray(key_names, dtype=object)[pair_key].tolist()
+    total_us, count_list = (totals / 1000).tolist(), counts.tolist()
+    every = _cut(list(zip(names, count_list, total_us)), pair_win, n_windows)
+    top = _firsts(pair_win, n_windows, TOP_KERNELS)
+    t_totals, t_counts, t_win = totals[top], counts[top], pair_win[top]
+    t_us = t_totals / 1000
+    rows = list(zip(np.asarray(key_names, dtype=object)[pair_key[top]].tolist(),
+                    np.asarray(key_cats, dtype=object)[pair_key[top]].tolist(), t_counts.tolist(), t_us.tolist(),
+                    (t_us / t_counts).tolist(), _pct(t_totals, denominator[t_win]).tolist()))
+    return {"kernel_rows": _cut(rows, t_win, n_windows), "kernel_totals": every}
+
+
+def _gaps(blocks: tuple[np.ndarray, np.ndarray, np.ndarray],
+          window_lengths: np.ndarray, n_devs: int) -> tuple[np.ndarray, ...]:
+    """The idle gaps of each (window, device) segment of ``blocks`` (``window × n_devs + device``):
+    before each block and after the last, as analyze counts them; (window, device, place within
+    the device, start, length), gaps of zero length left out."""
+    seg, start, end = blocks
+    if seg.size == 0:
+        return (_EMPTY,) * 5
+    first = np.concatenate(([True], seg[1:] != seg[:-1]))
+    last = np.concatenate((seg[1:] != seg[:-1], [True]))
+    place = np.arange(seg.size) - np.maximum.accumulate(np.where(first, np.arange(seg.size), 0))
+    before_start = np.where(first, 0, np.concatenate(([0], end[:-1])))
+    window = seg // n_devs
+    g_seg = np.concatenate((seg, seg[last]))
+    g_place = np.concatenate((place, place[last] + 1))
+    g_start = np.concatenate((before_start, end[last]))
+    g_len = np.concatenate((start - before_start, window_lengths[window[last]] - end[last]))
+    keep = g_len > 0
+    return g_seg[keep] // n_devs, g_seg[keep] % n_devs, g_place[keep], g_start[keep], g_len[keep]
+
+
+def _chunks(window_lengths: np.ndarray, rows_per_window: int) -> list[tuple[int, int]]:
+    """Window ranges small enough that segment offsets stay within int64."""
+    n = window_lengths.size
+    if n == 0 or n * rows_per_window * (int(window_lengths.max()) + 1) < _OFFSET_LIMIT:
+        return [(0, n)]
+    bounds, begin = [], 0
+    while begin < n:
+        end, longest = begin, 0
+        while end < n:
+            longest = max(longest, int(window_lengths[end]))
+            if (end - begin + 1) * rows_per_window * (longest + 1) >= _OFFSET_LIMIT and end > begin:
+                break
+            end += 1
+        bounds.append((begin, end))
+        begin = end
+    return bounds
+
+
+def _gap_rows(parts: list[tuple[np.ndarray, ...]], device_order: list[int], device_names: list[str],
+              n_windows: int) -> list[tuple[Any, ...]]:
+    """Per window, its longest idle gaps, at most IDLE_GAPS, as (device, start µs, length µs);
+    ties in device order, then in time order, as analyze picks them."""
+    window, device, place, start, length = (np.concatenate(column) for column in zip(*parts))
+    if window.size == 0:
+        return [()] * n_windows
+    rank = np.zeros(max(device_order, default=0) + 1, dtype=np.int64)
+    rank[device_order] = np.arange(len(device_order))
+    if len(device_order) <= 1:  # one device: rows of a window are in place order (the last gap comes last)
+        order = np.lexsort((-length, window))
+    else:
+        order = np.lexsort((place, rank[device], -length, window))
+    window = window[order]
+    keep = _firsts(window, n_windows, IDLE_GAPS)
+    kept = order[keep]
+    names = np.asarray(device_names, dtype=object)[device[kept]].tolist()
+    rows = list(zip(names, (start[kept] / 1000).tolist(), (length[kept] / 1000).tolist()))
+    return _cut(rows, window[keep], n_windows)
+
+
+def stats_rows(figures_of: WindowFigures, windows: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """(window, then each field of ``WindowStats`` in its order) per window."""
+    f = figures_of
+    return list(zip(windows, f.busy_us, f.busy_pct, f.mm_conv_pct, f.kernel_count, f.event_count, f.devices,
+                    f.category_rows, f.kernel_rows, f.gap_rows, f.kernel_totals))
