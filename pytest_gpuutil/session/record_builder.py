@@ -6,12 +6,13 @@ to the physical GPU (CUDA_VISIBLE_DEVICES), so records of different workers add 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import ATTENTION, COMMUNICATION, MEMCPY
+from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, split_by_floor
 from pytest_gpuutil.capture.memory import MIB, format_size
 from pytest_gpuutil.gates.kernel_families import compact_kernels
-from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.records import TestRecord, new_record
 
 if TYPE_CHECKING:
     from pytest_gpuutil.measurement import TestMemory, TestProfile
@@ -24,6 +25,30 @@ def _join(*notes: str) -> str:
     return "; ".join(n for n in notes if n)
 
 
+#: what one test's record is built from: (nodeid, outcome, profile, results, memory)
+RecordInputs = tuple[str, str, Optional["TestProfile"], "TestResults", Optional["TestMemory"]]
+
+
+def build_records(tests: Sequence[RecordInputs], *, physical_id: Callable[[str], str],
+                  **options: Any) -> list[TestRecord]:
+    """The records of a flush's tests, in their order, as :func:`build_record` builds each; what
+    holds for all of them is looked up once (each device's physical id)."""
+    ids = _Known(physical_id)
+    return [build_record(*test, physical_id=ids.__getitem__, **options) for test in tests]
+
+
+class _Known(dict):
+    """A function's answers, kept (a flush's records ask the same few devices)."""
+
+    def __init__(self, function: Callable[[str], str]):
+        super().__init__()
+        self._function = function
+
+    def __missing__(self, key: str) -> str:
+        value = self[key] = self._function(key)
+        return value
+
+
 def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], results: TestResults,
                  memory: Optional[TestMemory], *, worker: str, physical_id: Callable[[str], str],
                  unmeasured_note: str, findings_ignore: frozenset[str] = frozenset(),
@@ -33,8 +58,6 @@ def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], resu
     both the busy % and the counters are known; those whose saving is under ``findings_floor``
     (default: the rules' DEFAULT_FLOOR) go to ``below_floor``."""
     common = dict(
-        test=nodeid,
-        outcome=outcome,
         worker=worker,
         kernel_bench=dict(results.kernel_bench),
         gpu_trace=dict(results.gpu_trace),
@@ -42,26 +65,32 @@ def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], resu
     )
     oom_note = memory_note(memory)
     if profile is None:
-        return TestRecord(**common, note=_join(unmeasured_note, oom_note))
+        return new_record(nodeid, outcome, **common, note=_join(unmeasured_note, oom_note))
     stats = profile.stats
     measure_ms = None if profile.measure_ms is None else profile.measure_ms + (memory.cost_ms if memory else 0.0)
     if profile.counters is not None:  # the hardware counters ran on, even where the activity capture stepped aside
         common.update(profile.counters.record_fields())
     if stats is None:
-        return TestRecord(**common, wall_ms=profile.wall_ms, measure_ms=measure_ms,
+        return new_record(nodeid, outcome, **common, wall_ms=profile.wall_ms, measure_ms=measure_ms,
                           note=_join(profile.note or NO_CUDA_NOTE, oom_note))
     findings, below = None, ()
     if profile.findings is not None:
-        from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, split_by_floor
-        from pytest_gpuutil.analysis.findings import counter_findings
+        found = profile.findings
+        sm_pct = common.get("sm_pct")
+        if sm_pct is not None:  # counter_findings finds nothing without it (not even imported then)
+            from pytest_gpuutil.analysis.findings import counter_findings
 
-        found = (*profile.findings, *counter_findings(stats.busy_pct, common.get("sm_pct"), findings_ignore,
-                                                      profile.wall_ms))
-        reported, under = split_by_floor(found, findings_floor or DEFAULT_FLOOR)
-        findings, below = tuple(f.to_dict() for f in reported), tuple(f.to_dict() for f in under)
+            found = (*found, *counter_findings(stats.busy_pct, sm_pct, findings_ignore, profile.wall_ms))
+        if found:
+            reported, under = split_by_floor(found, findings_floor or DEFAULT_FLOOR)
+            findings, below = tuple(f.to_dict() for f in reported), tuple(f.to_dict() for f in under)
+        else:
+            findings = ()
     category_rows = stats.category_rows
     of_window = {row[0]: row[3] for row in category_rows}  # each category's % of the window, read once
-    return TestRecord(
+    return new_record(  # TestRecord(...)'s record, made faster (see new_record)
+        nodeid,
+        outcome,
         **common,
         wall_ms=profile.wall_ms,
         gpu_busy_ms=stats.busy_us / 1000,
