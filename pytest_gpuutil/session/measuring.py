@@ -12,9 +12,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
 from pytest_gpuutil.measurement import CONTINUOUS
 from pytest_gpuutil.report.terminal import display_path
@@ -45,9 +44,9 @@ class PendingTest:
         self.call_record = call_record
 
 
-@dataclass(frozen=True)
-class FinishedTest:
-    """A test whose record is built: what the receiver keeps of it (or a worker sends as a payload)."""
+class FinishedTest(NamedTuple):
+    """A test whose record is built: what the receiver keeps of it (or a worker sends as a payload).
+    A named tuple: one is made for every test (a frozen dataclass's __init__ costs ~1 µs more)."""
 
     __test__ = False
 
