@@ -195,7 +195,11 @@ class TestRecord:
             found = kwargs["findings"]
             kwargs["findings"] = (tuple(dict(item) for item in found if isinstance(item, Mapping))
                                   if isinstance(found, (list, tuple)) else None)
-        return new_record(**kwargs) if cls is TestRecord else cls(**kwargs)
+        if cls is not TestRecord or "test" not in kwargs or "outcome" not in kwargs:
+            return cls(**kwargs)  # (without a test or an outcome: its TypeError)
+        data = record_fields(kwargs.pop("test"), kwargs.pop("outcome"))
+        data.update(kwargs)
+        return record_from(data)
 
     def csv_row(self) -> dict[str, Any]:
         row = {name: getattr(self, name) for name in CSV_COLUMNS if name != "findings"}
@@ -213,13 +217,26 @@ _NEW_DICTS = tuple(f.name for f in dataclasses.fields(TestRecord) if f.default_f
 
 def new_record(test: str, outcome: str, **fields: Any) -> TestRecord:
     """``TestRecord(test, outcome, **fields)``, the same record (its fields in their order, each factory's
-    dict new), without the frozen dataclass's ``__init__``: one ``object.__setattr__`` per field, ~45 of
-    them, took ~10 µs a record, more than the rest of building it (records are built for every test)."""
+    dict new), without the frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field, ~45
+    of them: more than the rest of building a record, and records are built for every test)."""
+    data = record_fields(test, outcome)
+    data.update(fields)
+    return record_from(data)
+
+
+def record_fields(test: str, outcome: str) -> dict[str, Any]:
+    """A new record's fields, each at its default (a factory's dict new), for :func:`record_from`;
+    filled in one by one, they need no keyword arguments (a call with ~40 of them costs as much as the
+    record's __init__)."""
     data = _DEFAULTS.copy()
     for name in _NEW_DICTS:
         data[name] = {}
     data["test"], data["outcome"] = test, outcome
-    data.update(fields)
+    return data
+
+
+def record_from(data: dict[str, Any]) -> TestRecord:
+    """The TestRecord of the fields :func:`record_fields` gave (and filled in); it keeps ``data``."""
     if len(data) != len(_DEFAULTS):
         unknown = sorted(set(data) - set(_DEFAULTS))
         raise TypeError(f"TestRecord has no field {unknown[0]!r}")
