@@ -192,12 +192,12 @@ class Measuring:
         began = time.perf_counter()
         profiles, memories = self.profiles, self.measurement.memory
         windowed = self.windowed
-        inputs, reused, to_build = [], [], []
+        their_profiles, reused, to_build = [], [], []
         for test in done:
             nodeid = test.nodeid
             windowed.discard(nodeid)
             profile, memory = profiles.pop(nodeid, None), memories.pop(nodeid, None)
-            inputs.append(profile)
+            their_profiles.append(profile)
             built = _reused(test, profile, memory)
             reused.append(built)
             if built is None:
@@ -205,7 +205,7 @@ class Measuring:
         made = iter(self._make_records(to_build) if to_build else ())
         share_ms = (time.perf_counter() - began) * 1000 / len(done)
         finished = []
-        for test, profile, built in zip(done, inputs, reused):
+        for test, profile, built in zip(done, their_profiles, reused):
             began = time.perf_counter()
             if built is None:
                 built = next(made)
