@@ -155,7 +155,8 @@ class TestRecord:
         dicts and tuples shared, not copied; copied only where JSON would tell them apart (a mapping
         that is not a dict)."""
         data = dict(self.__dict__)
-        data["kernels"] = [kernel_text(k) for k in self.kernels]
+        # kernel_text inline: a record's few kernels, for every test
+        data["kernels"] = [f"{int(count)} {float(total_us):g} {name}" for name, count, total_us in self.kernels]
         for name in MAPPING_FIELDS:
             mapping = data[name]
             if type(mapping) is dict:  # loops, not all(generator): most of these are empty or small
@@ -181,7 +182,7 @@ class TestRecord:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "TestRecord":
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = _DEFAULTS if cls is TestRecord else {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in names}
         if "devices" in kwargs:
             kwargs["devices"] = tuple(str(d) for d in kwargs["devices"] or ())
@@ -194,13 +195,54 @@ class TestRecord:
             found = kwargs["findings"]
             kwargs["findings"] = (tuple(dict(item) for item in found if isinstance(item, Mapping))
                                   if isinstance(found, (list, tuple)) else None)
-        return cls(**kwargs)
+        if cls is not TestRecord or "test" not in kwargs or "outcome" not in kwargs:
+            return cls(**kwargs)  # (without a test or an outcome: its TypeError)
+        data = record_fields(kwargs.pop("test"), kwargs.pop("outcome"))
+        data.update(kwargs)
+        return record_from(data)
 
     def csv_row(self) -> dict[str, Any]:
         row = {name: getattr(self, name) for name in CSV_COLUMNS if name != "findings"}
         row["devices"] = " ".join(self.devices)
         row["findings"] = " ".join(self.finding_rules)
         return row
+
+
+#: every TestRecord field after ``test`` and ``outcome`` with its default, in the fields' order (the
+#: fields made by a factory: a new dict each record)
+_DEFAULTS = {f.name: (f.default if f.default is not dataclasses.MISSING else None)
+             for f in dataclasses.fields(TestRecord)}
+_NEW_DICTS = tuple(f.name for f in dataclasses.fields(TestRecord) if f.default_factory is dict)
+
+
+def new_record(test: str, outcome: str, **fields: Any) -> TestRecord:
+    """``TestRecord(test, outcome, **fields)``, the same record (its fields in their order, each factory's
+    dict new), without the frozen dataclass's ``__init__`` (one ``object.__setattr__`` per field, ~45
+    of them: more than the rest of building a record, and records are built for every test)."""
+    data = record_fields(test, outcome)
+    data.update(fields)
+    return record_from(data)
+
+
+def record_fields(test: str, outcome: str) -> dict[str, Any]:
+    """A new record's fields, each at its default (a factory's dict new), for :func:`record_from`;
+    filled in one by one, they need no keyword arguments (a call with ~40 of them costs as much as the
+    record's __init__)."""
+    data = _DEFAULTS.copy()
+    for name in _NEW_DICTS:
+        data[name] = {}
+    data["test"], data["outcome"] = test, outcome
+    return data
+
+
+def record_from(data: dict[str, Any]) -> TestRecord:
+    """The TestRecord of the fields :func:`record_fields` gave (and filled in); it keeps ``data``."""
+    if len(data) != len(_DEFAULTS):
+        unknown = sorted(set(data) - set(_DEFAULTS))
+        raise TypeError(f"TestRecord has no field {unknown[0]!r}")
+    record = object.__new__(TestRecord)
+    object.__setattr__(record, "__dict__", data)
+    return record
 
 
 def kernel_text(row: Sequence[Any]) -> str:

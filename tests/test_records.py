@@ -110,3 +110,27 @@ def test_json_dict_encodes_as_to_dict_with_mappings_that_are_not_dicts() -> None
     for record in (plain, odd):
         assert msgspec.json.encode(record.json_dict(), enc_hook=str) == msgspec.json.encode(record.to_dict(), enc_hook=str)
     assert b"mappingproxy" not in msgspec.json.encode(odd.json_dict(), enc_hook=str)
+
+
+def test_a_record_made_without_its_init_is_the_dataclass_record() -> None:
+    import dataclasses
+    import pickle
+
+    import pytest
+
+    from pytest_gpuutil.records import new_record, record_fields, record_from
+
+    fields = {"wall_ms": 1.5, "kernels": (("k", 2, 3.0),), "categories": {"gemm": {"time_us": 1.0}}, "findings": ()}
+    made, plain = new_record("t::a", "passed", **fields), TestRecord("t::a", "passed", **fields)
+    assert made == plain and list(made.__dict__) == list(plain.__dict__) and made.to_dict() == plain.to_dict()
+    assert repr(made) == repr(plain) and pickle.loads(pickle.dumps(made)) == plain
+    assert dataclasses.replace(made, note="n").note == "n" and made.note == ""
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.note = "x"  # type: ignore[misc]
+    one, two = record_from(record_fields("a", "b")), record_from(record_fields("a", "b"))
+    assert one.kernel_bench == {} and one.kernel_bench is not two.kernel_bench  # each factory's dict its own
+    with pytest.raises(TypeError, match="no field 'busy'"):
+        new_record("t", "passed", busy=1.0)
+    with pytest.raises(TypeError):  # as TestRecord(**data) says it
+        TestRecord.from_dict({"outcome": "passed"})
+    assert TestRecord.from_dict(plain.to_dict()) == plain

@@ -11,6 +11,8 @@ make a new kernel, while a different functor or a different kernel does.
 from __future__ import annotations
 
 import functools
+import math
+import operator
 import re
 from dataclasses import dataclass
 from typing import Iterable, Optional
@@ -134,19 +136,26 @@ def compact_kernels(rows: Iterable[tuple[str, int, float]]) -> tuple[tuple[str, 
     """A record's ``kernels`` from every (name, count, µs) of its call, most time first: short names
     (gemm and convolution names kept whole up to NAME_WIDTH, so their precision still reads), the
     rows that make KEPT_SHARE of the time (at most KEPT_ROWS), the rest summed in one OTHERS row."""
-    ordered = sorted(((n, int(c), float(t)) for n, c, t in rows), key=lambda r: -r[2])
-    total = sum(t for _, _, t in ordered)
+    ordered = [(n, int(c), float(t)) for n, c, t in rows]
+    ordered.sort(key=_total_us, reverse=True)  # most time first; a stable sort, as sorting by -total_us
+    total = sum([t for _, _, t in ordered])
+    enough = KEPT_SHARE * total if total > 0 else math.inf
     kept: list[tuple[str, int, float]] = []
     covered = 0.0
     for name, count, total_us in ordered:
-        if len(kept) >= KEPT_ROWS or (total > 0 and covered >= KEPT_SHARE * total):
+        if len(kept) >= KEPT_ROWS or covered >= enough:
             break
         kept.append((stored_name(name), count, round(total_us, 1)))
         covered += total_us
+    if len(kept) == len(ordered):
+        return tuple(kept)
     rest = ordered[len(kept):]
     if rest:
         kept.append((OTHERS, sum(c for _, c, _ in rest), round(sum(t for _, _, t in rest), 1)))
     return tuple(kept)
+
+
+_total_us = operator.itemgetter(2)
 
 
 @functools.lru_cache(maxsize=4096)  # a suite's kernels repeat: each test's record names them again

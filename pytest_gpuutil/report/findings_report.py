@@ -152,11 +152,13 @@ def _fix_place_text(fix: Fix) -> str:
 
 
 def finding_lines(records: Sequence[TestRecord], width: int = 120, verbose: bool = False,
-                  floor: Optional[Floor] = None) -> list[str]:
+                  floor: Optional[Floor] = None, summary: Any = ...) -> list[str]:
     """The terminal's findings part (no lines when findings were not looked for in any test): the
     counts, the session's ranking of fixes by summed saving (``TOP_SHOWN`` lines, all with -v) and
-    the worst tests; at most ``MOST_LINES`` lines without -v, none wider than ``width``."""
-    summary = findings_summary([r.findings_part() for r in records], floor)
+    the worst tests; at most ``MOST_LINES`` lines without -v, none wider than ``width``. ``summary``:
+    the records' ``findings_summary`` where it was made already (gpu_util.json's), else made here."""
+    if summary is ...:
+        summary = findings_summary([r.findings_part() for r in records], floor)
     if summary is None:
         return []
     floor_text = f"{summary['floor']['ms']:g} ms and {summary['floor']['pct']:g} %"

@@ -317,7 +317,8 @@ def findings_lines(state: RunState, terminal: Terminal = Terminal()) -> list[str
     """What to fix, by rule, with the worst tests (none when findings were off), fitted to the terminal."""
     from pytest_gpuutil.report.findings_report import finding_lines
 
-    return finding_lines(state.records, terminal.width, terminal.verbose, state.settings.findings_floor)
+    return finding_lines(state.records, terminal.width, terminal.verbose, state.settings.findings_floor,
+                         getattr(state, "findings_summary", ...))  # gpu_util.json's, when written
 
 
 def write_finding_lines(lines: list[str], tr: Any) -> None:

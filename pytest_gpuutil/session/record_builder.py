@@ -6,12 +6,13 @@ to the physical GPU (CUDA_VISIBLE_DEVICES), so records of different workers add 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import ATTENTION, COMMUNICATION, MEMCPY
+from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, split_by_floor
 from pytest_gpuutil.capture.memory import MIB, format_size
 from pytest_gpuutil.gates.kernel_families import compact_kernels
-from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.records import TestRecord, record_fields, record_from
 
 if TYPE_CHECKING:
     from pytest_gpuutil.measurement import TestMemory, TestProfile
@@ -24,6 +25,30 @@ def _join(*notes: str) -> str:
     return "; ".join(n for n in notes if n)
 
 
+#: what one test's record is built from: (nodeid, outcome, profile, results, memory)
+RecordInputs = tuple[str, str, Optional["TestProfile"], "TestResults", Optional["TestMemory"]]
+
+
+def build_records(tests: Sequence[RecordInputs], *, physical_id: Callable[[str], str],
+                  **options: Any) -> list[TestRecord]:
+    """The records of a flush's tests, in their order, as :func:`build_record` builds each; what
+    holds for all of them is looked up once (each device's physical id)."""
+    ids = _Known(physical_id)
+    return [build_record(*test, physical_id=ids.__getitem__, **options) for test in tests]
+
+
+class _Known(dict):
+    """A function's answers, kept (a flush's records ask the same few devices)."""
+
+    def __init__(self, function: Callable[[str], str]):
+        super().__init__()
+        self._function = function
+
+    def __missing__(self, key: str) -> str:
+        value = self[key] = self._function(key)
+        return value
+
+
 def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], results: TestResults,
                  memory: Optional[TestMemory], *, worker: str, physical_id: Callable[[str], str],
                  unmeasured_note: str, findings_ignore: frozenset[str] = frozenset(),
@@ -32,63 +57,62 @@ def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], resu
     that read the hardware counters (``low-sm-activity``) join the window's own findings here, where
     both the busy % and the counters are known; those whose saving is under ``findings_floor``
     (default: the rules' DEFAULT_FLOOR) go to ``below_floor``."""
-    common = dict(
-        test=nodeid,
-        outcome=outcome,
-        worker=worker,
-        kernel_bench=dict(results.kernel_bench),
-        gpu_trace=dict(results.gpu_trace),
-        **memory_fields(memory, physical_id),
-    )
+    data = record_fields(nodeid, outcome)  # filled in here (no ~40 keyword arguments: see record_fields)
+    data["worker"] = worker
+    data["kernel_bench"] = dict(results.kernel_bench)
+    data["gpu_trace"] = dict(results.gpu_trace)
+    data.update(memory_fields(memory, physical_id))
     oom_note = memory_note(memory)
     if profile is None:
-        return TestRecord(**common, note=_join(unmeasured_note, oom_note))
+        data["note"] = _join(unmeasured_note, oom_note)
+        return record_from(data)
     stats = profile.stats
     measure_ms = None if profile.measure_ms is None else profile.measure_ms + (memory.cost_ms if memory else 0.0)
     if profile.counters is not None:  # the hardware counters ran on, even where the activity capture stepped aside
-        common.update(profile.counters.record_fields())
+        data.update(profile.counters.record_fields())
+    data["wall_ms"] = profile.wall_ms
+    data["measure_ms"] = measure_ms
     if stats is None:
-        return TestRecord(**common, wall_ms=profile.wall_ms, measure_ms=measure_ms,
-                          note=_join(profile.note or NO_CUDA_NOTE, oom_note))
-    findings, below = None, ()
+        data["note"] = _join(profile.note or NO_CUDA_NOTE, oom_note)
+        return record_from(data)
     if profile.findings is not None:
-        from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, split_by_floor
-        from pytest_gpuutil.analysis.findings import counter_findings
+        found = profile.findings
+        sm_pct = data["sm_pct"]
+        if sm_pct is not None:  # counter_findings finds nothing without it (not even imported then)
+            from pytest_gpuutil.analysis.findings import counter_findings
 
-        found = (*profile.findings, *counter_findings(stats.busy_pct, common.get("sm_pct"), findings_ignore,
-                                                      profile.wall_ms))
-        reported, under = split_by_floor(found, findings_floor or DEFAULT_FLOOR)
-        findings, below = tuple(f.to_dict() for f in reported), tuple(f.to_dict() for f in under)
+            found = (*found, *counter_findings(stats.busy_pct, sm_pct, findings_ignore, profile.wall_ms))
+        if found:
+            reported, under = split_by_floor(found, findings_floor or DEFAULT_FLOOR)
+            data["findings"] = tuple(f.to_dict() for f in reported)
+            data["below_floor"] = tuple(f.to_dict() for f in under)
+        else:
+            data["findings"] = ()
     category_rows = stats.category_rows
     of_window = {row[0]: row[3] for row in category_rows}  # each category's % of the window, read once
-    return TestRecord(
-        **common,
-        wall_ms=profile.wall_ms,
-        gpu_busy_ms=stats.busy_us / 1000,
-        busy_pct=stats.busy_pct,
-        mm_conv_pct=stats.mm_conv_pct,
-        attention_pct=of_window.get(ATTENTION, 0.0),
-        communication_pct=of_window.get(COMMUNICATION, 0.0),
-        memcpy_pct=of_window.get(MEMCPY, 0.0),
-        kernel_count=stats.kernel_count,
-        measure_ms=measure_ms,
-        top_kernel=stats.top_kernel,
-        # from the statistics' rows of plain values (see WindowStats), not their objects
-        top_kernels=tuple([{"name": name, "category": category, "count": count, "total_us": total_us,
-                            "pct_of_window": pct_of_window}
-                           for name, category, count, total_us, _, pct_of_window in stats.kernel_rows]),
-        idle_gaps=tuple([{"device": device, "start_us": start_us, "dur_us": dur_us}
-                         for device, start_us, dur_us in stats.gap_rows]),
-        devices=tuple([device for device, _ in stats.devices]),
-        gpu_busy_us_by_device={physical_id(device): busy_us for device, busy_us in stats.devices},
-        categories={name: {"time_us": time_us, "share_of_busy": share, "pct_of_window": pct_of_window, "count": count}
-                    for name, time_us, share, pct_of_window, count in category_rows},
-        note=_join(profile.note, oom_note),
-        findings=findings,
-        below_floor=below,
-        processes=process_entries(profile.processes, memory, physical_id),
-        kernels=compact_kernels(stats.kernel_totals),
-    )
+    data["gpu_busy_ms"] = stats.busy_us / 1000
+    data["busy_pct"] = stats.busy_pct
+    data["mm_conv_pct"] = stats.mm_conv_pct
+    data["attention_pct"] = of_window.get(ATTENTION, 0.0)
+    data["communication_pct"] = of_window.get(COMMUNICATION, 0.0)
+    data["memcpy_pct"] = of_window.get(MEMCPY, 0.0)
+    data["kernel_count"] = stats.kernel_count
+    data["top_kernel"] = stats.top_kernel
+    # from the statistics' rows of plain values (see WindowStats), not their objects
+    data["top_kernels"] = tuple([{"name": name, "category": category, "count": count, "total_us": total_us,
+                                  "pct_of_window": pct_of_window}
+                                 for name, category, count, total_us, _, pct_of_window in stats.kernel_rows])
+    data["idle_gaps"] = tuple([{"device": device, "start_us": start_us, "dur_us": dur_us}
+                               for device, start_us, dur_us in stats.gap_rows])
+    data["devices"] = tuple([device for device, _ in stats.devices])
+    data["gpu_busy_us_by_device"] = {physical_id(device): busy_us for device, busy_us in stats.devices}
+    data["categories"] = {name: {"time_us": time_us, "share_of_busy": share, "pct_of_window": pct_of_window,
+                                 "count": count}
+                          for name, time_us, share, pct_of_window, count in category_rows}
+    data["note"] = _join(profile.note, oom_note)
+    data["processes"] = process_entries(profile.processes, memory, physical_id)
+    data["kernels"] = compact_kernels(stats.kernel_totals)
+    return record_from(data)
 
 
 def process_entries(shares: tuple[Any, ...], memory: Optional[TestMemory],

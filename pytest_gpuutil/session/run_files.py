@@ -32,8 +32,10 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
               timelines: Optional[Mapping[str, Mapping[str, Any]]] = None,
               as_dict: Optional[Callable[[TestRecord], dict[str, Any]]] = None,
               explanations: Optional[Mapping[str, Any]] = None,
-              as_json: Optional[Callable[[TestRecord], Any]] = None) -> None:
-    """Write gpu_util.csv/json, save the baselines asked for, write the HTML report if asked.
+              as_json: Optional[Callable[[TestRecord], Any]] = None) -> Optional[dict[str, Any]]:
+    """Write gpu_util.csv/json, save the baselines asked for, write the HTML report if asked; the
+    document's ``findings_summary`` (None: findings were looked for in no test), which the terminal's
+    summary reuses (made once a run).
 
     Each file goes into ``written`` once it is written (an OSError stops the rest); an HTML report
     that cannot be written goes into ``usage_errors``. ``created``: the run's time (default now);
@@ -49,10 +51,12 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
         from pytest_gpuutil.analysis.counters import summarise
 
         extra["counters"] = summarise((r.test, r.counter_sums) for r in records)  # per file and session
+    found = None
     if any(r.findings is not None for r in records):
         from pytest_gpuutil.analysis.findings import findings_summary
 
-        extra["findings_summary"] = findings_summary([r.findings_part() for r in records], settings.findings_floor)
+        found = extra["findings_summary"] = findings_summary([r.findings_part() for r in records],
+                                                             settings.findings_floor)
     if explanations:  # why each flagged test regressed (gates/explain.py), by test id
         extra["explanations"] = {test: e.to_dict() for test, e in explanations.items()}
     only_json = settings.html is None and not settings.save and not settings.autosave
@@ -84,6 +88,7 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
                                              timeline_budget=None if settings.timelines is None else PAGE_BUDGET_BYTES))
         except OSError as exc:
             usage_errors.append(f"--gpu-util-html: could not write {display_path(target)}: {exc}")
+    return found
 
 
 def measured(records: Sequence[TestRecord]) -> list[TestRecord]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier, parse_rules
 from pytest_gpuutil.gates.regression import DEFAULT_FAIL_EXPRS, Comparison, parse_fail_exprs
@@ -31,7 +31,7 @@ from pytest_gpuutil.session.history_link import HistoryLink
 from pytest_gpuutil.session.measuring import Measuring
 from pytest_gpuutil.session.memory_report import memory_report
 from pytest_gpuutil.session.receiving import Receiver
-from pytest_gpuutil.session.record_builder import NO_CUDA_NOTE, build_record
+from pytest_gpuutil.session.record_builder import NO_CUDA_NOTE, RecordInputs, build_record, build_records
 
 if TYPE_CHECKING:
     from pytest_gpuutil.per_test import TestResults
@@ -71,7 +71,7 @@ class GpuUtilSession:
                                   timelines=settings.timelines if settings.html is not None else 0,
                                   timeline_gap_ms=settings.timeline_gap_ms)
         #: this process's tests (a plain run or a worker): measured, then sent on as payloads
-        self.measuring = Measuring(measurement, self.make_record, worker_id=worker_id, traces=settings.traces,
+        self.measuring = Measuring(measurement, self.make_records, worker_id=worker_id, traces=settings.traces,
                                    output_dir=self.output_dir, trace_errors=self.trace_errors)
         #: the payloads received (controller or plain run)
         self.receiver = Receiver(self.registry, self.output_dir, self.usage_errors,
@@ -83,8 +83,13 @@ class GpuUtilSession:
         self.finish_s = 0.0
         #: the measurement cost (ms) as gpu_util.json and the page give it: written before the summary's own time
         self.written_measure_ms: Optional[float] = None
+        #: gpu_util.json's findings_summary once the run's files are written (None: no findings looked
+        #: for), for the terminal's summary; ``...`` until then (the summary then makes its own)
+        self.findings_summary: Any = ...
         #: the totals' per-record part, with the records' list and length it was read from (see totals)
         self._record_figures: Optional[tuple[list[TestRecord], int, dict[str, Any]]] = None
+        #: the per-GPU table, with the records' list and length it was read from (the files and the summary)
+        self._gpu_table: Optional[tuple[list[TestRecord], int, list[dict[str, Any]]]] = None
         self.machine: Optional[dict[str, Any]] = None
         self.baseline: Optional[RunDoc] = None
         self.baseline_messages: list[str] = []
@@ -212,6 +217,13 @@ class GpuUtilSession:
                             findings_floor=self.settings.findings_floor,
                             physical_id=self.physical_id, unmeasured_note=unmeasured)
 
+    def make_records(self, tests: Sequence[RecordInputs]) -> list[TestRecord]:
+        """The records of a flush's tests (see :func:`~pytest_gpuutil.session.record_builder.build_records`)."""
+        unmeasured = NO_CUDA_NOTE if self.settings.enabled and self._cuda is False else ""
+        return build_records(tests, worker=self.worker_id, findings_ignore=self.settings.findings_ignore,
+                             findings_floor=self.settings.findings_floor, physical_id=self.physical_id,
+                             unmeasured_note=unmeasured)
+
     def memory_report(self, nodeid: str) -> str:
         """For a test over a memory limit or out of memory: the largest allocations live at its peak,
         with their stacks, and where its snapshot was saved (needs --gpu-util-memory-history)."""
@@ -267,15 +279,14 @@ class GpuUtilSession:
         totals = self.totals()
         self.written_measure_ms = totals.get("measure_ms")
         try:
-            run_files.write_run(self.records, info, gpus=self.gpu_table(), totals=totals,
-                                thresholds=self.receiver.threshold_states(), settings=self.settings,
-                                output_dir=self.output_dir, invocation_dir=self.invocation_dir, baseline=self.baseline,
-                                fail_exprs=self.fail_exprs, comparison=self.comparison, written=self.written,
-                                usage_errors=self.usage_errors, created=created,
-                                baseline_label=self.compare_label or None, trends=trends,
-                                timelines=self.receiver.timelines.timelines, explanations=self.explanations,
-                                as_dict=self.receiver.spool.as_dict if self.receiver.spool is not None else None,
-                                as_json=self.receiver.spool.as_json if self.receiver.spool is not None else None)
+            self.findings_summary = run_files.write_run(
+                self.records, info, gpus=self.gpu_table(), totals=totals, thresholds=self.receiver.threshold_states(),
+                settings=self.settings, output_dir=self.output_dir, invocation_dir=self.invocation_dir,
+                baseline=self.baseline, fail_exprs=self.fail_exprs, comparison=self.comparison, written=self.written,
+                usage_errors=self.usage_errors, created=created, baseline_label=self.compare_label or None,
+                trends=trends, timelines=self.receiver.timelines.timelines, explanations=self.explanations,
+                as_dict=self.receiver.spool.as_dict if self.receiver.spool is not None else None,
+                as_json=self.receiver.spool.as_json if self.receiver.spool is not None else None)
             if self.receiver.spool is not None:
                 self.receiver.spool.remove()  # the whole run is in gpu_util.json now
         finally:  # the run joins the history even when its files could not be written
@@ -308,8 +319,12 @@ class GpuUtilSession:
         return run_totals.totals(records, processes, self.test_seconds, self.finish_s, kept[2])
 
     def gpu_table(self) -> list[dict[str, Any]]:
-        """Busy time per physical GPU and which workers used it."""
-        return run_totals.gpu_table(self.records)
+        """Busy time per physical GPU and which workers used it (read once for the files and the summary)."""
+        records = self.records
+        kept = self._gpu_table
+        if kept is None or kept[0] is not records or kept[1] != len(records):
+            kept = self._gpu_table = (records, len(records), run_totals.gpu_table(records))
+        return kept[2]
 
 
 def worker_gpu_assignment(worker_id: str, gpus: list[str]) -> Optional[str]:

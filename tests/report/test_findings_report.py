@@ -145,3 +145,10 @@ def test_a_tests_findings_show_in_its_detail_view_and_filter_the_table(tmp_path:
     assert "Findings: what to fix" in seen["detail"] and "idle a" in seen["detail"] and "fix host-sync <now>" in seen["detail"]
     assert seen["findings_blocks"] == 2 and seen["high"] == 1
     assert seen["shown"] == "7 of 9 tests"
+
+
+def test_the_terminal_reuses_the_summary_gpu_util_json_got() -> None:
+    made = findings_summary([r.findings_part() for r in RECORDS])
+    assert made is not None
+    assert finding_lines(RECORDS, summary=made) == finding_lines(RECORDS)
+    assert finding_lines(RECORDS, summary=None) == []  # the summary says no test was looked at: no section
