@@ -95,6 +95,9 @@ def test_the_test_that_brings_cuda_up_gets_counters_over_the_rest_of_its_call() 
 
     def brings_cuda_up() -> None:
         torch.cuda.init()
+        # the counters' thread starts them now: wait for that event, not for a stretch of time (on a
+        # loaded machine the thread may start only after 150 ms of work, leaving the call uncovered)
+        assert m.counters is not None and m.counters.wait_started(timeout_s=60)
         gpu.run(150)
 
     call(m, "first", brings_cuda_up)
@@ -125,6 +128,9 @@ def test_counters_started_on_their_thread_cover_the_call_from_where_their_sample
 
     def brings_cuda_up() -> None:
         torch.cuda.init()
+        # the counters' thread starts them now: wait for that event, not for a stretch of time (on a
+        # loaded machine the thread may start only after 150 ms of work, leaving the call uncovered)
+        assert m.counters is not None and m.counters.wait_started(timeout_s=60)
         gpu.run(150)
 
     call(m, "first", brings_cuda_up)
