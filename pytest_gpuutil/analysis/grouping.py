@@ -5,8 +5,8 @@
   pair, one union per device or stream.
 - Unions of time intervals: what busy time, category time and idle gaps are made of. Intervals
   overlap when several streams work at once; a union counts each nanosecond once, as blocks of
-  overlapping intervals. ``segment_blocks`` does many unions at once (one per window and device,
-  say) in a few array passes.
+  overlapping intervals (many unions at once, one per window and device, are
+  ``analysis/intervals/window_columns.py``'s, a flush's figures).
 
 The ``plain_`` functions take and give plain lists (small traces, in a process without numpy);
 the others give numpy arrays, and import numpy only when called.
@@ -184,40 +184,3 @@ def plain_union_where(starts: list[int], ends: list[int], chosen: Iterable[bool]
     """:func:`plain_union_ns` of the intervals where ``chosen`` is true (in C: one mask, two picks)."""
     mask = list(chosen)
     return plain_union_ns(list(compress(starts, mask)), list(compress(ends, mask)))
-
-
-def segment_blocks(segments: "np.ndarray", rel_starts: "np.ndarray",
-                   rel_ends: "np.ndarray", span: int) -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]:
-    """The union of each segment's intervals as blocks: (segment, start, end) per block, sorted by
-    segment and start.
-
-    Times are relative to their window (0..span). Sorted by (segment, start), every segment's
-    ends are lifted by ``segment × (span + 1)``, so one running maximum over all rows never
-    carries an end from one segment into the next.
-    """
-    import numpy as np
-
-    if segments.size == 0:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, empty
-    order = np.lexsort((rel_starts, segments))
-    seg, s, e = segments[order], rel_starts[order], rel_ends[order]
-    _, seg_index = np.unique(seg, return_inverse=True)
-    lift = seg_index.astype(np.int64) * (span + 1)
-    reach = np.maximum.accumulate(e + lift) - lift
-    new_block = np.concatenate(([True], seg_index[1:] != seg_index[:-1]))
-    new_block[1:] |= s[1:] > reach[:-1]
-    block_first = np.flatnonzero(new_block)
-    block_last = np.concatenate((block_first[1:] - 1, [seg.size - 1]))
-    return seg[block_first], s[block_first], reach[block_last]
-
-
-def segment_unions(segmented: tuple["np.ndarray", "np.ndarray", "np.ndarray"]) -> tuple["np.ndarray", "np.ndarray"]:
-    """Union length of each segment of :func:`segment_blocks`: (segment ids, lengths), ids ascending."""
-    import numpy as np
-
-    seg, start, end = segmented
-    if seg.size == 0:
-        return seg, seg
-    first = np.flatnonzero(np.concatenate(([True], seg[1:] != seg[:-1])))
-    return seg[first], np.add.reduceat(end - start, first)

@@ -191,8 +191,8 @@ def _order(segments: np.ndarray, starts: Optional[np.ndarray]) -> Optional[np.nd
 
 
 def sorted_blocks(seg: np.ndarray, s: np.ndarray, e: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``grouping.segment_blocks`` of rows already sorted by (segment, start): the union of each
-    segment's intervals as (segment, start, end) blocks, with one running maximum over all rows
+    """Of rows already sorted by (segment, start): the union of each segment's intervals as
+    (segment, start, end) blocks, with one running maximum over all rows
     (each segment's ends lifted by its rank × (span + 1), so no end carries into the next segment)."""
     if seg.size == 0:
         return _EMPTY, _EMPTY, _EMPTY
