@@ -26,6 +26,10 @@ class DeferredStart:
     ``("CUPTI PM sampling", lambda: PmSamplingSource(...))``. ``reason(exc)`` words a refusal.
     """
 
+    #: its samples begin on the sampler's thread, at ``started_ns``: whether that has happened yet or
+    #: not (``starting``), a window that began before is cut there
+    starts_on_thread = True
+
     def __init__(self, sources: Sequence[tuple[str, Callable[[], Any]]],
                  reason: Callable[[BaseException], str] = str, clock: Callable[[], int] = time.time_ns):
         self._pending = list(sources)

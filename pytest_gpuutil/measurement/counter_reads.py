@@ -80,9 +80,10 @@ class CounterReads(MeasurementPart):
                 return
             nodeid, began = self._in_call
             after_ms = (time.perf_counter() - began) * 1000
-            if getattr(self.capture.sampler.source, "starting", False):
-                # they start on their thread: the window is the whole call, cut where their samples
-                # begin, and its note says when that was
+            if getattr(self.capture.sampler.source, "starts_on_thread", False):
+                # they start on their thread (by now, or later: a loaded machine may run that thread
+                # first): the window is the whole call, cut where their samples begin, and its note
+                # says when that was
                 self.capture.begin(nodeid, remark=f"this test brought CUDA up {after_ms:,.0f} ms into its call",
                                    since_ns=self.capture.sampler.now() - int(after_ms * 1e6))
             else:

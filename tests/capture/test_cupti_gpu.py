@@ -78,36 +78,41 @@ def test_cupti_sees_the_same_kernels_as_torch_profiler(capture):
 
 
 def test_spin_lengths_agree_with_cuda_events_before_and_after_a_torch_profiler_session(capture):
-    """5 ms spins timed by CUPTI and by CUDA event pairs, on both of CUPTI's clocks.
+    """Spins of about 5 and 20 ms timed by CUPTI and by CUDA event pairs, on both of CUPTI's clocks.
 
     After a torch.profiler session CUPTI stamps records with Kineto's raw TSC ticks, which the
     source maps onto the wall clock. An event pair also holds its spin's launch gap (the first
-    launch after CUPTI is re-enabled can take hundreds of µs), so the shortest of three spins is
-    compared, to 2 %, and the two rounds' CUPTI/event ratios with each other, to 0.5 %.
+    launch after CUPTI is re-enabled can take hundreds of µs, and a busy host adds its own), so
+    each length's shortest of three spins is compared, to 2 %; the clock's scale is then checked
+    without the gaps, by the difference of the two lengths (CUPTI's against the events'), to 0.5 %
+    in each round.
     """
-    cycles = 10_000_000
-    torch.cuda._sleep(cycles)
+    lengths = (10_000_000, 40_000_000)  # cycles: about 5 and 20 ms
+    torch.cuda._sleep(lengths[0])
     torch.cuda.synchronize()
-    ratios = []
     for round_ in ("first", "after torch.profiler"):
-        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(3)]
+        pairs = {cycles: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                          for _ in range(3)] for cycles in lengths}
         capture.begin(round_)
-        for start, end in pairs:
-            start.record()
-            torch.cuda._sleep(cycles)
-            end.record()
-            torch.cuda.synchronize()
+        for cycles in lengths:
+            for start, end in pairs[cycles]:
+                start.record()
+                torch.cuda._sleep(cycles)
+                end.record()
+                torch.cuda.synchronize()
         time.sleep(0.002)
         capture.end()
         (result,) = capture.flush()
-        assert result.stats.kernel_count == 3
-        cupti_us = min(int(d) for d in result.events.durs_ns) / 1000
-        truth_us = min(start.elapsed_time(end) for start, end in pairs) * 1000
-        assert cupti_us == pytest.approx(truth_us, rel=0.02), round_
-        ratios.append(cupti_us / truth_us)
+        assert result.stats.kernel_count == 6
+        durs_us = sorted(int(d) / 1000 for d in result.events.durs_ns)  # three short spins, then three long
+        cupti = {lengths[0]: durs_us[0], lengths[1]: durs_us[3]}
+        truth = {cycles: min(start.elapsed_time(end) for start, end in pairs[cycles]) * 1000 for cycles in lengths}
+        for cycles in lengths:
+            assert cupti[cycles] == pytest.approx(truth[cycles], rel=0.02), (round_, cycles)
+        scale = (cupti[lengths[1]] - cupti[lengths[0]]) / (truth[lengths[1]] - truth[lengths[0]])
+        assert scale == pytest.approx(1.0, rel=0.005), (round_, cupti, truth)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]):
             torch.ones(8, device="cuda").sum()
-    assert ratios[1] == pytest.approx(ratios[0], rel=0.005), ratios
 
 
 def test_many_tiny_kernels_are_all_counted_and_cheap_to_read(capture):
