@@ -90,8 +90,9 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "read by --gpu-util-compare history and gpuutil history", kind="optional", metavar="PATH"),
     OptionSpec("--gpu-util-history-runs", "with --gpu-util-compare history: each test's last N runs (default 5)",
                parse=positive_int, default=5, metavar="N"),
-    OptionSpec("--gpu-util-counters", "hardware counters per test (SM, tensor, DRAM %, energy): auto (CUPTI PM sampling, "
-               "else NVML GPM on Hopper and later, else energy only), cupti, gpm or off (the default for now)",
+    OptionSpec("--gpu-util-counters", "hardware counters per test (SM, tensor, DRAM %, energy): auto (NVML GPM on Hopper and "
+               "later, 100 ms samples; else CUPTI PM sampling; else energy only), cupti (PM sampling, every "
+               "--gpu-util-counters-interval ms: short tests' own figures), gpm or off (the default for now)",
                parse=counter_mode, default="off", metavar="MODE"),
     OptionSpec("--gpu-util-counters-interval", "CUPTI PM sampling interval in ms (default 5; a test needs two intervals "
                "for its own figures)", parse=sampling_interval_ms, default=5.0, metavar="MS"),

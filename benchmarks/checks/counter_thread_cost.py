@@ -7,7 +7,8 @@ Issue 41's counters line: the thread <= 5 % of one core on 2-s bf16 matmul tests
 it ends (a stage cut by the budget leaves the others' figures):
 
 1. ``plugin``: the busy suite of benchmarks/cost_model.py (``--tests`` tests of ``--seconds`` s of
-   bf16 matmuls) in a fresh pytest process, ``--gpu-util --gpu-util-counters=auto``: the thread's
+   bf16 matmuls) in a fresh pytest process, ``--gpu-util --gpu-util-counters=auto`` (GPM where the
+   GPU has it), then ``=cupti`` (PM sampling: its cost and per-test figures beside auto's): the thread's
    % of one core and its CPU by part, the counters' start-up as the summary reports it (the tests'
    thread) and on the thread, each test's SM / tensor figures and note; at the very end, if the
    budget allows, plain ``--gpu-util`` on the same suite (its wall time beside the counters' run).
@@ -83,7 +84,8 @@ def _p90(values: list[float]) -> Optional[float]:
 
 # -- stage 1: the plugin on the busy suite ---------------------------------------------------------
 
-PLUGIN_CONFIGS = {"counters": ["--gpu-util-counters=auto"], "default": [], "gpm": ["--gpu-util-counters=gpm"]}
+PLUGIN_CONFIGS = {"counters": ["--gpu-util-counters=auto"], "default": [], "gpm": ["--gpu-util-counters=gpm"],
+                  "cupti": ["--gpu-util-counters=cupti"]}
 
 
 def plugin_stage(work: Path, tests: int, seconds: float, budget_end: float, device: str = "cuda",
@@ -265,6 +267,12 @@ def table(doc: dict[str, Any]) -> str:
         lines.append(f"  the thread's own start-up {_f(c.get('counters_thread_startup_s'), 3)} s; per test: " + "; ".join(
             f"sm {_f(t.get('sm_pct'))} tensor {_f(t.get('tensor_pct'))}{' [' + t['counters_note'] + ']' if t.get('counters_note') else ''}"
             for t in c.get("per_test", [])))
+    p = plugin.get("cupti") or {}
+    if p:
+        lines.append(f"  --gpu-util-counters=cupti on the same suite: thread {_f(p.get('counters_thread_pct'))} % of one core; "
+                     f"{p.get('counters')}; per test: " + "; ".join(
+                         f"sm {_f(t.get('sm_pct'))} tensor {_f(t.get('tensor_pct'))} dram {_f(t.get('dram_bw_pct'))}"
+                         for t in p.get("per_test", [])))
     s = doc.get("startup") or {}
     if s:
         lines.append(f"open_counters: tests' thread {_f(s.get('tests_thread_s'), 3)} s, sampling after {_f(s.get('until_sampling_s'), 3)} s "
@@ -321,8 +329,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                 doc.setdefault("plugin", {})[f"error_{configs[0]}"] = repr(exc)
         write()
 
-    # the acceptance's run first; the default's (a span to compare with) last, if the budget allows
-    plugin(("counters",), budget_end - 30)
+    # the acceptance's run first (auto: GPM where the GPU has it), then PM sampling's on the same suite
+    # (its cost and its per-test figures beside GPM's); the default's (a span to compare with) last
+    plugin(("counters", "cupti"), budget_end - 30)
     try:
         in_process(budget_end - (0 if args.no_plugin else args.tests * args.seconds + 12), args.variant_seconds,
                    args.variant, write, doc)

@@ -177,3 +177,72 @@ def test_loading_the_plugin_does_not_import_nvml_or_the_hardware_package() -> No
 def test_opening_the_counters_module_does_not_import_nvml_either() -> None:
     code = "import sys, pytest_gpuutil.hardware.choose; print('pynvml' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+class FakeGpm:
+    """NVML's GPM calls as pynvml names them, each sample's metrics at 50 (or failing to sample)."""
+
+    NVML_GPM_METRICS_GET_VERSION = 1
+
+    def __init__(self, fail: bool = False):
+        self.fail = fail
+
+    class c_nvmlGpmMetricsGet_t:
+        def __init__(self) -> None:
+            self.metrics = [type("Metric", (), {"metricId": 0, "value": 0.0, "nvmlReturn": 0})() for _ in range(16)]
+
+    def nvmlGpmSampleAlloc(self) -> object:
+        return object()
+
+    def nvmlGpmSampleGet(self, handle: object, sample: object) -> None:
+        if self.fail:
+            raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+
+    def nvmlGpmSampleFree(self, sample: object) -> None:
+        pass
+
+    def nvmlGpmMetricsGet(self, request) -> None:
+        for metric in request.metrics[:request.numMetrics]:
+            metric.value = 50.0
+
+
+@dataclass
+class GpmView(NvmlView):
+    gpm: bool = True
+    nvml: FakeGpm = field(default_factory=FakeGpm)
+    handle: object = None
+
+
+def test_auto_on_a_gpu_with_gpm_takes_gpm_and_leaves_pm_sampling_alone() -> None:
+    # GPM's sampling costs ~2 % of a core; PM sampling's decoding 25-35 % while the GPU is busy
+    opened = open_counters("auto", 1.0, H100, nvml_device=lambda u, i: GpmView("NVIDIA H100 80GB HBM3"),
+                           cupti_library=lambda: pytest.fail("PM sampling must not be tried"))
+    try:
+        assert opened.capture is not None and opened.capture.sampler.source.name == "nvml_gpm"
+        assert opened.description.startswith("NVML GPM every 100 ms (SM, ")
+        assert opened.description.endswith("; tests under 0.2 s get none)")
+        assert opened.fallback == "" and opened.describe is None
+    finally:
+        close(opened)
+
+
+def test_auto_goes_on_to_pm_sampling_when_gpm_does_not_start_and_says_why() -> None:
+    view = GpmView("NVIDIA H100 80GB HBM3", nvml=FakeGpm(fail=True))
+    opened = open_counters("auto", 1.0, H100, nvml_device=lambda u, i: view, cupti_library=lambda: None)
+    try:
+        assert opened.description == "NVML energy only"
+        assert opened.fallback == ("no SM/tensor/DRAM counters (NVML GPM: nvmlGpmSampleGet failed: NVML_ERROR_NOT_SUPPORTED; "
+                                   "CUPTI PM sampling: libcupti is not loaded in this process): energy from NVML only")
+    finally:
+        close(opened)
+
+
+def test_asking_for_cupti_on_a_gpu_with_gpm_tries_pm_sampling() -> None:
+    tried = []
+    opened = open_counters("cupti", 1.0, H100, nvml_device=lambda u, i: GpmView("NVIDIA H100 80GB HBM3"),
+                           cupti_library=lambda: tried.append(True))
+    try:
+        assert tried == [True] and opened.description == "NVML energy only"
+        assert "CUPTI PM sampling: libcupti is not loaded" in opened.fallback and "GPM" not in opened.fallback
+    finally:
+        close(opened)

@@ -96,7 +96,7 @@ def test_kernel_bench_reports_the_peak_share_and_the_counters_of_its_reps(matmul
     result = opened("auto")
     capture = result.capture
     try:
-        timing = bench(matmul, flops=2 * 4096 ** 3, rep_ms=300, flush_l2=False, clock_ns=capture.sampler.now)
+        timing = bench(matmul, flops=2 * 4096 ** 3, rep_ms=500, flush_l2=False, clock_ns=capture.sampler.now)
         timing = with_counters(timing, capture.figures_between(*timing.timed_span_ns), False)
     finally:
         capture.sampler.stop()
