@@ -61,7 +61,13 @@ run_one() {  # label, command...
     local summary
     summary="$(grep -E '(passed|failed|error).* in [0-9.]+s' "$log" | tail -1)"
     echo "$label run $i (exit $rc): ${summary:-no summary line; last lines: $(tail -3 "$log" | tr '\n' ' ')}" | tee -a "$out"
-    [ "$rc" -eq 0 ] || { failed=1; grep -E '^(FAILED|ERROR) ' "$log" | head -20 >> "$out"; }
+    if [ "$rc" -ne 0 ]; then
+      failed=1
+      grep -E '^(FAILED|ERROR) ' "$log" | head -20 >> "$out"
+      # the failures' own lines, kept beside OUT (the log itself goes with the temporary folder)
+      sed -n '/= FAILURES =/,/short test summary/p;/= ERRORS =/,/short test summary/p' "$log" | head -400 \
+        > "${out%.txt}_${label}_run${i}_failures.log"
+    fi
   done
 }
 if [ "$today" -eq 1 ]; then
