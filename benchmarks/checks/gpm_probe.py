@@ -1,6 +1,6 @@
 """(GPU) NVML GPM on this machine: is it there, what a sample costs, what its figures say, and the plugin with it.
 
-    python benchmarks/diagnostics/gpm_probe.py --out DIR
+    python benchmarks/checks/gpm_probe.py --out DIR
 
 1. NVML alone: GPM support, each call's time, and a sampling thread at 100, 50, 20 and 10 ms beside
    3 s of bf16 matmuls (the thread's % of one core; each period's SM / tensor / DRAM means, and how
