@@ -53,10 +53,9 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
         extra["counters"] = summarise((r.test, r.counter_sums) for r in records)  # per file and session
     found = None
     if any(r.findings is not None for r in records):
-        from pytest_gpuutil.analysis.findings import findings_summary
+        from pytest_gpuutil.analysis.findings import records_findings_summary
 
-        found = extra["findings_summary"] = findings_summary([r.findings_part() for r in records],
-                                                             settings.findings_floor)
+        found = extra["findings_summary"] = records_findings_summary(records, settings.findings_floor)
     if explanations:  # why each flagged test regressed (gates/explain.py), by test id
         extra["explanations"] = {test: e.to_dict() for test, e in explanations.items()}
     only_json = settings.html is None and not settings.save and not settings.autosave
