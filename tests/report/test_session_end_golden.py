@@ -170,6 +170,27 @@ def test_the_cases_write_what_they_are_about(tmp_path: Path) -> None:
     assert golden("plain", "gpu_util.json") != golden("xdist", "gpu_util.json")
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_the_top_records_are_the_first_of_all_sorted(seed: int) -> None:
+    """top_records sorts only the records that reach the top ones' value: the same records, in the
+    same order (ties by test id, then as given), as sorting them all."""
+    import random
+
+    from pytest_gpuutil.report.terminal import top_records
+
+    rng = random.Random(seed)
+    pool = [0.0, -0.0, 1.5, 2.0, 2.0, 7.25, 1e-9] if seed % 2 else [None, 0, 3, 2.0, float("nan"), 1.5]
+    records = [TestRecord(f"t.py::x[{rng.randrange(60)}]", "passed",
+                          gpu_busy_ms=rng.choice(pool) if rng.random() < 0.7 else rng.uniform(0, 9),
+                          peak_alloc_mb=rng.choice(pool)) for _ in range(rng.choice((5, 40, 300)))]
+    for field in ("gpu_busy_ms", "peak_alloc_mb"):
+        for top in (0, 1, 3, 10, 500):
+            want = sorted(records, key=lambda r: (-(getattr(r, field) or 0.0), r.test))
+            want = want[:top] if top else want
+            got = top_records(records, field, top)
+            assert [id(r) for r in got] == [id(r) for r in want]
+
+
 def main(argv: list[str] | None = None) -> int:
     import tempfile
 
