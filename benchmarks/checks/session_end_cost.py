@@ -3,18 +3,18 @@
     python benchmarks/checks/session_end_cost.py capture END.pkl [--tests 1000] [-- EXTRA PYTEST ARGS]
     valgrind --tool=callgrind --collect-atstart=no --toggle-collect=_PyEval_CallTracing \\
         --dump-after=_PyEval_CallTracing --callgrind-out-file=OUT.%p \\
-        python benchmarks/checks/session_end_cost.py replay ROOT END.pkl
+        python benchmarks/checks/session_end_cost.py replay ROOT END.pkl [--no-gc]
 
 ``capture`` runs cost_line_check.py's synthetic suite (the tests' synthetic GPU) in this process with
 this checkout's plugin and pickles, once the run is over, what its end read: the settings, the
 records, the processes' figures, the machine's description. ``replay`` loads them with ROOT's
 ``pytest_gpuutil`` (a checkout: ``git archive COMMIT | tar -x -C DIR``), puts them into a new
-GpuUtilSession (the records spooled a flush at a time, as the run did), and does the end three
-times, each inside ``sys.call_tracing`` (so that callgrind, told as above, counts only these and
+GpuUtilSession (the records spooled a flush at a time, as the run did), and does the end's parts,
+each inside ``sys.call_tracing`` (so that callgrind, told as above, counts only these and
 writes one file each): ``loop`` (pytest_runtestloop's part after the tests: the metric tables'
 check, the comparison), ``finish`` (pytest_sessionfinish's GpuUtilSession.finish: gpu_util.csv/json,
 the history, the page) and ``summary`` (pytest_terminal_summary, into a terminal reporter that
-keeps the lines). It prints the files' and the summary's SHA-256, so that two roots can be checked
+keeps the lines), then the summary again (its modules imported by then). It prints the files' and the summary's SHA-256, so that two roots can be checked
 to write the same bytes for the same records. Captures of two suite sizes give the fixed and the
 per-test parts: a count, not a time, so runs on a loaded machine compare.
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import hashlib
 import os
 import pickle
@@ -102,7 +103,7 @@ class _Reporter:
         self.lines.append(f"{sep * 3} {title} {sep * 3}")
 
 
-def replay(root: Path, end_path: Path) -> None:
+def replay(root: Path, end_path: Path, collect: bool = True) -> None:
     sys.path.insert(0, str(root))
     os.environ.pop("GITHUB_STEP_SUMMARY", None)
     got = pickle.loads(end_path.read_bytes())
@@ -138,9 +139,13 @@ def replay(root: Path, end_path: Path) -> None:
             state.finish()
             state.finish_s = got["finish_s"]
 
+        if not collect:  # the parts' own work only (Python's collections come when allocations say)
+            gc.collect()
+            gc.disable()
         sys.call_tracing(loop, ())
         sys.call_tracing(finish, ())
         sys.call_tracing(write_summary, (state, tr))
+        sys.call_tracing(write_summary, (state, _Reporter()))  # again: its imports done, what it reads kept
         out = Path(settings.output_dir)
         for name in ("gpu_util.csv", "gpu_util.json"):
             data = (out / name).read_bytes()
@@ -162,11 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     two = sub.add_parser("replay")
     two.add_argument("root", type=Path)
     two.add_argument("end", type=Path)
+    two.add_argument("--no-gc", action="store_true", help="collect once before the parts, none during them")
     args = parser.parse_args(argv)
     if args.command == "capture":
         capture(args.end.resolve(), args.tests, args.extra)
     else:
-        replay(args.root.resolve(), args.end.resolve())
+        replay(args.root.resolve(), args.end.resolve(), collect=not args.no_gc)
     return 0
 
 

@@ -5,7 +5,7 @@ import os
 from dataclasses import dataclass
 from itertools import compress, repeat
 from math import isnan
-from operator import attrgetter, ge
+from operator import attrgetter, ge, is_not
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Protocol, Sequence
 
@@ -132,9 +132,8 @@ def top_tests_table(state: RunState, terminal: Terminal = Terminal()) -> str:
 def top_memory_table(state: RunState, terminal: Terminal = Terminal()) -> str:
     """The tests with the highest peak of allocated GPU memory ("" when none was measured; one
     line when no test allocated any, left any behind, retried or ran out)."""
-    records = state.records
-    peaks = list(map(attrgetter("peak_alloc_mb"), records))
-    with_memory = records if None not in peaks else [r for r, peak in zip(records, peaks) if peak is not None]
+    with_memory = list(compress(state.records, map(is_not, map(attrgetter("peak_alloc_mb"), state.records),
+                                                   repeat(None))))
     if not with_memory:
         return ""
     if not any(map(_memory_to_tell, with_memory)):
@@ -145,21 +144,24 @@ def top_memory_table(state: RunState, terminal: Terminal = Terminal()) -> str:
 
 def top_records(records: Sequence[TestRecord], field: str, top: int) -> list[TestRecord]:
     """``sorted(records, key=lambda r: (-(getattr(r, field) or 0.0), r.test))[:top]`` (all of them
-    when ``top`` is 0), sorting only the records whose value reaches the top ones' (where every value
-    is a float and none is NaN: the same records in the same order)."""
-    def key(record: TestRecord) -> tuple[float, str]:
-        return -(getattr(record, field) or 0.0), record.test
+    when ``top`` is 0), sorting only the records whose value reaches the top ones' (where the values
+    are numbers, none of them NaN: the same records in the same order)."""
+    value = attrgetter(field)
+
+    def key(record: TestRecord) -> tuple[Any, str]:
+        return -(value(record) or 0.0), record.test
 
     if not top:
         return sorted(records, key=key)
-    values = list(map(attrgetter(field), records))
-    if len(records) > 4 * top and set(map(type, values)) <= _FLOATS and not isnan(sum(values)):
-        least = sorted(values, reverse=True)[top - 1]
-        records = list(compress(records, map(ge, values, repeat(least))))
+    if len(records) > 4 * top:
+        values = list(map(value, records))
+        try:
+            if not isnan(sum(values)):
+                least = sorted(values, reverse=True)[top - 1]
+                records = list(compress(records, map(ge, values, repeat(least))))
+        except TypeError:  # None among them (taken as 0.0), or no numbers: all are sorted
+            pass
     return sorted(records, key=key)[:top]
-
-
-_FLOATS = frozenset({float})
 
 
 def _memory_to_tell(record: TestRecord) -> bool:
