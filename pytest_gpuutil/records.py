@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import attrgetter
 from typing import Any, Mapping, Optional, Sequence
 
 #: The hardware-counter fields (percent of the hardware's peak; the call's energy and mean power).
@@ -277,19 +279,45 @@ def _copy(value: Any) -> Any:
 
 def gpu_totals(records: Sequence[TestRecord]) -> dict[str, Any]:
     """A run's GPU figures from its records alone: tests, tests profiled and with GPU work, GPU
-    time, and busy % over the profiled calls (each call's wall time x the devices it used)."""
-    measured = [r for r in records if r.gpu_busy_ms is not None]
-    gpu_ms = sum(r.gpu_busy_ms or 0.0 for r in measured)
-    capacity_ms = sum((r.wall_ms or 0.0) * max(1, len(r.devices)) for r in measured)
+    time, and busy % over the profiled calls (each call's wall time x the devices it used). Read a
+    column at a time; each sum adds the same values in the same order as a loop over the records."""
+    measured = measured_records(records)
+    busy = list(map(attrgetter("gpu_busy_ms"), measured))
+    walls = list(map(attrgetter("wall_ms"), measured))
+    gpu_ms = sum_or_zero(busy)
+    profiled_wall_ms = sum_or_zero(walls)
+    if max(map(len, map(attrgetter("devices"), measured)), default=0) <= 1:  # each call's wall time x 1
+        capacity_ms = profiled_wall_ms
+    else:
+        capacity_ms = sum((r.wall_ms or 0.0) * max(1, len(r.devices)) for r in measured)
     return {
         "tests": len(records),
         "profiled": len(measured),
-        "with_gpu_work": sum(1 for r in measured if r.kernel_count or r.gpu_busy_ms),
+        "with_gpu_work": sum(map(any, zip(map(attrgetter("kernel_count"), measured), busy))),
         "gpu_busy_ms": gpu_ms,
-        "profiled_wall_ms": sum(r.wall_ms or 0.0 for r in measured),
+        "profiled_wall_ms": profiled_wall_ms,
         "busy_pct": 100.0 * gpu_ms / capacity_ms if capacity_ms > 0 else 0.0,
         **child_process_counts(measured),
     }
+
+
+def measured_records(records: Sequence[TestRecord]) -> list[TestRecord]:
+    """The records with GPU figures (``gpu_busy_ms`` not None), in their order."""
+    busy = list(map(attrgetter("gpu_busy_ms"), records))
+    if _NONE not in set(map(type, busy)):
+        return list(records)
+    return [r for r, value in zip(records, busy) if value is not None]
+
+
+def sum_or_zero(values: Sequence[Any]) -> Any:
+    """``sum(v or 0.0 for v in values)``, summed as they are where all are floats (a zero's sign
+    cannot change a sum that starts at 0)."""
+    if set(map(type, values)) <= _FLOATS:
+        return sum(values)
+    return sum(v or 0.0 for v in values)
+
+
+_NONE, _FLOATS = type(None), frozenset({float})
 
 
 def child_process_counts(measured: Sequence[TestRecord]) -> dict[str, int]:
@@ -299,7 +327,8 @@ def child_process_counts(measured: Sequence[TestRecord]) -> dict[str, int]:
     ``child_work_not_measured``: children took part (used the GPU, or could not be measured) but
     no GPU work was measured: such a test is never called GPU-free.
     """
-    with_children = [r for r in measured if any(not p.get("parent") for p in r.processes)]
+    with_processes = compress(measured, map(attrgetter("processes"), measured))  # most tests start none
+    with_children = [r for r in with_processes if any(not p.get("parent") for p in r.processes)]
     return {
         "with_child_processes": len(with_children),
         "with_gpu_work_only_in_children": sum(
@@ -307,4 +336,3 @@ def child_process_counts(measured: Sequence[TestRecord]) -> dict[str, int]:
             if (r.kernel_count or r.gpu_busy_ms) and not any(p.get("parent") and p.get("gpu_ms") for p in r.processes)),
         "child_work_not_measured": sum(1 for r in with_children if not (r.kernel_count or r.gpu_busy_ms)),
     }
-

@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from itertools import compress
+from operator import attrgetter
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, UNDER_LIMIT, Finding, Floor, Glance, Rule, severity_of
@@ -32,9 +34,11 @@ if TYPE_CHECKING:
 
     from pytest_gpuutil.analysis.summary import TraceSummary
     from pytest_gpuutil.analysis.windows import WindowStats
+    from pytest_gpuutil.records import TestRecord
 
 __all__ = ["Finding", "Fix", "Glance", "RULE_IDS", "counter_findings", "find", "find_in_trace", "findings_summary",
-           "gated_rules", "glance", "may_fire", "parse_rule_ids", "rank_fixes", "worst_places", "worst_tests"]
+           "gated_rules", "glance", "may_fire", "parse_rule_ids", "rank_fixes", "ranked_findings",
+           "records_findings_summary", "worst_places", "worst_tests"]
 
 
 def find(events: GpuColumns, window: Window, classifier: Optional[KernelClassifier] = None,
@@ -248,16 +252,40 @@ def findings_summary(tests: Iterable[Mapping[str, Any]], floor: Optional[Floor] 
     checked = [t for t in tests if isinstance(t.get("findings"), (list, tuple))]
     if not checked:
         return None
+    pairs = [(str(t.get("test", "")), found) for t in checked if (found := t.get("findings"))]
+    return ranked_findings(len(checked), pairs, [f for t in checked for f in t.get("below_floor") or ()], floor)
+
+
+def records_findings_summary(records: Sequence[TestRecord], floor: Optional[Floor] = None) -> Optional[dict[str, Any]]:
+    """:func:`findings_summary` of records (as of their ``findings_part``), their findings read a column
+    at a time: the tests without findings, most of a suite, cost a look each."""
+    found = list(map(attrgetter("findings"), records))
+    if not set(map(type, found)) <= _SEQUENCES:  # not looked for in some tests (None)
+        records = [r for r, f in zip(records, found) if isinstance(f, (list, tuple))]
+        found = list(map(attrgetter("findings"), records))
+    if not records:
+        return None
+    pairs = [(str(r.test), r.findings) for r in compress(records, found)]
+    below = [f for r in compress(records, map(attrgetter("below_floor"), records)) for f in r.below_floor]
+    return ranked_findings(len(records), pairs, below, floor)
+
+
+_SEQUENCES = frozenset({tuple, list})
+
+
+def ranked_findings(checked: int, pairs: Sequence[tuple[str, Sequence[Any]]], below_floor: Iterable[Any],
+                    floor: Optional[Floor] = None) -> dict[str, Any]:
+    """:func:`findings_summary` of ``checked`` tests looked at, from the (test, findings) of those with
+    findings and the findings under the floor of them all."""
     floor = floor or DEFAULT_FLOOR
-    pairs = [(str(t.get("test", "")), t.get("findings")) for t in checked]
     fixes = rank_fixes(pairs)
-    below = [Finding.from_dict(f) for t in checked for f in t.get("below_floor") or () if isinstance(f, Mapping)]
+    below = [Finding.from_dict(f) for f in below_floor if isinstance(f, Mapping)]
     places = worst_places(pairs)
     return {
         "floor": {"ms": floor.ms, "pct": floor.pct},
-        "tests": len(checked),
-        "tests_with_findings": sum(1 for _, found in pairs if found),
-        "findings": sum(len(found or ()) for _, found in pairs),
+        "tests": checked,
+        "tests_with_findings": len(pairs),
+        "findings": sum(len(found) for _, found in pairs),
         "below_floor": len(below),
         "below_floor_saving_ms": round(sum(f.saving_ms for f in below), 3),
         "saving_ms": round(sum(f.saving_ms for f in fixes), 3),

@@ -1,6 +1,7 @@
 """The hardware counters in the end-of-session summary: the session's figures, their cost, fallbacks."""
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from pytest_gpuutil.records import TestRecord
@@ -17,7 +18,7 @@ def _pct(value: Optional[float]) -> str:
 
 def session_line(records: Sequence[TestRecord], processes: Iterable[Mapping[str, Any]]) -> str:
     """The session's hardware figures over its test calls, short tests included ("" when none)."""
-    if not any(r.counter_sums for r in records):
+    if not any(map(attrgetter("counter_sums"), records)):
         return ""
     from pytest_gpuutil.analysis.counters import summarise
 

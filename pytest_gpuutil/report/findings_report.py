@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from html import escape
+from itertools import compress
+from operator import attrgetter
 
 from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, SEVERITIES, Finding, Floor, split_by_floor
 from pytest_gpuutil.analysis.findings import (
     WORST_TESTS_KEPT,
     findings_summary,
     rank_fixes,
+    records_findings_summary,
     worst_places,
     worst_tests,
 )
@@ -158,7 +161,7 @@ def finding_lines(records: Sequence[TestRecord], width: int = 120, verbose: bool
     the worst tests; at most ``MOST_LINES`` lines without -v, none wider than ``width``. ``summary``:
     the records' ``findings_summary`` where it was made already (gpu_util.json's), else made here."""
     if summary is ...:
-        summary = findings_summary([r.findings_part() for r in records], floor)
+        summary = records_findings_summary(records, floor)
     if summary is None:
         return []
     floor_text = f"{summary['floor']['ms']:g} ms and {summary['floor']['pct']:g} %"
@@ -168,14 +171,15 @@ def finding_lines(records: Sequence[TestRecord], width: int = 120, verbose: bool
         return wrap(f"no findings worth {floor_text} of a test's time in {summary['tests']} tests{below_text}", width)
     lines = wrap(f"{summary['tests_with_findings']} of {summary['tests']} tests have findings worth {floor_text} "
                  f"of their time ({summary['findings']} in all{below_text})", width)
-    fixes = rank_fixes((r.test, r.findings) for r in records if r.findings is not None)
+    with_findings = [(r.test, r.findings) for r in compress(records, map(attrgetter("findings"), records))]
+    fixes = rank_fixes(with_findings)  # (the tests without findings add nothing to these)
     shown = fixes if verbose else fixes[:TOP_SHOWN]
     lines.append(_fit(f"top fixes for this run, by the time they would save (about {saving_text(summary['saving_ms'])} "
                       "in all):", width))
     lines += [_fix_line(fix, width) for fix in shown]
     if len(fixes) > len(shown):
         lines.append(f"  ... and {len(fixes) - len(shown)} more (-v; all in gpu_util.json findings_summary)")
-    worst = worst_tests((r.test, r.findings) for r in records if r.findings is not None)
+    worst = worst_tests(with_findings)
     room = WORST_TESTS_VERBOSE if verbose else min(WORST_TESTS_SHOWN, MOST_LINES - len(lines) - 2)
     if room > 0 and worst:
         lines.append("worst tests (each finding's evidence: gpu_util.json, the HTML report):")

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from itertools import compress, repeat
+from math import isnan
+from operator import attrgetter, ge, is_not
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional, Protocol, Sequence
 
@@ -114,12 +117,12 @@ class Terminal:
 
 def top_tests_table(state: RunState, terminal: Terminal = Terminal()) -> str:
     """The tests with the most GPU time (one line when none launched GPU work)."""
-    measured = [r for r in state.measured() if r.kernel_count or r.gpu_busy_ms]
+    profiled = state.measured()
+    measured = list(compress(profiled, map(any, zip(map(attrgetter("kernel_count"), profiled),
+                                                    map(attrgetter("gpu_busy_ms"), profiled)))))
     if not measured:
-        return f"top tests by GPU time: none ({_count(len(state.measured()), 'test')} measured, none launched GPU work)"
-    measured.sort(key=lambda r: (-(r.gpu_busy_ms or 0.0), r.test))
-    if state.settings.top:
-        measured = measured[: state.settings.top]
+        return f"top tests by GPU time: none ({_count(len(profiled), 'test')} measured, none launched GPU work)"
+    measured = top_records(measured, "gpu_busy_ms", state.settings.top)
     counters = {c.name for c in TEST_COLUMNS if c.name in COUNTER_FIELDS}
     shown = [c for c in TEST_COLUMNS
              if c.name not in counters or any(getattr(r, c.name) is not None for r in measured)]
@@ -129,15 +132,36 @@ def top_tests_table(state: RunState, terminal: Terminal = Terminal()) -> str:
 def top_memory_table(state: RunState, terminal: Terminal = Terminal()) -> str:
     """The tests with the highest peak of allocated GPU memory ("" when none was measured; one
     line when no test allocated any, left any behind, retried or ran out)."""
-    with_memory = sorted((r for r in state.records if r.peak_alloc_mb is not None),
-                         key=lambda r: (-(r.peak_alloc_mb or 0.0), r.test))
+    with_memory = list(compress(state.records, map(is_not, map(attrgetter("peak_alloc_mb"), state.records),
+                                                   repeat(None))))
     if not with_memory:
         return ""
-    if not any(_memory_to_tell(r) for r in with_memory):
+    if not any(map(_memory_to_tell, with_memory)):
         return f"{MEMORY_TITLE}: none, every peak is 0.0 MiB ({_count(len(with_memory), 'test')} measured)"
-    if state.settings.top:
-        with_memory = with_memory[: state.settings.top]
+    with_memory = top_records(with_memory, "peak_alloc_mb", state.settings.top)
     return fit_table(MEMORY_COLUMNS, with_memory, terminal.width, every_column=terminal.verbose)
+
+
+def top_records(records: Sequence[TestRecord], field: str, top: int) -> list[TestRecord]:
+    """``sorted(records, key=lambda r: (-(getattr(r, field) or 0.0), r.test))[:top]`` (all of them
+    when ``top`` is 0), sorting only the records whose value reaches the top ones' (where the values
+    are numbers, none of them NaN: the same records in the same order)."""
+    value = attrgetter(field)
+
+    def key(record: TestRecord) -> tuple[Any, str]:
+        return -(value(record) or 0.0), record.test
+
+    if not top:
+        return sorted(records, key=key)
+    if len(records) > 4 * top:
+        values = list(map(value, records))
+        try:
+            if not isnan(sum(values)):
+                least = sorted(values, reverse=True)[top - 1]
+                records = list(compress(records, map(ge, values, repeat(least))))
+        except TypeError:  # None among them (taken as 0.0), or no numbers: all are sorted
+            pass
+    return sorted(records, key=key)[:top]
 
 
 def _memory_to_tell(record: TestRecord) -> bool:

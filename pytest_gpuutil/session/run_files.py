@@ -8,6 +8,8 @@ the run's totals and the per-GPU table), the baselines asked for (``--gpu-util-s
 """
 from __future__ import annotations
 
+from itertools import repeat
+from operator import attrgetter, is_not
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
@@ -44,19 +46,18 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
     ``as_dict``: a record's dict where one was made already (the spool's); ``as_json``: its JSON as
     the spool wrote it (``msgspec.Raw``), used where gpu_util.json is the document's only reader.
     """
-    records = sorted(records, key=lambda r: r.test)
+    records = sorted(records, key=attrgetter("test"))
     created = created or now_utc()
     extra: dict[str, Any] = {}
-    if any(r.counter_sums for r in records):
+    if any(map(attrgetter("counter_sums"), records)):
         from pytest_gpuutil.analysis.counters import summarise
 
         extra["counters"] = summarise((r.test, r.counter_sums) for r in records)  # per file and session
     found = None
-    if any(r.findings is not None for r in records):
-        from pytest_gpuutil.analysis.findings import findings_summary
+    if any(map(is_not, map(attrgetter("findings"), records), repeat(None))):
+        from pytest_gpuutil.analysis.findings import records_findings_summary
 
-        found = extra["findings_summary"] = findings_summary([r.findings_part() for r in records],
-                                                             settings.findings_floor)
+        found = extra["findings_summary"] = records_findings_summary(records, settings.findings_floor)
     if explanations:  # why each flagged test regressed (gates/explain.py), by test id
         extra["explanations"] = {test: e.to_dict() for test, e in explanations.items()}
     only_json = settings.html is None and not settings.save and not settings.autosave
@@ -89,11 +90,6 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
         except OSError as exc:
             usage_errors.append(f"--gpu-util-html: could not write {display_path(target)}: {exc}")
     return found
-
-
-def measured(records: Sequence[TestRecord]) -> list[TestRecord]:
-    """The records with GPU figures."""
-    return [r for r in records if r.gpu_busy_ms is not None]
 
 
 #: beside gpu_util.json while the run goes on: each flush's records appended as JSON lines, removed

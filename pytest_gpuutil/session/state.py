@@ -20,7 +20,7 @@ from pytest_gpuutil.gates.thresholds import Thresholds, parse_ini
 from pytest_gpuutil.machine.identity import machine_info, visible_gpu_ids
 from pytest_gpuutil.measurement import Measurement, TestMemory, TestProfile
 from pytest_gpuutil.options import Settings
-from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.records import TestRecord, measured_records
 from pytest_gpuutil.report.metric_tables import MetricTableError, MetricTableRegistry
 from pytest_gpuutil.report.terminal import display_path
 from pytest_gpuutil.rundoc import totals as run_totals
@@ -90,6 +90,8 @@ class GpuUtilSession:
         self._record_figures: Optional[tuple[list[TestRecord], int, dict[str, Any]]] = None
         #: the per-GPU table, with the records' list and length it was read from (the files and the summary)
         self._gpu_table: Optional[tuple[list[TestRecord], int, list[dict[str, Any]]]] = None
+        #: the measured records, with the records' list and length they were read from (the summary's parts)
+        self._measured: Optional[tuple[list[TestRecord], int, list[TestRecord]]] = None
         self.machine: Optional[dict[str, Any]] = None
         self.baseline: Optional[RunDoc] = None
         self.baseline_messages: list[str] = []
@@ -306,7 +308,12 @@ class GpuUtilSession:
         )
 
     def measured(self) -> list[TestRecord]:
-        return run_files.measured(self.records)
+        """The records with GPU figures (read once for the summary, while the records stay the same)."""
+        records = self.records
+        kept = self._measured
+        if kept is None or kept[0] is not records or kept[1] != len(records):
+            kept = self._measured = (records, len(records), measured_records(records))
+        return kept[2]
 
     def totals(self) -> dict[str, Any]:
         records = self.records

@@ -7,7 +7,7 @@ import pytest
 
 from pytest_gpuutil.records import TestRecord
 from pytest_gpuutil.analysis.finding_records import Floor
-from pytest_gpuutil.analysis.findings import findings_summary, rank_fixes
+from pytest_gpuutil.analysis.findings import findings_summary, rank_fixes, records_findings_summary
 from pytest_gpuutil.report.findings_report import finding_lines, findings_section, group_findings
 from pytest_gpuutil.report.html_report import render_report
 from tests.helpers.headless_chromium import find_chromium, run_page
@@ -92,6 +92,18 @@ def test_the_ranking_groups_by_rule_and_file_largest_summed_saving_first() -> No
     assert summary["saving_ms"] == 43.0 and summary["top"][0]["saving_ms"] == 20.0
     assert summary["worst_tests"][0] == {"test": "a.py::y", "saving_ms": 26.0, "rule": "gpu-idle"}
     assert findings_summary([{"test": "t"}]) is None
+
+
+def test_the_records_summary_is_the_summary_of_their_dicts() -> None:
+    """records_findings_summary (the session's end, a column at a time) says what findings_summary of
+    the records' findings_part says, with or without tests not looked at and findings under the floor."""
+    odd = [TestRecord("u.py::g", "passed", findings=[finding("host-sync", 3)], below_floor=[finding("gpu-idle", 0.1)]),
+           TestRecord("u.py::h", "passed", findings=(), below_floor=(finding("gpu-idle", 0.4),))]
+    for records in (RECORDS, big_suite(), odd, odd + RECORDS, RECORDS[2:4], RECORDS[3:4], []):
+        for floor in (None, Floor(2.0, 5.0)):
+            want = findings_summary([r.findings_part() for r in records], floor)
+            assert records_findings_summary(records, floor) == want
+    assert records_findings_summary(RECORDS)["tests"] == 8 and records_findings_summary(RECORDS[3:4]) is None
 
 
 def test_the_html_section_ranks_fixes_is_escaped_and_absent_when_none_were_looked_for() -> None:

@@ -38,3 +38,34 @@ def test_the_columns_say_what_the_rows_say() -> None:
 
 def test_no_records_is_the_header_alone() -> None:
     assert records_csv([]) == _row_by_row([]) == ",".join(CSV_COLUMNS) + "\n"
+
+
+#: values a column at a time must write as csv writes them row by row: delimiters, quotes, line
+#: breaks (quoted), a carriage return and a NUL (each as this Python's csv writes it), bools, a mix
+#: of floats, ints and None in one column, numpy scalars, a column that is None throughout
+ODD = [
+    TestRecord("t.py::test_d[1,2]", "passed", wall_ms=0.0, gpu_busy_ms=None, kernel_count=True, worker="gw\r0",
+               top_kernel='a "b"', counters_note="x\x00y", devices=(), findings=None),
+    TestRecord("t.py::test_e[\"q\"]", "passed", wall_ms=-0.0, gpu_busy_ms=float("inf"), kernel_count=2,
+               peak_alloc_mb=np.float64(1 / 3), busy_pct=float("nan"), devices=("0,1",), counters_note="",
+               findings=({"rule": "a,b"},)),
+    TestRecord("t.py::test_f", "skipped", wall_ms=1e-9, gpu_busy_ms=12345678.9, kernel_count=None,
+               peak_alloc_mb=2.0, busy_pct=1e300, leaked_mb=0, devices=("0",)),
+]
+
+
+def test_odd_values_are_written_as_csv_writes_them() -> None:
+    for records in (ODD, ODD + RECORDS, RECORDS * 3 + ODD, ODD[2:]):
+        assert records_csv(records) == _row_by_row(records)
+
+
+def test_other_columns_and_one_column() -> None:
+    for columns in (("test",), ("devices",), ("worker", "devices"), ("kernel_count", "findings")):
+        for records in (ODD, RECORDS, [TestRecord("", "passed")]):
+            out = io.StringIO()
+            writer = csv.writer(out, lineterminator="\n")
+            writer.writerow(columns)
+            for record in records:
+                row = record.csv_row()
+                writer.writerow([format_value(row[c]) for c in columns])
+            assert records_csv(records, columns) == out.getvalue()
