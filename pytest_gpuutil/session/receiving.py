@@ -61,6 +61,12 @@ class Receiver:
         self.take(TestRecord.from_dict(payload["record"]), [MetricRow.from_dict(r) for r in payload.get("metric_rows", ())],
                   payload.get("tables", {}), payload.get("thresholds", ""), payload.get("timeline"))
 
+    def take_finished(self, finished: Sequence[Any]) -> None:
+        """This process's own finished tests (measuring.FinishedTest), as they are (no JSON round trip)."""
+        for test in finished:
+            self.take(test.record, test.results.metric_rows, test.results.tables, test.thresholds, test.timeline)
+        self.spool_pending()
+
     def take(self, record: TestRecord, rows: Sequence[MetricRow], tables: Mapping[str, Sequence[str]],
              thresholds: str, timeline: Optional[Mapping[str, Any]] = None) -> None:
         """Keep one test's record (built in this process, or read from a payload) and its timeline
