@@ -73,13 +73,14 @@ class Receiver:
         while it is among the worst; write its metric rows now."""
         self.records.append(record)
         self._unspooled += 1
-        if isinstance(timeline, Mapping):
+        if timeline is not None and isinstance(timeline, Mapping):  # (an ABC's check: only where there is one)
             self.timelines.offer(record.test, record_scores(record), timeline)
-        for name, columns in tables.items():
-            try:
-                self._registry.register(name, columns)
-            except MetricTableError as exc:
-                self._usage_errors.append(f"{record.test}: {exc}")
+        if tables:
+            for name, columns in tables.items():
+                try:
+                    self._registry.register(name, columns)
+                except MetricTableError as exc:
+                    self._usage_errors.append(f"{record.test}: {exc}")
         if rows:
             try:
                 self._registry.write_rows(rows)
