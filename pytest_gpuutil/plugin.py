@@ -98,11 +98,6 @@ RESULTS_KEY = pytest.StashKey()
 _WRAPPER = {"wrapper": True} if "wrapper" in inspect.signature(pytest.hookimpl).parameters else {"hookwrapper": True}
 #: the clock the plugin's own time is read with (Measuring.own_s: the summary's "measurement cost")
 _clock = time.perf_counter
-PHASES_KEY: pytest.StashKey[dict] = pytest.StashKey()
-THRESHOLD_KEY: pytest.StashKey[str] = pytest.StashKey()
-LAST_KEY: pytest.StashKey[bool] = pytest.StashKey()
-#: a limited test's record as its call's limits were checked on it, with what it was built from
-CALL_RECORD_KEY: pytest.StashKey[Any] = pytest.StashKey()
 #: the JUnit file's writer (pytest's LogXML), when there is one
 _NO_JUNIT = object()
 
@@ -171,6 +166,7 @@ class GpuUtilHooks:
         from pytest_gpuutil.gates.thresholds import Thresholds
 
         note_marked = self.timing.note_marked
+        any_marked = False
         for item in items:
             marked = False
             for marker in item.iter_markers("gpu_util"):
@@ -182,11 +178,16 @@ class GpuUtilHooks:
                 except ValueError as exc:
                     raise pytest.UsageError(str(exc)) from None
             note_marked(item, marked)
+            any_marked = any_marked or marked
+        if self.test_hooks is not None and self.state.settings.enabled and (self.state.default_thresholds or any_marked):
+            self.test_hooks.check_limits()
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, None, None]:
         state = self.state
         controller = session.config.pluginmanager.has_plugin("dsession")  # xdist's: it runs no test itself
+        if controller and self.test_hooks is not None:
+            self.test_hooks.controller = True  # the reports it logs are the workers' (their tests are theirs)
         if state.settings.enabled and not session.config.option.collectonly and not controller:
             source = (session.config.hook.pytest_gpuutil_event_source(config=session.config)
                       if state.settings.source == "cupti" else None)
@@ -232,7 +233,7 @@ class GpuUtilHooks:
                 "payloads": [state.measuring.payload(t) for t in [*held, *leftovers]],
                 "process": state.measuring.process_info()}
             return
-        _take(state, leftovers)
+        state.receiver.take_finished(leftovers)
         if tests is not None:
             tests.late.fill(state.records, state.settings.enabled and state.cuda())
         state.receiver.note_process(state.measuring.process_info())
@@ -287,25 +288,17 @@ class GpuUtilHooks:
             measuring.own_open = None
 
 
-def _take(state: GpuUtilSession, finished: list[Any]) -> None:
-    """This process's own finished tests, to the receiver as they are (no JSON round trip)."""
-    receiver = state.receiver
-    for test in finished:
-        receiver.take(test.record, test.results.metric_rows, test.results.tables, test.thresholds, test.timeline)
-    receiver.spool_pending()
-
-
 def _release(item: pytest.Item) -> None:
-    """At its teardown the item lets go of its test's reports and results (the session keeps every item:
-    kept, they brought Python's full collections, ~0.1 s each with torch loaded, due among the tests)."""
-    for key in (PHASES_KEY, RESULTS_KEY, CALL_RECORD_KEY):
-        if key in item.stash:
-            del item.stash[key]
+    """At its teardown the item lets go of its test's results (the session keeps every item: kept,
+    they brought Python's full collections, ~0.1 s each with torch loaded, due among the tests)."""
+    if RESULTS_KEY in item.stash:
+        del item.stash[RESULTS_KEY]
 
 
 class TestHooks:
     """The per-test hooks: registered under --gpu-util, or when a fixture is first used (a run
-    without either runs none of the plugin's code per test)."""
+    without either runs none of the plugin's code per test). A test's teardown work is done as its
+    teardown report is logged; no wrapper around each report's making but the limits' (CallLimits)."""
 
     __test__ = False
 
@@ -326,13 +319,34 @@ class TestHooks:
         #: JUnit testcases and pytest-benchmark extra info waiting for their tests' records
         self.late = LateProperties()
         self._junit: Any = _NO_JUNIT
+        #: xdist's controller: the reports it logs are its workers' (set when its test loop starts)
+        self.controller = False
+        #: the test run here: its reports as they are logged; from its teardown hook, the item and whether it is last
+        self._phases: dict[str, Any] = {}
+        self._item, self._last = None, False
+        #: the limits' wrapper of the call's report, once registered (see check_limits)
+        self._limits: Any = None
+
+    def check_limits(self) -> None:
+        """Limits may apply to a test of this run: each call's report is checked as it is made."""
+        if self._limits is None:
+            from pytest_gpuutil.session.call_limits import CallLimits
+
+            self._limits = CallLimits(self.state, self.timing, _results)
+            if self._config is not None:
+                self._config.pluginmanager.register(self._limits, "gpuutil-limits")
 
     # -- per test ------------------------------------------------------------------------------
     def pytest_runtest_teardown(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> None:
-        """Whether this is the last test (its teardown's record is needed now): a plain implementation,
-        not a wrapper around the whole protocol (pluggy's old-style wrapper: ~1.5 µs a call more)."""
+        """The item whose teardown report comes next, whether it is the last test, and its benchmark's
+        extra info while its fixtures are still set up: a plain implementation, not a wrapper (pluggy's
+        old-style wrapper: ~1.5 µs a call more)."""
         began = _clock()
-        item.stash[LAST_KEY] = nextitem is None
+        self._item, self._last = item, nextitem is None
+        if self.state.settings.enabled:  # pytest-benchmark: the test's GPU figures go into its extra_info
+            extra = getattr((getattr(item, "funcargs", None) or {}).get("benchmark"), "extra_info", None)
+            if extra is not None:
+                self.late.wait_benchmark(item.nodeid, extra)
         self.state.measuring.own_s += _clock() - began
 
     @pytest.hookimpl(**_WRAPPER)
@@ -356,77 +370,68 @@ class TestHooks:
             measuring.own_s += _clock() - began
         return got  # a new-style wrapper hands the result on (an old-style one's is ignored)
 
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Generator[None, Any, None]:
-        outcome = yield
-        measuring = self.state.measuring
-        began = _clock()
-        try:
-            self._report(item, outcome.get_result())
-        finally:
-            measuring.own_s += _clock() - began
-
-    def _report(self, item: pytest.Item, report: pytest.TestReport) -> None:
-        phases = item.stash.setdefault(PHASES_KEY, {})
-        phases[report.when] = report
-        state = self.state
-        if report.when == "call":
-            if self.timing.thresholds_apply(item):
-                from pytest_gpuutil.session.call_limits import check_call_limits
-
-                checked, built = check_call_limits(state, item, report, _results(item))
-                if checked:
-                    item.stash[THRESHOLD_KEY] = checked
-                if built is not None:
-                    item.stash[CALL_RECORD_KEY] = built  # its teardown takes it, not built again
-            self._benchmark_extra_info(item)
-            if report.failed:
-                from pytest_gpuutil.session.call_limits import add_memory_section, ran_out_of_memory
-
-                if ran_out_of_memory(state, item.nodeid):
-                    add_memory_section(state, item.nodeid, report)
-        elif report.when == "teardown":
-            results = _results(item)
-            call_record = item.stash.get(CALL_RECORD_KEY, None)
-            _release(item)
-            if not (state.settings.enabled or results.kernel_bench or results.gpu_trace or results.metric_rows
-                    or results.tables):
-                return
-            state.measuring.test_finished(self._pending_test(item, item.nodeid, self._outcome_of(phases), results,
-                                                             item.stash.get(THRESHOLD_KEY, ""), call_record))
-            now = self.timing.needs_record_now(item, item.stash.get(LAST_KEY, False))
-            if now or state.measuring.flush_due():
-                state.measuring.flush(wait=now)
-            finished = state.measuring.ready(self.timing.finalize)
-            if finished:
-                if state.is_worker and not state.settings.enabled:
-                    self.held.extend(finished)  # sent at the worker's end
-                    return
-                if state.is_worker or self._reports_carry_records:
-                    report.gpu_util = {"payloads": [state.measuring.payload(t) for t in finished],
-                                       "process": state.measuring.process_info()}
-                if not state.is_worker:
-                    _take(state, finished)
-                    if self._reports_carry_records:
-                        report.gpu_util["taken"] = True  # for pytest-html's rows; the run has them already
-                own = next((t.record for t in finished if t.record.test == item.nodeid), None)
-                if own is not None and state.settings.enabled:
-                    report.user_properties.extend(self._junit_properties(own))
-
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """First of the plugins (before pytest's JUnit writer, xdist's sending, pytest-html's row)."""
         state = self.state
-        if state.is_worker:
-            return
         began = _clock()
-        state.test_seconds += getattr(report, "duration", 0.0) or 0.0
-        if report.when == "teardown":
-            batch = getattr(report, "gpu_util", None)
-            if batch is not None and not batch.get("taken"):
-                state.receiver.receive_batch(batch)  # from an xdist worker (this process took its own already)
-            if state.settings.enabled:
-                self._junit_waits(report)
+        when = report.when
+        if not self.controller:
+            if when == "teardown":
+                self._teardown(report)
+            else:
+                self._phases[when] = report
+                if when == "call" and report.failed:
+                    from pytest_gpuutil.session.call_limits import add_memory_section, ran_out_of_memory
+
+                    if ran_out_of_memory(state, report.nodeid):
+                        add_memory_section(state, report.nodeid, report)
+        if not state.is_worker:
+            state.test_seconds += getattr(report, "duration", 0.0) or 0.0
+            if when == "teardown":
+                batch = getattr(report, "gpu_util", None)
+                if batch is not None and not batch.get("taken"):
+                    state.receiver.receive_batch(batch)  # from an xdist worker (this process took its own already)
+                if state.settings.enabled:
+                    self._junit_waits(report)
         state.measuring.own_s += _clock() - began
+
+    def _teardown(self, report: pytest.TestReport) -> None:
+        """The test is over: it waits for its profile among the finished tests; the records that are
+        ready go on (to the receiver, or on this report to xdist's controller or pytest-html)."""
+        item, phases = self._item, self._phases
+        self._item, self._phases = None, {}
+        if item is None or item.nodeid != report.nodeid:
+            return  # no teardown hook of this test ran here
+        phases["teardown"] = report
+        state = self.state
+        results = _results(item)
+        thresholds, call_record = self._limits.taken(item) if self._limits is not None else ("", None)
+        _release(item)
+        if not (state.settings.enabled or results.kernel_bench or results.gpu_trace or results.metric_rows
+                or results.tables):
+            return
+        measuring = state.measuring
+        measuring.test_finished(self._pending_test(item, item.nodeid, self._outcome_of(phases), results,
+                                                   thresholds, call_record))
+        now = self.timing.needs_record_now(item, self._last)
+        if now or measuring.flush_due():
+            measuring.flush(wait=now)
+        finished = measuring.ready(self.timing.finalize)
+        if finished:
+            if state.is_worker and not state.settings.enabled:
+                self.held.extend(finished)  # sent at the worker's end
+                return
+            if state.is_worker or self._reports_carry_records:
+                report.gpu_util = {"payloads": [measuring.payload(t) for t in finished],  # type: ignore[attr-defined]
+                                   "process": measuring.process_info()}
+            if not state.is_worker:
+                state.receiver.take_finished(finished)
+                if self._reports_carry_records:
+                    report.gpu_util["taken"] = True  # type: ignore[attr-defined]  # pytest-html's rows: taken already
+            own = next((t.record for t in finished if t.record.test == item.nodeid), None)
+            if own is not None and state.settings.enabled:
+                report.user_properties.extend(self._junit_properties(own))
 
     def _junit_waits(self, report: pytest.TestReport) -> None:
         """A JUnit testcase whose report has no figures yet gets them when its record comes (LateProperties)."""
@@ -440,13 +445,6 @@ class TestHooks:
         prefix = self._property_prefix
         if not any(str(name).startswith(prefix) for name, _ in report.user_properties):
             self.late.wait_junit(report.nodeid, junit.node_reporter(report))
-
-    def _benchmark_extra_info(self, item: pytest.Item) -> None:
-        """pytest-benchmark interop: GPU metrics of this test go into benchmark.extra_info when its record comes."""
-        benchmark = getattr(item, "funcargs", {}).get("benchmark")
-        extra = getattr(benchmark, "extra_info", None)
-        if extra is not None and self.state.settings.enabled:
-            self.late.wait_benchmark(item.nodeid, extra)
 
 
 # -- fixtures ----------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ METHODS = (
     ("pytest_gpuutil.capture.memory", "MemoryMeter", ("begin", "end")),
     ("pytest_gpuutil.capture.cupti", "CuptiSource", ("now", "drain", "drain_syncs", "_take_waits")),
     ("pytest_gpuutil.hardware.capture", "CounterCapture", ("begin", "end", "flush")),
-    ("pytest_gpuutil.session.receiving", "Receiver", ("receive_batch", "receive", "take")),
+    ("pytest_gpuutil.session.receiving", "Receiver", ("receive_batch", "receive", "take", "take_finished")),
     ("pytest_gpuutil.session.state", "GpuUtilSession", ("make_record", "finish")),
     ("pytest_gpuutil.records", "TestRecord", ("to_dict", "from_dict")),
 )

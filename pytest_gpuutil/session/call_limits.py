@@ -2,7 +2,10 @@
 right after its call, and where its GPU memory went when it is over a memory limit or out of memory."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import time
+from typing import TYPE_CHECKING, Any, Callable, Generator
+
+import pytest
 
 from pytest_gpuutil.session.record_timing import hooked_record
 
@@ -11,6 +14,46 @@ if TYPE_CHECKING:
     from pytest_gpuutil.session.state import GpuUtilSession
 
 MEMORY_SECTION = "GPU memory (pytest-gpuutil)"
+#: a limited test's limits' state ("passed", "failed", "not_checked"), and the record its call's limits
+#: were checked on with what it was built from, until its teardown takes them
+THRESHOLD_KEY: pytest.StashKey[str] = pytest.StashKey()
+CALL_RECORD_KEY: pytest.StashKey[Any] = pytest.StashKey()
+
+
+class CallLimits:
+    """The call's report of a test with limits, checked as it is made (before any plugin logs it):
+    registered only in a run where limits can apply (run-wide ones, or a gpu_util marker)."""
+
+    def __init__(self, state: GpuUtilSession, timing: Any, results: Callable[[Any], TestResults]):
+        self.state = state
+        self.timing = timing
+        self._results = results
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: Any, call: Any) -> Generator[None, Any, None]:
+        outcome = yield
+        if call.when != "call":
+            return
+        began = time.perf_counter()
+        try:
+            report = outcome.get_result()
+            if self.timing.thresholds_apply(item):
+                checked, built = check_call_limits(self.state, item, report, self._results(item))
+                if checked:
+                    item.stash[THRESHOLD_KEY] = checked
+                if built is not None:
+                    item.stash[CALL_RECORD_KEY] = built  # its teardown takes it, not built again
+        finally:
+            self.state.measuring.own_s += time.perf_counter() - began
+
+    @staticmethod
+    def taken(item: Any) -> tuple[str, Any]:
+        """At the test's teardown: its limits' state and its call's record (the item lets go of the record)."""
+        stash = item.stash
+        call_record = stash.get(CALL_RECORD_KEY, None)
+        if call_record is not None:
+            del stash[CALL_RECORD_KEY]
+        return stash.get(THRESHOLD_KEY, ""), call_record
 
 
 def check_call_limits(state: GpuUtilSession, item: Any, report: Any, results: TestResults) -> tuple[str, Any]:

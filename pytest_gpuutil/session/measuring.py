@@ -177,10 +177,15 @@ class Measuring:
             for test in self.pending:
                 (done if self._ready(test) else waiting).append(test)
             self.pending = waiting
-        elif self.pending and self._ready(self.pending[-1]):
-            done = [self.pending.pop()]
-        else:
+        elif not self.pending:
             return []
+        else:
+            newest = self.pending[-1].nodeid
+            if newest in self.windowed and newest not in self.profiles:
+                return []  # its window waits for a flush (most teardowns between flushes)
+            if not self._ready(self.pending[-1]):
+                return []
+            done = [self.pending.pop()]
         return self._finished(done, finalize)
 
     def _finished(self, done: list[PendingTest],
@@ -205,15 +210,19 @@ class Measuring:
         made = iter(self._make_records(to_build) if to_build else ())
         share_ms = (time.perf_counter() - began) * 1000 / len(done)
         finished = []
+        traces = self._traces != "none"
         for test, profile, built in zip(done, their_profiles, reused):
             began = time.perf_counter()
             if built is None:
                 built = next(made)
             record = finalize(test.item, built)
-            self._write_trace(record, profile)
+            if traces:
+                self._write_trace(record, profile)
             if record.measure_ms is not None:
                 record = _charged(record, record is built, share_ms + (time.perf_counter() - began) * 1000)
-            timeline = profile.timeline_with_counters() if profile is not None else None
+            timeline = None
+            if profile is not None and profile.timeline is not None:  # drawn only for a page (--gpu-util-html)
+                timeline = profile.timeline_with_counters()
             finished.append(FinishedTest(record, test.results, test.thresholds, timeline))
         return finished
 

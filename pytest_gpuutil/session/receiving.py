@@ -61,19 +61,26 @@ class Receiver:
         self.take(TestRecord.from_dict(payload["record"]), [MetricRow.from_dict(r) for r in payload.get("metric_rows", ())],
                   payload.get("tables", {}), payload.get("thresholds", ""), payload.get("timeline"))
 
+    def take_finished(self, finished: Sequence[Any]) -> None:
+        """This process's own finished tests (measuring.FinishedTest), as they are (no JSON round trip)."""
+        for test in finished:
+            self.take(test.record, test.results.metric_rows, test.results.tables, test.thresholds, test.timeline)
+        self.spool_pending()
+
     def take(self, record: TestRecord, rows: Sequence[MetricRow], tables: Mapping[str, Sequence[str]],
              thresholds: str, timeline: Optional[Mapping[str, Any]] = None) -> None:
         """Keep one test's record (built in this process, or read from a payload) and its timeline
         while it is among the worst; write its metric rows now."""
         self.records.append(record)
         self._unspooled += 1
-        if isinstance(timeline, Mapping):
+        if timeline is not None and isinstance(timeline, Mapping):  # (an ABC's check: only where there is one)
             self.timelines.offer(record.test, record_scores(record), timeline)
-        for name, columns in tables.items():
-            try:
-                self._registry.register(name, columns)
-            except MetricTableError as exc:
-                self._usage_errors.append(f"{record.test}: {exc}")
+        if tables:
+            for name, columns in tables.items():
+                try:
+                    self._registry.register(name, columns)
+                except MetricTableError as exc:
+                    self._usage_errors.append(f"{record.test}: {exc}")
         if rows:
             try:
                 self._registry.write_rows(rows)
