@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from pytest_gpuutil.capture.flush_policy import FlushPolicy
     from pytest_gpuutil.capture.memory import MemoryMeter
     from pytest_gpuutil.hardware.capture import CounterCapture
-    from pytest_gpuutil.measurement.call_profile import TestMemory, TestProfile
+    from pytest_gpuutil.measurement.call_profile import TestProfile
+    from pytest_gpuutil.measurement.memory_reads import CallMemories
 
 
 class Measurement:
@@ -83,7 +84,7 @@ class Measurement:
         return self.settings.records_host_waits
 
     @property
-    def memory(self) -> dict[str, TestMemory]:
+    def memory(self) -> CallMemories:
         """Each finished call's GPU memory, by node id, until its record takes it."""
         return self.memory_reads.memory
 
