@@ -202,7 +202,10 @@ class MemoryMeter:
         they come to (:func:`figures_of`) is worked out later, outside the test, when a record asks."""
         devices = self._known if self._known is not None else self._devices()
         read = self._stats if self._stats is not None else self._read
-        return tuple([(device, _figures(read(device))) for device in devices])
+        reads = []
+        for device in devices:
+            reads.append((device, _figures(read(device))))
+        return tuple(reads)
 
     def where_memory_went(self, start: _Start, device: int = 0, top: int = 5, with_failed: bool = True
                           ) -> tuple[tuple[LiveAllocation, ...], tuple[LiveAllocation, ...]]:

@@ -43,9 +43,13 @@ class CallMemories:
         return call
 
     def pop(self, nodeid: str, default: Optional[TestMemory] = None) -> Optional[TestMemory]:
-        memory = self.get(nodeid, default)
-        self._calls.pop(nodeid, None)
-        return memory
+        call = self._calls.pop(nodeid, None)
+        if call is None:
+            return default
+        if type(call) is tuple:  # not asked for before: made now, for the record that takes it
+            start, reads, seconds = call
+            return TestMemory(figures_of(start, reads), start, seconds * 1000)
+        return call
 
     def clear(self) -> None:
         self._calls.clear()
@@ -67,6 +71,8 @@ class MemoryReads(MeasurementPart):
         self.meter: Optional[MemoryMeter] = None
         #: each finished call's memory, by node id, until its record takes it
         self.memory = CallMemories()
+        #: ``keep(nodeid, (start, reads, seconds))``: CallMemories.add without its call (a dict's own setitem)
+        self._keep = self.memory._calls.__setitem__
         #: the call begun and not ended yet: (node id, the meter's start, the seconds its begin took)
         self._open: Optional[tuple[str, Any, float]] = None
 
@@ -100,4 +106,4 @@ class MemoryReads(MeasurementPart):
             reads = self.meter.read()
         except Exception:  # noqa: BLE001
             return
-        self.memory.add(nodeid, opened[1], reads, opened[2] + _clock() - began)
+        self._keep(nodeid, (opened[1], reads, opened[2] + _clock() - began))
