@@ -12,6 +12,8 @@ Prints and writes DIR/gpu_path_costs.json:
 - ``call_us``: the per-test calls of the plugin's path, each timed over 5,000 calls: both
   synchronizes (also with the callbacks subscribed), CUDA's initialised check, CUPTI's clock, the
   memory counters (read, reset, the meter's begin and end; the accelerator API's read where torch has it);
+  ``in_test.call_us`` also has the memory reads as a suite meets them (``... after a test's body``: each
+  right after a small test's body and 4 MiB of host memory written, median of 300), beside the loops;
 - ``drain_us_per_record``: turning the collected records into columns;
 - ``in_test``: issue 41's in-test path, new calls against the old ones on the default config's source
   (CUPTI with the host's waits from callbacks): CUPTI's clock through the C module (``CuptiSource.now``)
@@ -64,6 +66,23 @@ def loop_us(body: Callable[[], Any], count: int, torch: Any, rounds: int = 5,
     return statistics.median(times)
 
 
+def after_a_test(torch: Any, reads: dict[str, Callable[[], Any]], tests: int = 300) -> dict[str, float]:
+    """Each read's median µs as a suite meets it: right after a small test's body and 4 MiB of the host's
+    memory touched (the protocol between two tests leaves the caches cold; the loops above keep them warm).
+    Issue 41: MemoryMeter.end took 35-52 µs a test in the small suite against 11-17 in a loop."""
+    churn = bytearray(4 << 20)
+    times: dict[str, list[float]] = {name: [] for name in reads}
+    for index in range(tests):
+        for name, read in reads.items():
+            t = torch.ones(1024, device="cuda")
+            (t * 3 + 1).sum().item()
+            churn[index % 64::64] = bytes(len(churn[index % 64::64]))  # every cache line of 4 MiB written
+            began = time.perf_counter()
+            read()
+            times[name].append(time.perf_counter() - began)
+    return {f"{name} after a test's body (median)": statistics.median(got) * 1e6 for name, got in times.items()}
+
+
 def in_test_calls(torch: Any, source: Any) -> dict[str, Any]:
     """Issue 41's in-test calls, new against old, on a running source (see the module docstring)."""
     import ctypes
@@ -92,7 +111,11 @@ def in_test_calls(torch: Any, source: Any) -> dict[str, Any]:
         "MemoryMeter.begin (resets, shared start)": per_call_us(meter.begin),
         "MemoryMeter._begin (before: a new start each call)": per_call_us(meter._begin),
         "MemoryMeter.end (one read)": per_call_us(lambda: meter.end(start)),
+        "MemoryMeter.read (one read, its figures later)": per_call_us(meter.read),
         "_cuda_memoryStats": per_call_us(lambda: torch._C._cuda_memoryStats(0)),
+        **after_a_test(torch, {"_cuda_memoryStats": lambda: torch._C._cuda_memoryStats(0),
+                               "MemoryMeter.end": lambda: meter.end(start), "MemoryMeter.read": meter.read,
+                               "_cuda_resetPeakMemoryStats": lambda: torch._C._cuda_resetPeakMemoryStats(0)}),
         "window-edge synchronize, recorded by the callbacks (before)": per_call_us(synchronize_if_used(torch)),
         "window-edge synchronize, quiet": per_call_us(synchronize_if_used(torch, source.quiet_waits)),
     }

@@ -137,6 +137,9 @@ class ContinuousCapture:
     #: the host's places for the findings (a :class:`~pytest_gpuutil.capture.places.host.HostPlaces`:
     #: ``begin()``/``end()`` around each call, ``take()`` per flush), or None
     places: Any = None
+    #: whether a window's end reads the clock before its closing synchronize (findings, and a source
+    #: that records the host's waits); None until the first window ends
+    _stamps_sync_end: Optional[bool] = None
 
     # -- the source -----------------------------------------------------------------------------
     def ensure_started(self) -> bool:
@@ -251,7 +254,10 @@ class ContinuousCapture:
             self.places.end()
         if not window.note:
             source = self.source
-            if self.findings and self._records_waits:
+            stamps = self._stamps_sync_end
+            if stamps is None:  # asked once (the source's methods do not change)
+                stamps = self._stamps_sync_end = self.findings and self._records_waits
+            if stamps:
                 window.sync_end_ns = source.now()
             self.synchronize()
             window.end_ns = source.now()

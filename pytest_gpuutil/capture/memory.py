@@ -80,6 +80,26 @@ def _figures(stats: dict[str, Any]) -> tuple[int, int, int, int, int, int, int]:
             int(get("allocated", 0)) - int(get("freed", 0)))
 
 
+#: one read of a call's end: per device, (allocated, peak allocated, reserved, peak reserved, retries,
+#: ooms, allocated less freed) as :func:`_figures` gives them
+Reads = tuple[tuple[int, tuple[int, int, int, int, int, int, int]], ...]
+
+
+def figures_of(start: _Start, reads: Reads) -> tuple[DeviceMemory, ...]:
+    """Each device's figures for a call, from its start and its end's read (a device CUDA started
+    during the call counts from 0; a device never used is left out)."""
+    found = []
+    for device, (current, peak, reserved, peak_reserved, retries, ooms, net) in reads:
+        counted = device in start.counted
+        if not counted and device not in start.allocated and peak == 0 and reserved == 0:
+            continue  # never used
+        found.append(DeviceMemory(str(device), peak, peak_reserved,
+                                  net if counted else current - start.allocated.get(device, 0),
+                                  retries - start.retries.get(device, 0), ooms - start.ooms.get(device, 0),
+                                  current, reserved))
+    return tuple(found)
+
+
 def _counters(stats: dict[str, Any]) -> tuple[int, int, int, int, int, int]:
     """(allocated, peak allocated, reserved, peak reserved, retries, ooms) from the nested stats."""
     allocated = stats.get("allocated_bytes", {}).get("all", {})
@@ -175,17 +195,17 @@ class MemoryMeter:
 
     def end(self, start: _Start) -> tuple[DeviceMemory, ...]:
         """At the call's end: each device's figures (a device CUDA started during the call counts from 0)."""
-        found = []
-        for device in self._devices():
-            current, peak, reserved, peak_reserved, retries, ooms, net = _figures(self._read(device))
-            counted = device in start.counted
-            if not counted and device not in start.allocated and peak == 0 and reserved == 0:
-                continue  # never used
-            found.append(DeviceMemory(str(device), peak, peak_reserved,
-                                      net if counted else current - start.allocated.get(device, 0),
-                                      retries - start.retries.get(device, 0), ooms - start.ooms.get(device, 0),
-                                      current, reserved))
-        return tuple(found)
+        return figures_of(start, self.read())
+
+    def read(self) -> Reads:
+        """At the call's end: one read of each device's counters, as ``(device, counters)`` pairs; what
+        they come to (:func:`figures_of`) is worked out later, outside the test, when a record asks."""
+        devices = self._known if self._known is not None else self._devices()
+        read = self._stats if self._stats is not None else self._read
+        reads = []
+        for device in devices:
+            reads.append((device, _figures(read(device))))
+        return tuple(reads)
 
     def where_memory_went(self, start: _Start, device: int = 0, top: int = 5, with_failed: bool = True
                           ) -> tuple[tuple[LiveAllocation, ...], tuple[LiveAllocation, ...]]:

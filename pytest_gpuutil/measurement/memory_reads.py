@@ -1,15 +1,64 @@
-"""GPU memory of each call: the allocator's counters read around it (--gpu-util-memory)."""
+"""GPU memory of each call: the allocator's counters read around it (--gpu-util-memory).
+
+Inside the test only the allocator's calls: its peaks and counts reset at the call's start, one
+read at its end. What the read comes to (:class:`~pytest_gpuutil.measurement.call_profile.TestMemory`)
+is worked out when a record or a limit asks for it, outside the test (:class:`CallMemories`).
+"""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, Union
 
+from pytest_gpuutil.capture.memory import figures_of
 from pytest_gpuutil.measurement.part import MeasurementPart
 from pytest_gpuutil.measurement.call_profile import TestMemory
 
 if TYPE_CHECKING:
-    from pytest_gpuutil.capture.memory import MemoryMeter
+    from pytest_gpuutil.capture.memory import MemoryMeter, Reads
     from pytest_gpuutil.measurement.part import Setup
+
+_clock = time.perf_counter
+
+
+class CallMemories:
+    """Each finished call's GPU memory, by node id, until its record takes it: kept as it was read
+    (the start, the end's read, the seconds the reads took), made a TestMemory the first time it is
+    asked for (the same object every time after)."""
+
+    __slots__ = ("_calls",)
+
+    def __init__(self) -> None:
+        self._calls: dict[str, Union[TestMemory, tuple[Any, Reads, float]]] = {}
+
+    def add(self, nodeid: str, start: Any, reads: Reads, seconds: float) -> None:
+        self._calls[nodeid] = (start, reads, seconds)
+
+    def get(self, nodeid: str, default: Optional[TestMemory] = None) -> Optional[TestMemory]:
+        call = self._calls.get(nodeid)
+        if call is None:
+            return default
+        if type(call) is tuple:
+            start, reads, seconds = call
+            call = self._calls[nodeid] = TestMemory(figures_of(start, reads), start, seconds * 1000)
+        return call
+
+    def pop(self, nodeid: str, default: Optional[TestMemory] = None) -> Optional[TestMemory]:
+        call = self._calls.pop(nodeid, None)
+        if call is None:
+            return default
+        if type(call) is tuple:  # not asked for before: made now, for the record that takes it
+            start, reads, seconds = call
+            return TestMemory(figures_of(start, reads), start, seconds * 1000)
+        return call
+
+    def clear(self) -> None:
+        self._calls.clear()
+
+    def __contains__(self, nodeid: object) -> bool:
+        return nodeid in self._calls
+
+    def __len__(self) -> int:
+        return len(self._calls)
 
 
 class MemoryReads(MeasurementPart):
@@ -21,8 +70,11 @@ class MemoryReads(MeasurementPart):
         #: GPU memory counters, once started on a CUDA machine
         self.meter: Optional[MemoryMeter] = None
         #: each finished call's memory, by node id, until its record takes it
-        self.memory: dict[str, TestMemory] = {}
-        self._start: dict[str, tuple[Any, float]] = {}
+        self.memory = CallMemories()
+        #: ``keep(nodeid, (start, reads, seconds))``: CallMemories.add without its call (a dict's own setitem)
+        self._keep = self.memory._calls.__setitem__
+        #: the call begun and not ended yet: (node id, the meter's start, the seconds its begin took)
+        self._open: Optional[tuple[str, Any, float]] = None
 
     def start(self, setup: Setup) -> None:
         if setup.cuda and self._on:
@@ -35,22 +87,23 @@ class MemoryReads(MeasurementPart):
         return self.meter is not None
 
     def begin(self, nodeid: str) -> None:
-        if self.meter is None:
+        meter = self.meter
+        if meter is None:
             return
-        began = time.perf_counter()
+        began = _clock()
         try:
-            self._start[nodeid] = (self.meter.begin(), time.perf_counter() - began)
+            self._open = (nodeid, meter.begin(), _clock() - began)
         except Exception:  # noqa: BLE001 - memory figures are then missing, the test runs on
-            pass
+            self._open = None
 
     def end(self, nodeid: str) -> None:
-        started = self._start.pop(nodeid, None)
-        if started is None or self.meter is None:
+        opened = self._open
+        if opened is None or opened[0] != nodeid or self.meter is None:
             return
-        start, begin_cost = started
-        began = time.perf_counter()
+        self._open = None
+        began = _clock()
         try:
-            devices = self.meter.end(start)
+            reads = self.meter.read()
         except Exception:  # noqa: BLE001
             return
-        self.memory[nodeid] = TestMemory(devices, start, (begin_cost + time.perf_counter() - began) * 1000)
+        self._keep(nodeid, (opened[1], reads, opened[2] + _clock() - began))

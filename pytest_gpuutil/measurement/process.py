@@ -13,6 +13,7 @@ import gc
 import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
+from pytest_gpuutil.measurement.call_profile import CONTINUOUS
 from pytest_gpuutil.measurement.child_processes import ChildProcesses
 from pytest_gpuutil.measurement.counter_reads import CounterReads
 from pytest_gpuutil.measurement.flush_schedule import FlushSchedule
@@ -27,7 +28,8 @@ if TYPE_CHECKING:
     from pytest_gpuutil.capture.flush_policy import FlushPolicy
     from pytest_gpuutil.capture.memory import MemoryMeter
     from pytest_gpuutil.hardware.capture import CounterCapture
-    from pytest_gpuutil.measurement.call_profile import TestMemory, TestProfile
+    from pytest_gpuutil.measurement.call_profile import TestProfile
+    from pytest_gpuutil.measurement.memory_reads import CallMemories
 
 
 class Measurement:
@@ -41,6 +43,8 @@ class Measurement:
         self.settings = WindowSettings(classifier, keep_events, cpu_activity, use_cupti, findings, findings_ignore,
                                        timelines, timeline_gap_ms)
         self.windows: CallWindows = CallWindows()
+        #: the windows are the continuous capture's (``mode == CONTINUOUS``, kept as a flag for each test)
+        self.continuous = False
         self.schedule = FlushSchedule(policy)
         self.memory_reads = MemoryReads(memory, memory_history)
         self.child_processes = ChildProcesses(children, classifier)
@@ -83,7 +87,7 @@ class Measurement:
         return self.settings.records_host_waits
 
     @property
-    def memory(self) -> dict[str, TestMemory]:
+    def memory(self) -> CallMemories:
         """Each finished call's GPU memory, by node id, until its record takes it."""
         return self.memory_reads.memory
 
@@ -112,6 +116,7 @@ class Measurement:
             self.cuda, self._torch = cuda, torch
             chosen = choose_windows(self.settings, torch, cuda, source)
             self.windows, self.fallback_reason = chosen.windows, chosen.fallback_reason
+            self.continuous = self.windows.mode == CONTINUOUS
             setup = Setup(torch, cuda, self.windows, counter_source)
             for part in self.parts:
                 if not part.starts_late:

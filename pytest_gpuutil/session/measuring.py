@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
-from pytest_gpuutil.measurement import CONTINUOUS
 from pytest_gpuutil.report.terminal import display_path
 from pytest_gpuutil.rundoc.document import safe_name
 
@@ -134,9 +133,10 @@ class Measuring:
         return self.own_s + (time.perf_counter() - opened if opened is not None else 0.0)
 
     def begin_test(self, nodeid: str, results: TestResults) -> None:
-        if self.measurement.mode == CONTINUOUS:
+        measurement = self.measurement
+        if measurement.continuous:
             self.windowed.add(nodeid)
-        profile = self.measurement.begin(nodeid, results)
+        profile = measurement.begin(nodeid, results)
         if profile is not None:
             self.windowed.discard(nodeid)
             self.profiles[nodeid] = profile

@@ -190,3 +190,33 @@ def test_no_cuda_yet_means_no_devices() -> None:
     start = meter.begin()
     assert meter.end(start) == ()
     assert meter.where_memory_went(start) == ((), ())  # no history asked for
+
+
+def test_a_call_keeps_its_read_and_its_figures_come_when_asked() -> None:
+    """Inside the test only the reset and the read; the call's TestMemory is made when a record or a
+    limit asks (once: the same object to both), with the figures meter.end gives."""
+    from pytest_gpuutil.measurement.memory_reads import MemoryReads
+    from pytest_gpuutil.measurement.part import Setup
+
+    allocator = Allocator()
+    allocator.allocate(64 * MIB)
+    reads = MemoryReads(on=True, history=False)
+    reads.start(Setup(stand_in(allocator), True, None))
+    reads.begin("t")
+    allocator.allocate(1024 * MIB)
+    allocator.allocate(-1024 * MIB)
+    allocator.allocate(256 * MIB)
+    reads.end("t")
+    assert allocator.reads == 1 and "t" in reads.memory and len(reads.memory) == 1
+    memory = reads.memory.get("t")
+    assert memory is reads.memory.get("t")  # made once: a limit's record and the flush's see one object
+    (device,) = memory.devices
+    assert (device.device, device.peak_alloc, device.leaked, device.allocated_end) == (
+        "0", (64 + 1024) * MIB, 256 * MIB, (64 + 256) * MIB)
+    assert memory.cost_ms >= 0
+    assert reads.memory.pop("t") is memory and reads.memory.get("t") is None and len(reads.memory) == 0
+    reads.end("t")  # a call ended twice (the session's end): nothing more
+    reads.begin("u")
+    reads.end("")  # the session's end closing no call of its own: the open call stays open
+    reads.end("u")
+    assert reads.memory.pop("u").devices[0].leaked == 0
