@@ -257,7 +257,8 @@ def _firsts(window_of_row: np.ndarray, n_windows: int, limit: int) -> np.ndarray
 def _cut(rows: list[Any], window_of_row: np.ndarray, n_windows: int) -> list[tuple[Any, ...]]:
     """``rows`` (sorted by window) as one tuple per window."""
     bounds = np.searchsorted(window_of_row, np.arange(n_windows + 1)).tolist()
-    return [tuple(rows[a:b]) for a, b in zip(bounds, bounds[1:])]
+    whole = tuple(rows)  # a slice of a tuple is the window's tuple: one object a window, not a list and a tuple
+    return [whole[a:b] for a, b in zip(bounds, bounds[1:])]
 
 
 def _device_rows(dev_busy: np.ndarray, present: np.ndarray, device_order: list[int],
