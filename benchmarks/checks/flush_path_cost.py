@@ -18,7 +18,8 @@ that callgrind counts the flushes alone::
         --toggle-collect='_operator_call*' python ... --flushes 5
 
 (its "Collected" over 5 is one flush); ``--windows 100`` and ``--windows 1000`` give the fixed part
-and the part per window. ``--profile`` prints cProfile's count of Python calls inside the
+and the part per window. Prints the flushes' wall time (µs a window: the minimum and the median);
+``--profile`` prints cProfile's count of Python calls inside the
 flushes. No torch is imported (a stand-in module: CUDA not up), so the runs stay short under
 valgrind. ``--package DIR`` imports pytest_gpuutil from DIR (an older checkout) to compare.
 """
@@ -28,9 +29,10 @@ import argparse
 import gc
 import operator
 import sys
+import time
 import types
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 #: the flushes run inside this C function (Python 3.11+), so that callgrind can count them alone
 call = getattr(operator, "call", lambda function: function())
@@ -100,11 +102,13 @@ def build(windows: int, children: bool) -> tuple[Any, list[str]]:
     return measuring, [f"test_small.py::test_small[{i}]" for i in range(windows)]
 
 
-def run(measuring: Any, nodeids: list[str], flushes: int, profile: Any = None, counted: bool = True) -> int:
-    """``flushes`` rounds of every window and a flush (``counted``: inside ``operator.call``); the
-    profiles the last flush gave."""
+def run(measuring: Any, nodeids: list[str], flushes: int, profile: Any = None, counted: bool = True,
+        seconds: Optional[list[float]] = None) -> int:
+    """``flushes`` rounds of every window and a flush (``counted``: inside ``operator.call``; each
+    flush's seconds appended to ``seconds``); the profiles the last flush gave."""
     results = _Results()
     got: dict[str, Any] = {}
+    clock = time.perf_counter
     for _ in range(flushes):
         for nodeid in nodeids:
             measuring.begin_test(nodeid, results)
@@ -112,10 +116,13 @@ def run(measuring: Any, nodeids: list[str], flushes: int, profile: Any = None, c
         measuring.profiles.clear()
         if profile is not None:
             profile.enable()
+        began = clock()
         if counted:
             call(measuring.flush)  # operator.call: what callgrind's --toggle-collect counts (see the docstring)
         else:
             measuring.flush()
+        if seconds is not None:
+            seconds.append(clock() - began)
         if profile is not None:
             profile.disable()
         got = measuring.profiles
@@ -138,12 +145,15 @@ def main(argv: list[str] | None = None) -> int:
         import cProfile
 
         profile = cProfile.Profile()
+    seconds: list[float] = []
     gc.disable()
-    got = run(measuring, nodeids, args.flushes, profile)
+    got = run(measuring, nodeids, args.flushes, profile, seconds=seconds)
     gc.enable()
     measuring.measurement.close()
     if got != args.windows:
         raise SystemExit(f"the last flush gave {got} profiles, not {args.windows}")
+    print(f"Measuring.flush of {args.windows} windows: {min(seconds) * 1e6 / args.windows:.2f} µs a window "
+          f"(minimum of {args.flushes}; median {sorted(seconds)[len(seconds) // 2] * 1e6 / args.windows:.2f})")
     if profile is not None:
         import pstats
 
