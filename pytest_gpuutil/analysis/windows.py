@@ -19,7 +19,6 @@ of one process are.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 import numpy as np
@@ -28,14 +27,18 @@ from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.intervals.window_columns import IDLE_GAPS, TOP_KERNELS, assign, figures, stats_rows
 from pytest_gpuutil.analysis.stats import CategoryStat, IdleGap, KernelStat
 from pytest_gpuutil.analysis.summary import TraceSummary
+from pytest_gpuutil.frozen import field, frozen
 from pytest_gpuutil.traces.model import GpuColumns, Window
 
 __all__ = ["IDLE_GAPS", "TOP_KERNELS", "WindowStats", "assign_windows", "window_stats"]
 
 
-@dataclass(frozen=True)
+@frozen
 class WindowStats:
     """What one window's GPU work amounts to: the figures a per-test record holds.
+
+    A frozen record (:mod:`pytest_gpuutil.frozen`: a dataclass when asked), made for every window
+    of every flush: its ``__init__`` is one dict update, not a ``object.__setattr__`` per field.
 
     Categories, top kernels and idle gaps are kept as rows of plain values (a flush makes them
     for every window, and a record turns them into dicts); ``categories``, ``top_kernels`` and

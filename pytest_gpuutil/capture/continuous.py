@@ -276,8 +276,10 @@ class ContinuousCapture:
         return time.perf_counter() - self._last_flush
 
     # -- flushing -------------------------------------------------------------------------------
-    def flush(self) -> list[WindowResult]:
-        """Figures for every window closed since the last flush, in the order they closed."""
+    def flush(self, make: Callable[..., Any] = WindowResult) -> list[Any]:
+        """Figures for every window closed since the last flush, in the order they closed: a
+        :class:`WindowResult` each, or what ``make`` makes of the same fields in the same order
+        (the measurement makes its profiles so, with no WindowResult between)."""
         began = time.perf_counter()
         windows, self._closed = self._closed, []
         self._last_flush = began
@@ -299,29 +301,31 @@ class ContinuousCapture:
         extras: dict[int, Any] = {}
         children_error = ""
         rows = None
-        if measured and not error and self.children is not None:
+        spans = spans_of(measured) if measured and not error else []  # once: the children's merge and the attribution
+        if spans and self.children is not None:
             try:
-                columns, found = self.children.attribute(
-                    columns, spans_of(measured), [w.key for w in measured])
-                extras = {id(w): x for w, x in zip(measured, found)}
+                columns, found = self.children.attribute(columns, spans, [w.key for w in measured])
+                # only the windows the children add something to (most add nothing)
+                extras = {id(w): x for w, x in zip(measured, found)
+                          if x.processes or x.note or getattr(x, "child_start", None) is not None}
             except Exception as exc:  # noqa: BLE001 - this process's own figures still count
                 children_error = f"child processes could not be read: {exc}"
-        if measured and not error:
+        if spans:
             try:
-                stats, events, rows = attribute_rows(columns, measured, self.classifier, self.keep_events)
+                stats, events, rows = attribute_rows(columns, measured, self.classifier, self.keep_events, spans)
             except Exception as exc:  # noqa: BLE001 - a failing analysis must not end the session
                 error = f"the capture could not be split into tests: {exc}"
         if self.findings and stats:
             try:
                 if self._first_uses is None:
                     self._first_uses = FirstUses(self.device_name)
-                looked = [w for w in measured if id(w) in stats]
-                contexts = self._first_uses.contexts(looked, stats, extras)
+                looked = measured if len(stats) == len(measured) else [w for w in measured if id(w) in stats]
+                contexts = self._first_uses.contexts(looked, stats, extras, rows)
                 findings = findings_of(columns, syncs, looked, stats, self.classifier, self.findings_ignore, contexts,
                                        host=host, rows=rows)
             except Exception as exc:  # noqa: BLE001 - the figures stand without findings; this batch says why
                 error = f"findings could not be looked for: {exc}"
-        for w in measured:  # gpu-idle names a child's start-up where the window's first GPU work was a child's
+        for w in measured if extras else ():  # gpu-idle names a child's start-up where the window's first GPU work was a child's
             started = getattr(extras.get(id(w)), "child_start", None)
             if started is not None and findings.get(id(w)):
                 findings[id(w)] = tuple(with_child_start(f, started.program, started.startup_ns) for f in findings[id(w)])
@@ -341,38 +345,50 @@ class ContinuousCapture:
                     drawn[id(w)] = self.places.with_host_frames(drawn[id(w)], host, spans_of([w])[0])
         note = error or (f"{self.source.name} dropped {dropped} records in this batch: figures may be low" if dropped else "")
         share = (time.perf_counter() - began) / len(windows)
-        batch_notes = (note, children_error)
-        own_notes_only = not (note or children_error or extras)  # then a window's note is its own, or its remark
-        with_syncs = self.keep_events and syncs is not None
-        results = []
-        for w in windows:
-            key = id(w)
-            if own_notes_only:
-                extra, window_note = None, w.note or w.remark
-            else:
-                extra = extras.get(key)
-                notes = (*batch_notes, getattr(extra, "note", ""), w.remark)
-                window_note = w.note or ("; ".join(n for n in notes if n) if any(notes) else "")
-            results.append(WindowResult(  # key, wall_ms, stats, note, measure_ms, events, findings, syncs, processes, timeline
-                w.key, w.wall_ms, stats.get(key), window_note, (w.own_s + share) * 1000, events.get(key),
-                findings.get(key), syncs_of(syncs, w) if with_syncs and key in events else None,
-                getattr(extra, "processes", ()), drawn.get(key)))
-        return results
+        return window_results(windows, make, share, stats, events, findings, drawn, extras, (note, children_error),
+                              syncs if self.keep_events else None)
 
     @property
     def _records_waits(self) -> bool:
         """Whether the source records the host's waits (CUPTI with activity kind 38 does)."""
         return callable(getattr(self.source, "drain_syncs", None))
 
-    def close(self) -> list[WindowResult]:
-        """Flush what is left and stop the source (the end of the session)."""
+    def close(self, make: Callable[..., Any] = WindowResult) -> list[Any]:
+        """Flush what is left and stop the source (the end of the session); ``make`` as for :meth:`flush`."""
         self.end()
-        results = self.flush()
+        results = self.flush(make)
         self._pause()
         if self.places is not None:
             self.places.close()
         self.closed = True
         return results
+
+
+def window_results(windows: list[_Window], make: Callable[..., Any], share_s: float, stats: dict[int, WindowStats],
+                   events: dict[int, GpuColumns], findings: dict[int, tuple[Finding, ...]],
+                   drawn: dict[int, dict[str, Any]], extras: dict[int, Any], batch_notes: tuple[str, str],
+                   syncs: Optional[SyncColumns]) -> list[Any]:
+    """Each window's ``make(key, wall_ms, stats, note, measure_ms, events, findings, syncs, processes,
+    timeline)`` (results keyed by ``id(window)``; ``syncs``: the batch's waits where events are kept)."""
+    stats_of, events_of, findings_of_window, drawn_of = stats.get, events.get, findings.get, drawn.get
+    results = []
+    append = results.append
+    if not (any(batch_notes) or extras):  # then a window's note is its own, or its remark
+        for w in windows:
+            key = id(w)
+            append(make(w.key, w.wall_ms, stats_of(key), w.note or w.remark, (w.own_s + share_s) * 1000,
+                        events_of(key), findings_of_window(key), None if syncs is None or key not in events
+                        else syncs_of(syncs, w), (), drawn_of(key)))
+        return results
+    for w in windows:
+        key = id(w)
+        extra = extras.get(key)
+        notes = (*batch_notes, getattr(extra, "note", ""), w.remark)
+        window_note = w.note or ("; ".join(n for n in notes if n) if any(notes) else "")
+        append(make(w.key, w.wall_ms, stats_of(key), window_note, (w.own_s + share_s) * 1000, events_of(key),
+                    findings_of_window(key), None if syncs is None or key not in events else syncs_of(syncs, w),
+                    getattr(extra, "processes", ()), drawn_of(key)))
+    return results
 
 
 def synchronize_if_used(torch: Any, quiet: Optional[Callable[[bool], None]] = None) -> Callable[[], None]:

@@ -8,6 +8,8 @@ window at a time. Results are keyed by ``id(window)``.
 """
 from __future__ import annotations
 
+from itertools import compress
+from operator import attrgetter
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
@@ -20,6 +22,8 @@ from pytest_gpuutil.analysis.windows import WindowStats, assign_windows
 from pytest_gpuutil.analysis import timeline as timelines
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
+_CUDA_CAME_UP = attrgetter("cuda_came_up")
+_SYNC_END = attrgetter("sync_end_ns")
 #: kernel categories whose library (cuBLAS, cuDNN, NCCL) starts up on its first use in a process
 LIBRARY_CATEGORIES = frozenset({GEMM, CONV, ATTENTION, COMMUNICATION})
 
@@ -39,44 +43,66 @@ def attribute(columns: GpuColumns, windows: Sequence[Any], classifier: KernelCla
     return stats, events
 
 
-def attribute_rows(columns: GpuColumns, windows: Sequence[Any], classifier: KernelClassifier,
-                   keep_events: bool) -> tuple[dict[int, WindowStats], dict[int, GpuColumns], "WindowRows"]:
+def attribute_rows(columns: GpuColumns, windows: Sequence[Any], classifier: KernelClassifier, keep_events: bool,
+                   spans: Optional[Sequence[Window]] = None) -> tuple[dict[int, WindowStats], dict[int, GpuColumns], "WindowRows"]:
     """:func:`attribute`, and each window's event indices as the attribution found them (for the
-    findings, the timelines and the kept events: no second search)."""
-    spans = spans_of(windows)
-    groups = [(windows, spans)] if in_order(spans) else [([w], [s]) for w, s in zip(windows, spans)]
-    stats: dict[int, WindowStats] = {}
+    findings, the timelines and the kept events: no second search), with the attribution's columns
+    where it made them in one pass (``spans``: the windows' :func:`spans_of`, when made already)."""
+    spans = spans_of(windows) if spans is None else spans
+    starts = np.asarray([s.start_ns for s in spans], dtype=np.int64)
+    ends = np.asarray([s.end_ns for s in spans], dtype=np.int64)
     rows = WindowRows()
-    for group, group_spans in groups:
-        found = figures(columns, np.asarray([s.start_ns for s in group_spans], dtype=np.int64),
-                        np.asarray([s.end_ns for s in group_spans], dtype=np.int64), classifier)
-        for w, row in zip(group, stats_rows(found, group_spans)):
-            stats[id(w)] = WindowStats(*row)
-        rows.add(group, *found.assigned)
+    if starts.size < 2 or bool((starts[1:] >= ends[:-1]).all()):  # in order (in_order(spans)): one pass
+        found = figures(columns, starts, ends, classifier)
+        made = [WindowStats(*row) for row in stats_rows(found, spans)]
+        rows.add(windows, *found.assigned)
+        rows.columns = (windows, found, starts, ends)
+    else:  # the wall clock stepped back between tests: one window at a time
+        made = []
+        for i, w in enumerate(windows):
+            found = figures(columns, starts[i:i + 1], ends[i:i + 1], classifier)
+            made.extend(WindowStats(*row) for row in stats_rows(found, spans[i:i + 1]))
+            rows.add([w], *found.assigned)
+    stats = dict(zip(map(id, windows), made))
     events = {id(w): columns.take(rows.of(id(w))) for w in windows} if keep_events else {}
     return stats, events, rows
 
 
 class WindowRows:
-    """Each window's event indices, ascending (keyed by ``id(window)``), from an assignment of events to windows."""
+    """Each window's event indices, ascending (keyed by ``id(window)``), from an assignment of events to
+    windows; looked up by window only when asked (most windows never are)."""
 
     def __init__(self) -> None:
-        self._of: dict[int, tuple[np.ndarray, int, int]] = {}
+        self._groups: list[tuple[Sequence[Any], np.ndarray, list[int]]] = []
+        self._where: Optional[dict[int, tuple[int, int]]] = None
+        #: (windows, their WindowFigures, their starts and ends) where one pass attributed every window
+        self.columns: Optional[tuple[Sequence[Any], Any, np.ndarray, np.ndarray]] = None
 
     def add(self, windows: Sequence[Any], event: np.ndarray, win: np.ndarray) -> None:
         if win.size > 1 and not (win[1:] >= win[:-1]).all():
             order = np.argsort(win, kind="stable")
             event, win = event[order], win[order]
-        bounds = np.searchsorted(win, np.arange(len(windows) + 1)).tolist()
-        for i, w in enumerate(windows):
-            self._of[id(w)] = (event, bounds[i], bounds[i + 1])
+        self._groups.append((windows, event, np.searchsorted(win, np.arange(len(windows) + 1)).tolist()))
+        self._where = None
+
+    def _index(self) -> dict[int, tuple[int, int]]:
+        if self._where is None:
+            self._where = {id(w): (g, i) for g, (windows, _, _) in enumerate(self._groups) for i, w in enumerate(windows)}
+        return self._where
 
     def __contains__(self, key: int) -> bool:
-        return key in self._of
+        return key in self._index()
 
     def of(self, key: int) -> np.ndarray:
-        event, lo, hi = self._of[key]
-        return event[lo:hi]
+        g, i = self._index()[key]
+        _, event, bounds = self._groups[g]
+        return event[bounds[i]:bounds[i + 1]]
+
+    def figures_of(self, windows: Sequence[Any]) -> Optional[tuple[Any, np.ndarray, np.ndarray]]:
+        """(WindowFigures, starts, ends) of exactly ``windows`` (the same list) where one pass made them, else None."""
+        if self.columns is None or self.columns[0] is not windows:
+            return None
+        return self.columns[1:]
 
 
 class FirstUses:
@@ -89,43 +115,72 @@ class FirstUses:
         self._seen_work = False
         self._seen_libraries: set[str] = set()
 
-    def contexts(self, windows: Sequence[Any], stats: dict[int, WindowStats],
-                 extras: dict[int, Any]) -> "Contexts":
+    def contexts(self, windows: Sequence[Any], stats: dict[int, WindowStats], extras: dict[int, Any],
+                 rows: Optional[WindowRows] = None) -> "Contexts":
         """What the findings know of each window besides its events (in the order the windows ran):
         whether it held this process's first GPU work or a library's first use, and a child's start-up.
-        One pass over the windows for what is particular to a few; each window's figures are made
-        when the findings ask for them (most windows are never looked at)."""
+        The first uses from the attribution's columns where ``rows`` has them for these windows (one
+        look per library), else one pass over the windows; each window's figures are made when the
+        findings ask for them (most windows are never looked at)."""
         if self._device_figures is None:
             name = self._device_name()
             if name:
                 from pytest_gpuutil.machine.peaks import findings_figures
 
                 self._device_figures = findings_figures(name)
+        columns = rows.figures_of(windows) if rows is not None else None
+        if columns is not None:
+            own = self._first_uses_of(windows, columns[0])
+        else:
+            own = self._first_uses_by_window(windows, stats)
+        for w in compress(windows, map(_CUDA_CAME_UP, windows)):
+            own.setdefault(id(w), {})["cuda_came_up"] = 1.0
+        for key, extra in extras.items():  # the window's first GPU work was a child's that started in the window
+            started = getattr(extra, "child_start", None)
+            if started is not None:
+                own.setdefault(key, {})["child_startup_ms"] = started.startup_ns / 1e6
+        return Contexts(dict(self._device_figures or {}), own, frozenset(map(id, windows)))
+
+    def _first_uses_of(self, windows: Sequence[Any], found: Any) -> dict[int, dict[str, float]]:
+        """The windows with this process's first GPU work or a library's first use, from the attribution's
+        columns (``found``: their WindowFigures): the first window with events, and each library's first window."""
+        own: dict[int, dict[str, float]] = {}
+        if not self._seen_work:
+            first = np.flatnonzero(np.asarray(found.event_count, dtype=np.int64) > 0)
+            if first.size:
+                own[id(windows[int(first[0])])] = {"first_gpu_work": 1.0}
+                self._seen_work = True
+        for c, name in enumerate(found.category_names):
+            if name in LIBRARY_CATEGORIES and name not in self._seen_libraries:
+                first = np.flatnonzero(found.category_count[:, c] > 0)
+                if first.size:
+                    own.setdefault(id(windows[int(first[0])]), {})["first_library_use"] = 1.0
+                    self._seen_libraries.add(name)
+        return own
+
+    def _first_uses_by_window(self, windows: Sequence[Any], stats: dict[int, WindowStats]) -> dict[int, dict[str, float]]:
+        """:meth:`_first_uses_of` from each window's statistics, in one pass."""
         own: dict[int, dict[str, float]] = {}
         every_library = self._seen_libraries >= LIBRARY_CATEGORIES
         for w in windows:
+            if self._seen_work and every_library:
+                break
             key = id(w)
             figures: dict[str, float] = {}
-            if not (self._seen_work and every_library):
-                window_stats = stats[key]
-                if window_stats.event_count and not self._seen_work:
-                    figures["first_gpu_work"] = 1.0
-                    self._seen_work = True
-                if not every_library:
-                    libraries = {name for name, *_, count in window_stats.category_rows
-                                 if count and name in LIBRARY_CATEGORIES}  # rows: no stats objects made
-                    if libraries - self._seen_libraries:
-                        figures["first_library_use"] = 1.0
-                        self._seen_libraries |= libraries
-                        every_library = self._seen_libraries >= LIBRARY_CATEGORIES
-            if w.cuda_came_up:
-                figures["cuda_came_up"] = 1.0
-            started = getattr(extras.get(key), "child_start", None) if extras else None
-            if started is not None:  # the window's first GPU work was a child's that started in the window
-                figures["child_startup_ms"] = started.startup_ns / 1e6
+            window_stats = stats[key]
+            if window_stats.event_count and not self._seen_work:
+                figures["first_gpu_work"] = 1.0
+                self._seen_work = True
+            if not every_library:
+                libraries = {name for name, *_, count in window_stats.category_rows
+                             if count and name in LIBRARY_CATEGORIES}  # rows: no stats objects made
+                if libraries - self._seen_libraries:
+                    figures["first_library_use"] = 1.0
+                    self._seen_libraries |= libraries
+                    every_library = self._seen_libraries >= LIBRARY_CATEGORIES
             if figures:
                 own[key] = figures
-        return Contexts(dict(self._device_figures or {}), own, frozenset(map(id, windows)))
+        return own
 
 
 class Contexts(Mapping[int, dict[str, float]]):
@@ -154,13 +209,17 @@ def findings_of(columns: GpuColumns, syncs: Optional[SyncColumns], windows: Sequ
                 rows: Optional[WindowRows] = None) -> dict[int, tuple[Finding, ...]]:
     """Each window's findings: the events and waits of those that may have some, looked at one by one
     (``host``: the host's activity, :class:`~pytest_gpuutil.analysis.places.HostActivity`: their places).
-    Which windows may have some is asked of all windows at once (:func:`looked_at`)."""
-    spans = [stats[id(w)].window for w in windows]  # the attribution's spans of the windows
+    Which windows may have some is asked of all windows at once (:func:`looked_at`), from the
+    attribution's columns where ``rows`` has them for these windows."""
+    figures_of = rows.figures_of(windows) if rows is not None else None
+    # the attribution's spans of the windows (only those looked at, where the columns answer for all)
+    spans = [stats[id(w)].window for w in windows] if figures_of is None else None
     found: dict[int, tuple[Finding, ...]] = dict.fromkeys(map(id, windows), ())
-    looked = looked_at(windows, spans, stats, syncs, gated_rules(ignore))
+    looked = looked_at(windows, spans, stats, syncs, gated_rules(ignore), figures_of)
     if not looked:
         return found
-    picked, picked_spans = [windows[i] for i in looked], [spans[i] for i in looked]
+    picked = [windows[i] for i in looked]
+    picked_spans = [stats[id(w)].window for w in picked]
     events = events_by_window(columns, picked, picked_spans, rows)
     waits = waits_by_window(syncs, picked, picked_spans)
     for w, span, wait in zip(picked, picked_spans, waits or [None] * len(picked)):
@@ -174,12 +233,38 @@ def findings_of(columns: GpuColumns, syncs: Optional[SyncColumns], windows: Sequ
     return found
 
 
-def looked_at(windows: Sequence[Any], spans: Sequence[Window], stats: dict[int, WindowStats],
-              syncs: Optional[SyncColumns], rules: Sequence[Rule]) -> list[int]:
+def looked_at(windows: Sequence[Any], spans: Optional[Sequence[Window]], stats: dict[int, WindowStats],
+              syncs: Optional[SyncColumns], rules: Sequence[Rule],
+              columns: Optional[tuple[Any, np.ndarray, np.ndarray]] = None) -> list[int]:
     """The indices of the windows some rule's gate lets through (:func:`~pytest_gpuutil.analysis.findings.may_fire`),
-    every gate asked once for all windows, with a :class:`Glance` of columns (one value per window)."""
+    every gate asked once for all windows, with a :class:`Glance` of columns (one value per window):
+    the attribution's (``columns``: its WindowFigures, the windows' starts and ends) where given,
+    else made from each window's statistics (and ``spans``)."""
     if not windows or not rules:
         return []
+    if columns is not None:
+        figures = _glance_of_columns(windows, syncs, *columns)
+    else:
+        figures = _glance_of_stats(windows, spans or (), stats, syncs)
+    fire = np.zeros(len(windows), dtype=bool)
+    for rule in rules:
+        fire |= np.broadcast_to(rule.gate(figures, rule.limits), fire.shape)  # type: ignore[arg-type]
+    return np.flatnonzero(fire & (figures.window_ns > 0)).tolist()
+
+
+def _glance_of_columns(windows: Sequence[Any], syncs: Optional[SyncColumns], found: Any, starts: np.ndarray,
+                       ends: np.ndarray) -> Glance:
+    """The Glance of the attribution's columns: the same values :func:`_glance_of_stats` reads from each
+    window's statistics (a category's time is 0 in a window without its events)."""
+    present = found.category_count.any(axis=0)
+    category_us = {name: found.category_ns[:, c] / 1000 for c, name in enumerate(found.category_names) if present[c]}
+    return Glance(np.maximum(ends - starts, 0), np.asarray(found.busy_pct, dtype=np.float64),
+                  np.asarray(found.event_count, dtype=np.int64), np.asarray(found.kernel_count, dtype=np.int64),
+                  category_us, wait_counts(syncs, windows, None, starts, ends))
+
+
+def _glance_of_stats(windows: Sequence[Any], spans: Sequence[Window], stats: dict[int, WindowStats],
+                     syncs: Optional[SyncColumns]) -> Glance:
     rows = [stats[id(w)] for w in windows]
     category_us: dict[str, np.ndarray] = {}
     for i, s in enumerate(rows):
@@ -188,37 +273,48 @@ def looked_at(windows: Sequence[Any], spans: Sequence[Window], stats: dict[int, 
             if column is None:
                 column = category_us[name] = np.zeros(len(rows))
             column[i] = time_us
-    window_ns = np.asarray([s.window.duration_ns for s in rows], dtype=np.int64)
-    figures = Glance(window_ns, np.asarray([s.busy_pct for s in rows], dtype=np.float64),
-                     np.asarray([s.event_count for s in rows], dtype=np.int64),
-                     np.asarray([s.kernel_count for s in rows], dtype=np.int64),
-                     category_us, wait_counts(syncs, windows, spans))
-    fire = np.zeros(len(rows), dtype=bool)
-    for rule in rules:
-        fire |= np.broadcast_to(rule.gate(figures, rule.limits), fire.shape)  # type: ignore[arg-type]
-    return np.flatnonzero(fire & (window_ns > 0)).tolist()
+    return Glance(np.asarray([s.window.duration_ns for s in rows], dtype=np.int64),
+                  np.asarray([s.busy_pct for s in rows], dtype=np.float64),
+                  np.asarray([s.event_count for s in rows], dtype=np.int64),
+                  np.asarray([s.kernel_count for s in rows], dtype=np.int64),
+                  category_us, wait_counts(syncs, windows, spans))
 
 
-def wait_counts(syncs: Optional[SyncColumns], windows: Sequence[Any], spans: Sequence[Window]) -> Optional[np.ndarray]:
+def wait_counts(syncs: Optional[SyncColumns], windows: Sequence[Any], spans: Optional[Sequence[Window]],
+                span_starts: Optional[np.ndarray] = None, span_ends: Optional[np.ndarray] = None) -> Optional[np.ndarray]:
     """How many waits :func:`waits_by_window` finds in each window, for all windows at once: those
     that began before the window's limit less those that ended by its start (a wait that ended by
-    the start began before the limit where the limit is past the start)."""
+    the start began before the limit where the limit is past the start). The windows' spans as
+    ``spans``, or as columns of their starts and ends (spans made only where needed)."""
     if syncs is None:
         return None
     if not len(syncs):
         return np.zeros(len(windows), dtype=np.int64)
     starts = np.asarray(syncs.starts_ns, dtype=np.int64)
     durs = np.asarray(syncs.durs_ns, dtype=np.int64)
-    span_starts = np.asarray([span.start_ns for span in spans], dtype=np.int64)
-    limits = np.asarray([span.end_ns if w.sync_end_ns is None else min(span.end_ns, w.sync_end_ns)
-                         for w, span in zip(windows, spans)], dtype=np.int64)
+    if span_starts is None or span_ends is None:
+        spans = spans or ()
+        span_starts = np.asarray([span.start_ns for span in spans], dtype=np.int64)
+        span_ends = np.asarray([span.end_ns for span in spans], dtype=np.int64)
+    sync_ends = list(map(_SYNC_END, windows))
+    if None in sync_ends:
+        limits = np.asarray([end if sync_end is None else min(end, sync_end)
+                             for end, sync_end in zip(span_ends.tolist(), sync_ends)], dtype=np.int64)
+    else:
+        limits = np.minimum(span_ends, np.asarray(sync_ends, dtype=np.int64))
+
+    def spans_at(indices: Any) -> list[Window]:
+        return [spans[i] for i in indices] if spans is not None else [
+            Window(int(span_starts[i]), int(span_ends[i]), "test_call") for i in indices]
+
     if (durs < 0).any():
-        return np.asarray([len(found) for found in waits_by_window(syncs, windows, spans) or ()], dtype=np.int64)
+        return np.asarray([len(found) for found in waits_by_window(syncs, windows, spans_at(range(len(windows))))
+                           or ()], dtype=np.int64)
     counts = (np.searchsorted(np.sort(starts), limits, side="left")
               - np.searchsorted(np.sort(starts + durs), span_starts, side="right"))
     odd = np.flatnonzero(limits <= span_starts)  # a window with no time before its limit: one by one
     if odd.size:
-        exact = waits_by_window(syncs, [windows[i] for i in odd], [spans[i] for i in odd]) or []
+        exact = waits_by_window(syncs, [windows[i] for i in odd], spans_at(odd.tolist())) or []
         counts[odd] = [len(found) for found in exact]
     return counts
 

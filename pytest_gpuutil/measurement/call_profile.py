@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional
 
+from pytest_gpuutil.frozen import frozen
+
 if TYPE_CHECKING:
     from pytest_gpuutil.analysis.finding_records import Finding
     from pytest_gpuutil.analysis.windows import WindowStats
@@ -18,9 +20,13 @@ PER_TEST = "per_test"
 OFF = "off"
 
 
-@dataclass(frozen=True)
+@frozen
 class TestProfile:
-    """What measuring one test's call phase gave (``stats`` None: not measured, ``note`` says why)."""
+    """What measuring one test's call phase gave (``stats`` None: not measured, ``note`` says why).
+
+    A frozen record (:mod:`pytest_gpuutil.frozen`: a dataclass when asked), made for every test at
+    each flush: its ``__init__`` is one dict update, not a ``object.__setattr__`` per field.
+    """
 
     __test__ = False
 
@@ -67,10 +73,10 @@ class TestMemory:
     cost_ms: float
 
 
-def profiles_of(results: list[Any]) -> dict[str, TestProfile]:
-    """TestProfiles, by node id, from a continuous capture's WindowResults."""
-    return {r.key: TestProfile(r.wall_ms, r.stats, r.note, r.measure_ms,
-                               r.stats.window if r.stats is not None else None, r.events,
-                               findings=r.findings, syncs=r.syncs, processes=getattr(r, "processes", ()),
-                               timeline=getattr(r, "timeline", None))
-            for r in results}
+def profile_item(key: str, wall_ms: float, stats: Optional[WindowStats], note: str, measure_ms: float,
+                 events: Optional[GpuColumns], findings: Optional[tuple[Finding, ...]], syncs: Optional[SyncColumns],
+                 processes: tuple[Any, ...], timeline: Optional[dict[str, Any]]) -> tuple[str, TestProfile]:
+    """(node id, its TestProfile) from what a continuous capture found for one window: what
+    ``ContinuousCapture.flush(make=profile_item)`` makes of each window instead of a WindowResult."""
+    return key, TestProfile(wall_ms, stats, note, measure_ms, stats.window if stats is not None else None, events,
+                            None, findings, syncs, None, False, processes, timeline)

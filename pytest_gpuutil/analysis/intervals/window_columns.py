@@ -11,7 +11,7 @@ no Python loop per window or per category. The definitions are ``analyze``'s, to
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -47,6 +47,11 @@ class WindowFigures:
     kernel_totals: list[tuple[tuple[str, int, float], ...]]
     #: (event index, window index) of every event in every window it overlaps (``assign``)
     assigned: tuple[np.ndarray, np.ndarray] = (_EMPTY, _EMPTY)
+    #: the categories in category order, and per window (rows) and category (columns) the union of
+    #: their time (ns) and their event count: the columns behind ``category_rows``
+    category_names: tuple[str, ...] = ()
+    category_ns: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64), compare=False)
+    category_count: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64), compare=False)
 
 
 def assign(starts: np.ndarray, ends: np.ndarray, window_starts: np.ndarray,
@@ -161,6 +166,8 @@ def figures(columns: GpuColumns, w_start: np.ndarray, w_end: np.ndarray,
     denominator = lengths * present.sum(axis=1)
     device_order = sorted(range(len(device_names)), key=lambda i: device_key(device_names[i]))
     names_in_order = category_order(categories_seen)
+    codes_in_order = [code_of_category[name] for name in names_in_order]
+    category_ns, category_count = cat_ns[:, codes_in_order], cat_count[:, codes_in_order]
     return WindowFigures(
         busy_us=(busy / 1000).tolist(),
         busy_pct=_pct(busy, denominator).tolist(),
@@ -168,11 +175,13 @@ def figures(columns: GpuColumns, w_start: np.ndarray, w_end: np.ndarray,
         kernel_count=kernel_count.tolist(),
         event_count=event_count.tolist(),
         devices=_device_rows(dev_busy, present, device_order, device_names),
-        category_rows=_category_rows(cat_ns, cat_count, busy, denominator,
-                                     [code_of_category[name] for name in names_in_order], names_in_order),
+        category_rows=_category_rows(category_ns, category_count, busy, denominator, names_in_order),
         **_kernel_rows(win, keys, rel_e - rel_s, key_names, key_cats, denominator, n_windows),
         gap_rows=_gap_rows(gap_parts, device_order, device_names, n_windows),
         assigned=assigned,
+        category_names=tuple(names_in_order),
+        category_ns=category_ns,
+        category_count=category_count,
     )
 
 
@@ -248,7 +257,8 @@ def _firsts(window_of_row: np.ndarray, n_windows: int, limit: int) -> np.ndarray
 def _cut(rows: list[Any], window_of_row: np.ndarray, n_windows: int) -> list[tuple[Any, ...]]:
     """``rows`` (sorted by window) as one tuple per window."""
     bounds = np.searchsorted(window_of_row, np.arange(n_windows + 1)).tolist()
-    return [tuple(rows[a:b]) for a, b in zip(bounds, bounds[1:])]
+    whole = tuple(rows)  # a slice of a tuple is the window's tuple: one object a window, not a list and a tuple
+    return [whole[a:b] for a, b in zip(bounds, bounds[1:])]
 
 
 def _device_rows(dev_busy: np.ndarray, present: np.ndarray, device_order: list[int],
@@ -262,14 +272,14 @@ def _device_rows(dev_busy: np.ndarray, present: np.ndarray, device_order: list[i
     return _cut(list(zip(names, (dev_busy[w, codes] / 1000).tolist())), w, dev_busy.shape[0])
 
 
-def _category_rows(cat_ns: np.ndarray, cat_count: np.ndarray, busy: np.ndarray, denominator: np.ndarray,
-                   codes_in_order: list[int], names_in_order: list[str]) -> list[tuple[Any, ...]]:
-    """(name, time µs, % of busy, % of window, count) of each category with events, in category order."""
-    if not codes_in_order:
+def _category_rows(cat_ns: np.ndarray, counts: np.ndarray, busy: np.ndarray, denominator: np.ndarray,
+                   names_in_order: list[str]) -> list[tuple[Any, ...]]:
+    """(name, time µs, % of busy, % of window, count) of each category with events, in category order
+    (``cat_ns`` and ``counts``: a column per category, in that order)."""
+    if not names_in_order:
         return [()] * cat_ns.shape[0]
-    counts = cat_count[:, codes_in_order]
     w, c = np.nonzero(counts)
-    ns = cat_ns[:, codes_in_order][w, c]
+    ns = cat_ns[w, c]
     names = np.asarray(names_in_order, dtype=object)[c].tolist()
     rows = list(zip(names, (ns / 1000).tolist(), _pct(ns, busy[w]).tolist(), _pct(ns, denominator[w]).tolist(),
                     counts[w, c].tolist()))
