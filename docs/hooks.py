@@ -473,8 +473,9 @@ def cost_markdown(path: Path | None = None) -> str:
         lines.append("| " + " | ".join(row) + " |")
     thread = doc.get("counters_thread_pct_busy", doc.get("counters_thread_cpu_pct"))
     if thread is not None:
+        source = "; ".join((doc.get("counters_busy") or {}).get("counters") or ())
         lines += ["", f"With the counters on, their sampling thread kept {_median_range(thread, 1)} % of one CPU core "
-                      "busy while the tests ran."]
+                      "busy while the tests ran" + (f" (`--gpu-util-counters=auto`: {_prose(source)})." if source else ".")]
     places = (doc.get("parts") or {}).get("places") or {}
     if places.get("sync_extra_us") is not None:
         lines += ["", f"Of the default's work, the findings' places: {_fmt(places['sync_extra_us'], 1)} µs more per "
@@ -483,9 +484,10 @@ def cost_markdown(path: Path | None = None) -> str:
                       f"at {_fmt(places.get('sampler_hz'), 0)} Hz while tests run."]
     default = configs.get("default") or next(iter(configs.values()))
     tests, kernels = 2000, 500_000
-    extra = default["startup_s"] + tests * default["per_test_us"] / 1e6 + kernels * default["per_kernel_us"] / 1e6
+    startup = max(default["startup_s"], 0.0)  # a fit below zero is noise around none: counted as none
+    extra = startup + tests * default["per_test_us"] / 1e6 + kernels * default["per_kernel_us"] / 1e6
     lines += ["", f"Worked example with the default configuration's figures: a suite of {tests:,} tests launching "
-                  f"{kernels:,} kernels in all takes about {default['startup_s']:.2f} + {tests:,} × "
+                  f"{kernels:,} kernels in all takes about {startup:.2f} + {tests:,} × "
                   f"{default['per_test_us']:.0f} µs + {kernels:,} × {default['per_kernel_us']:.2f} µs ≈ "
                   f"**{extra:.1f} s** longer than without the plugin."]
     return "\n".join(lines)

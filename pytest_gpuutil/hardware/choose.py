@@ -1,9 +1,9 @@
 """Which hardware-counter source a run uses, and the one line that says why when it is not the best.
 
-``auto`` tries NVML GPM first on GPUs that have it (Hopper and later: a sample every 100 ms, about 2 %
-of a core; a test needs 0.2 s for figures of its own), then CUPTI PM sampling (fine-grained, every
-5 ms; needs profiling permission, not on MIG; its decoding costs 25-35 % of a core while the GPU is
-busy, measured on an H200), then NVML alone (energy and the process check, no SM or tensor figures:
+``auto`` tries NVML GPM first on GPUs that have it (Hopper and later: a sample every 100 ms, a few
+percent of a core; a test needs 0.2 s for figures of its own), then CUPTI PM sampling (fine-grained,
+every 5 ms; needs profiling permission, not on MIG; CUPTI's decoding keeps about a third of a core
+busy while the GPU works: docs/counters.md), then NVML alone (energy and the process check, no SM or tensor figures:
 NVML's plain "GPU utilisation" is busy time, which the activity capture already measures exactly).
 ``cupti`` (short tests' own figures) and ``gpm`` ask for one source; ``off`` reads nothing.
 """
@@ -138,7 +138,7 @@ def open_counters(
     reasons: list[str] = []
     began = time.perf_counter()
     gpm_ok = device is not None and mode in ("auto", "gpm") and device.gpm_supported()
-    if gpm_ok:  # auto's first choice where the GPU has it: ~2 % of a core against PM sampling's 25-35 %
+    if gpm_ok:  # auto's first choice where the GPU has it: a few % of a core against PM sampling's third
         opened = _try_gpm(device, pids, reasons, began)  # type: ignore[arg-type]
         if opened is not None:
             return opened

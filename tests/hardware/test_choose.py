@@ -214,7 +214,7 @@ class GpmView(NvmlView):
 
 
 def test_auto_on_a_gpu_with_gpm_takes_gpm_and_leaves_pm_sampling_alone() -> None:
-    # GPM's sampling costs ~2 % of a core; PM sampling's decoding 25-35 % while the GPU is busy
+    # GPM's sampling costs a few % of a core; PM sampling's decoding about a third while the GPU works
     opened = open_counters("auto", 1.0, H100, nvml_device=lambda u, i: GpmView("NVIDIA H100 80GB HBM3"),
                            cupti_library=lambda: pytest.fail("PM sampling must not be tried"))
     try:
