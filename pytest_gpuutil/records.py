@@ -157,8 +157,7 @@ class TestRecord:
         dicts and tuples shared, not copied; copied only where JSON would tell them apart (a mapping
         that is not a dict)."""
         data = dict(self.__dict__)
-        # kernel_text inline: a record's few kernels, for every test
-        data["kernels"] = [f"{int(count)} {float(total_us):g} {name}" for name, count, total_us in self.kernels]
+        data["kernels"] = list(map(kernel_text, self.kernels))
         for name in MAPPING_FIELDS:
             mapping = data[name]
             if type(mapping) is dict:  # loops, not all(generator): most of these are empty or small
@@ -286,10 +285,7 @@ def gpu_totals(records: Sequence[TestRecord]) -> dict[str, Any]:
     walls = list(map(attrgetter("wall_ms"), measured))
     gpu_ms = sum_or_zero(busy)
     profiled_wall_ms = sum_or_zero(walls)
-    if max(map(len, map(attrgetter("devices"), measured)), default=0) <= 1:  # each call's wall time x 1
-        capacity_ms = profiled_wall_ms
-    else:
-        capacity_ms = sum((r.wall_ms or 0.0) * max(1, len(r.devices)) for r in measured)
+    capacity_ms = sum((r.wall_ms or 0.0) * max(1, len(r.devices)) for r in measured)
     return {
         "tests": len(records),
         "profiled": len(measured),

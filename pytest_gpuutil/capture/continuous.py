@@ -371,23 +371,21 @@ def window_results(windows: list[_Window], make: Callable[..., Any], share_s: fl
     """Each window's ``make(key, wall_ms, stats, note, measure_ms, events, findings, syncs, processes,
     timeline)`` (results keyed by ``id(window)``; ``syncs``: the batch's waits where events are kept)."""
     stats_of, events_of, findings_of_window, drawn_of = stats.get, events.get, findings.get, drawn.get
+    own_notes = not (any(batch_notes) or extras)  # then a window's note is its own, or its remark
     results = []
     append = results.append
-    if not (any(batch_notes) or extras):  # then a window's note is its own, or its remark
-        for w in windows:
-            key = id(w)
-            append(make(w.key, w.wall_ms, stats_of(key), w.note or w.remark, (w.own_s + share_s) * 1000,
-                        events_of(key), findings_of_window(key), None if syncs is None or key not in events
-                        else syncs_of(syncs, w), (), drawn_of(key)))
-        return results
     for w in windows:
         key = id(w)
-        extra = extras.get(key)
-        notes = (*batch_notes, getattr(extra, "note", ""), w.remark)
-        window_note = w.note or ("; ".join(n for n in notes if n) if any(notes) else "")
+        if own_notes:
+            window_note, processes = w.note or w.remark, ()
+        else:
+            extra = extras.get(key)
+            notes = (*batch_notes, getattr(extra, "note", ""), w.remark)
+            window_note = w.note or ("; ".join(n for n in notes if n) if any(notes) else "")
+            processes = getattr(extra, "processes", ())
         append(make(w.key, w.wall_ms, stats_of(key), window_note, (w.own_s + share_s) * 1000, events_of(key),
                     findings_of_window(key), None if syncs is None or key not in events else syncs_of(syncs, w),
-                    getattr(extra, "processes", ()), drawn_of(key)))
+                    processes, drawn_of(key)))
     return results
 
 

@@ -100,14 +100,6 @@ def figures_of(start: _Start, reads: Reads) -> tuple[DeviceMemory, ...]:
     return tuple(found)
 
 
-def _counters(stats: dict[str, Any]) -> tuple[int, int, int, int, int, int]:
-    """(allocated, peak allocated, reserved, peak reserved, retries, ooms) from the nested stats."""
-    allocated = stats.get("allocated_bytes", {}).get("all", {})
-    reserved = stats.get("reserved_bytes", {}).get("all", {})
-    return (int(allocated.get("current", 0)), int(allocated.get("peak", 0)), int(reserved.get("current", 0)),
-            int(reserved.get("peak", 0)), int(stats.get("num_alloc_retries", 0)), int(stats.get("num_ooms", 0)))
-
-
 class MemoryMeter:
     """Reads the counters of every visible CUDA device around each call phase."""
 
@@ -187,7 +179,7 @@ class MemoryMeter:
                 else:
                     counted.append(device)
                     continue
-            current, _, _, _, retries[device], ooms[device] = _counters(self._read(device))
+            current, _, _, _, retries[device], ooms[device], _ = _figures(self._read(device))
             allocated[device] = current
         if self.history and (allocated or counted):
             _mark_history(self._torch)

@@ -38,18 +38,14 @@ class CallMemories:
         if call is None:
             return default
         if type(call) is tuple:
-            start, reads, seconds = call
-            call = self._calls[nodeid] = TestMemory(figures_of(start, reads), start, seconds * 1000)
+            call = self._calls[nodeid] = _memory(call)
         return call
 
     def pop(self, nodeid: str, default: Optional[TestMemory] = None) -> Optional[TestMemory]:
         call = self._calls.pop(nodeid, None)
         if call is None:
             return default
-        if type(call) is tuple:  # not asked for before: made now, for the record that takes it
-            start, reads, seconds = call
-            return TestMemory(figures_of(start, reads), start, seconds * 1000)
-        return call
+        return _memory(call) if type(call) is tuple else call  # not asked for before: made now, for its record
 
     def clear(self) -> None:
         self._calls.clear()
@@ -59,6 +55,12 @@ class CallMemories:
 
     def __len__(self) -> int:
         return len(self._calls)
+
+
+def _memory(call: tuple[Any, Reads, float]) -> TestMemory:
+    """The TestMemory of a call kept as it was read: (the start, the end's read, the reads' seconds)."""
+    start, reads, seconds = call
+    return TestMemory(figures_of(start, reads), start, seconds * 1000)
 
 
 class MemoryReads(MeasurementPart):

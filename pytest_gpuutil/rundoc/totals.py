@@ -2,9 +2,7 @@
 the counters' and the child processes' costs) and ``gpus`` (busy time per physical GPU)."""
 from __future__ import annotations
 
-from functools import reduce
-from itertools import chain, compress, repeat
-from operator import add, attrgetter, truediv
+from operator import attrgetter
 from typing import Any, Mapping, Sequence
 
 from pytest_gpuutil.records import TestRecord, gpu_totals, sum_or_zero
@@ -97,37 +95,14 @@ def child_totals(processes: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
 def gpu_table(records: Sequence[TestRecord]) -> list[dict[str, Any]]:
     """Busy time per physical GPU and which workers used it (each GPU's busy time added up test by
     test, in the records' order)."""
-    usage = list(map(attrgetter("gpu_busy_us_by_device"), records))
-    if set(map(type, usage)) <= _DICTS and max(map(len, usage), default=0) <= 1:
-        per_gpu = _one_gpu_a_test(records, usage)
-    else:
-        per_gpu = {}
-        for record in records:
-            for gpu, busy_us in record.gpu_busy_us_by_device.items():
-                entry = per_gpu.setdefault(gpu, {"gpu": gpu, "busy_ms": 0.0, "tests": 0, "workers": set()})
-                entry["busy_ms"] += busy_us / 1000
-                entry["tests"] += 1
-                entry["workers"].add(record.worker or "main")
+    per_gpu: dict[str, dict[str, Any]] = {}
+    for record in records:
+        for gpu, busy_us in record.gpu_busy_us_by_device.items():
+            entry = per_gpu.setdefault(gpu, {"gpu": gpu, "busy_ms": 0.0, "tests": 0, "workers": set()})
+            entry["busy_ms"] += busy_us / 1000
+            entry["tests"] += 1
+            entry["workers"].add(record.worker or "main")
     return [
         {**e, "workers": sorted(e["workers"])}
         for _, e in sorted(per_gpu.items(), key=lambda kv: (not kv[0].isdigit(), int(kv[0]) if kv[0].isdigit() else 0, kv[0]))
     ]
-
-
-_DICTS = frozenset({dict})
-
-
-def _one_gpu_a_test(records: Sequence[TestRecord], usage: list[dict[str, float]]) -> dict[str, dict[str, Any]]:
-    """:func:`gpu_table`'s entries where each test used at most one GPU, a column at a time."""
-    used = list(compress(records, usage))
-    gpus, busy_us = zip(*chain.from_iterable(map(dict.items, compress(usage, usage)))) if used else ((), ())
-    workers = list(map(attrgetter("worker"), used))
-    per_gpu = {}
-    several = len(set(gpus)) > 1
-    for gpu in dict.fromkeys(gpus):
-        mine = [key == gpu for key in gpus] if several else None
-        values = busy_us if mine is None else list(compress(busy_us, mine))
-        named = workers if mine is None else list(compress(workers, mine))
-        per_gpu[gpu] = {"gpu": gpu, "busy_ms": reduce(add, map(truediv, values, repeat(1000)), 0.0),
-                        "tests": len(values), "workers": {worker or "main" for worker in set(named)}}
-    return per_gpu

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 from pytest_gpuutil.analysis.classify import KernelClassifier, parse_rules
 from pytest_gpuutil.gates.regression import DEFAULT_FAIL_EXPRS, Comparison, parse_fail_exprs
@@ -86,12 +86,9 @@ class GpuUtilSession:
         #: gpu_util.json's findings_summary once the run's files are written (None: no findings looked
         #: for), for the terminal's summary; ``...`` until then (the summary then makes its own)
         self.findings_summary: Any = ...
-        #: the totals' per-record part, with the records' list and length it was read from (see totals)
-        self._record_figures: Optional[tuple[list[TestRecord], int, dict[str, Any]]] = None
-        #: the per-GPU table, with the records' list and length it was read from (the files and the summary)
-        self._gpu_table: Optional[tuple[list[TestRecord], int, list[dict[str, Any]]]] = None
-        #: the measured records, with the records' list and length they were read from (the summary's parts)
-        self._measured: Optional[tuple[list[TestRecord], int, list[TestRecord]]] = None
+        #: what is read of every record (the totals' per-record part, the per-GPU table, the measured
+        #: records), by name, with the records' list and length it was read from (see _of_records)
+        self._read_of_records: dict[str, tuple[list[TestRecord], int, Any]] = {}
         self.machine: Optional[dict[str, Any]] = None
         self.baseline: Optional[RunDoc] = None
         self.baseline_messages: list[str] = []
@@ -309,28 +306,26 @@ class GpuUtilSession:
 
     def measured(self) -> list[TestRecord]:
         """The records with GPU figures (read once for the summary, while the records stay the same)."""
-        records = self.records
-        kept = self._measured
-        if kept is None or kept[0] is not records or kept[1] != len(records):
-            kept = self._measured = (records, len(records), measured_records(records))
-        return kept[2]
+        return self._of_records("measured", measured_records)
 
     def totals(self) -> dict[str, Any]:
-        records = self.records
-        kept = self._record_figures
-        if kept is None or kept[0] is not records or kept[1] != len(records):
-            kept = self._record_figures = (records, len(records), run_totals.record_figures(records))
+        figures = self._of_records("record_figures", run_totals.record_figures)
         processes = self.processes
         if not self.is_worker and "main" in processes:  # this process's own time up to now
             processes = {**processes, "main": {**processes["main"], "own_s": self.measuring.own_now()}}
-        return run_totals.totals(records, processes, self.test_seconds, self.finish_s, kept[2])
+        return run_totals.totals(self.records, processes, self.test_seconds, self.finish_s, figures)
 
     def gpu_table(self) -> list[dict[str, Any]]:
         """Busy time per physical GPU and which workers used it (read once for the files and the summary)."""
+        return self._of_records("gpu_table", run_totals.gpu_table)
+
+    def _of_records(self, name: str, read: Callable[[list[TestRecord]], Any]) -> Any:
+        """``read(self.records)``, kept while the records stay the same list of the same length (the
+        run's records no longer change once the summary asks, and it asks several times)."""
         records = self.records
-        kept = self._gpu_table
+        kept = self._read_of_records.get(name)
         if kept is None or kept[0] is not records or kept[1] != len(records):
-            kept = self._gpu_table = (records, len(records), run_totals.gpu_table(records))
+            kept = self._read_of_records[name] = (records, len(records), read(records))
         return kept[2]
 
 
