@@ -142,9 +142,10 @@ def open_counters(
         opened = _try_gpm(device, pids, reasons, began)  # type: ignore[arg-type]
         if opened is not None:
             return opened
+    no_gpm = (f"NVML GPM: not supported on {device.name or name} (Hopper or later needed)"
+              if device is not None and not gpm_ok else "")
     if mode in ("auto", "cupti"):
-        gpm_reason = (f"NVML GPM: not supported on {device.name or name} (Hopper or later needed)",) if (
-            mode == "auto" and device is not None and not gpm_ok) else ()
+        gpm_reason = (no_gpm,) if mode == "auto" and no_gpm else ()
         opened = _try_pm(cuda, cupti_library(), interval_ms, device, pids, reasons, gpm_reason)
         if opened is not None:
             if device is None:
@@ -155,7 +156,7 @@ def open_counters(
         if device is None:
             reasons.append(f"NVML GPM: {nvml_reason}")
         elif not gpm_ok:
-            reasons.append(f"NVML GPM: not supported on {device.name or name} (Hopper or later needed)")
+            reasons.append(no_gpm)
     if device is None:
         return OpenedCounters(None, fallback=f"hardware counters off: {'; '.join(reasons or [nvml_reason])}")
     sampler = CounterSampler(None, device.energy_mj, device.process_pids, pids)
