@@ -81,6 +81,7 @@ TIMER = r'''
 import ctypes
 import json
 import os
+import resource
 import statistics
 import time
 
@@ -229,6 +230,9 @@ def pytest_unconfigure(config):
                   "mean_us": statistics.fmean(got) * 1e6} for name, got in TIMES.items() if got}
     sampled = getattr(places, "sampler", None)
     out["sampler"] = {"samples": getattr(sampled, "samples_taken", None), "cpu_s": getattr(sampled, "cpu_s", None)}
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    out["process"] = {"voluntary_switches": usage.ru_nvcsw, "involuntary_switches": usage.ru_nivcsw,
+                      "cpu_s": usage.ru_utime + usage.ru_stime}
     with open(os.environ["PROBE_OUT"], "w") as handle:
         json.dump(out, handle)
 '''
@@ -255,6 +259,12 @@ def summary(runs: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
             if "median_us" in figures:
                 by_variant.setdefault(run["variant"], {}).setdefault(name, []).append(figures["median_us"])
                 by_variant[run["variant"]].setdefault(name + " [mean]", []).append(figures["mean_us"])
+    for run in runs:
+        figures = run.get("figures", {})
+        for group in ("process", "sampler"):
+            for name, value in (figures.get(group) or {}).items():
+                if isinstance(value, (int, float)):
+                    by_variant.setdefault(run["variant"], {}).setdefault(f"{group}: {name} (a run)", []).append(value)
     table = {variant: {name: statistics.median(values) for name, values in names.items()}
              for variant, names in by_variant.items()}
     names = sorted({name for names in table.values() for name in names if not name.endswith("[mean]")})
@@ -265,7 +275,10 @@ def summary(runs: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
         cells = []
         for v in variants:
             med, mean = table[v].get(name), table[v].get(name + " [mean]")
-            cells.append(f"{med:9.2f} ({mean:7.2f})" if med is not None else f"{'-':>20s}")
+            if med is not None and mean is None:
+                cells.append(f"{med:12.3f}")
+            else:
+                cells.append(f"{med:9.2f} ({mean:7.2f})" if med is not None else f"{'-':>20s}")
         lines.append(f"{name:40s}" + "".join(f"{c:>20s}" for c in cells))
     return table, "\n".join(lines)
 
@@ -301,7 +314,7 @@ def main() -> int:
             sys.path.insert(0, str(ROOT))
             from tests.helpers import SYNTHETIC_CONFTEST
 
-            (work / "conftest.py").write_text(SYNTHETIC_CONFTEST)
+            (work / "conftest.py").write_text(SYNTHETIC_CONFTEST + "\nGPU.wants_places = True  # the stack sampler runs\n")
         (work / "probe_timer.py").write_text(textwrap.dedent(TIMER))
         index = 0
         for round_ in range(args.rounds):
