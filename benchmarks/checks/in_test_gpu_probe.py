@@ -99,6 +99,19 @@ SEEN = {}
 EDGE = {"at": "begin"}
 clock = time.perf_counter
 
+TURNS = [0]
+
+
+class CountingRandom(sampler.random.Random):
+    """The sampler's jitter: one draw a pass of its loop, i.e. a turn it took the GIL for."""
+
+    def random(self):
+        TURNS[0] += 1
+        return super().random()
+
+
+sampler.random = type("random", (), {"Random": CountingRandom})
+
 if VARIANT == "sampler_py_wait":
     sampler._c_wait = lambda: None
 elif VARIANT == "no_places":
@@ -229,7 +242,8 @@ def pytest_unconfigure(config):
     out = {name: {"calls": len(got), "median_us": statistics.median(got) * 1e6,
                   "mean_us": statistics.fmean(got) * 1e6} for name, got in TIMES.items() if got}
     sampled = getattr(places, "sampler", None)
-    out["sampler"] = {"samples": getattr(sampled, "samples_taken", None), "cpu_s": getattr(sampled, "cpu_s", None)}
+    out["sampler"] = {"samples": getattr(sampled, "samples_taken", None), "cpu_s": getattr(sampled, "cpu_s", None),
+                      "GIL turns": TURNS[0] if sampled is not None else None}
     usage = resource.getrusage(resource.RUSAGE_SELF)
     out["process"] = {"voluntary_switches": usage.ru_nvcsw, "involuntary_switches": usage.ru_nivcsw,
                       "cpu_s": usage.ru_utime + usage.ru_stime}
