@@ -285,14 +285,16 @@ def test_between_calls_the_sampler_waits_in_c_without_the_gil_and_wakes_for_the_
         sampler.begin()
         busy_until(sampler, 2, time.monotonic() + 60)
         sampler.end()
-        time.sleep(0.02)  # the thread's last period ends
+        gate_line = line_of_code(sampling_source(), "gate(self._flags")
+        cap = time.monotonic() + 60  # the thread's last period and sample end (however slowly it is scheduled)
+        while waiting_at(sampler) != ("_run", gate_line) and time.monotonic() < cap:
+            time.sleep(0.002)
         taken = sampler.samples_taken
         where = set()
         cpu_before = time.process_time()
         for _ in range(50):  # 0.25 s between calls: the thread is in the C wait each time it is looked at
             time.sleep(0.005)
-            frame = sys._current_frames().get(sampler._thread.ident)
-            where.add((frame.f_code.co_name, frame.f_lineno))
+            where.add(waiting_at(sampler))
         idle_cpu_s = time.process_time() - cpu_before
         assert sampler.samples_taken == taken
         sampler.begin()
@@ -300,11 +302,17 @@ def test_between_calls_the_sampler_waits_in_c_without_the_gil_and_wakes_for_the_
         sampler.end()
     finally:
         sampler.close()
-    assert where == {("_run", line_of_code(sampling_source(), "gate(self._flags"))}
+    assert where == {("_run", gate_line)}
     assert idle_cpu_s < 0.05  # this process (the 50 looks included) for 0.25 s between calls: ~0 here
     assert sampler.samples_taken >= taken + 5
     sampler._thread.join(timeout=5)
     assert not sampler._thread.is_alive()  # closed: the C wait returned within a period
+
+
+def waiting_at(sampler: StackSampler) -> tuple[str, int]:
+    """The function and line the sampler's thread is at now."""
+    frame = sys._current_frames().get(sampler._thread.ident)
+    return (frame.f_code.co_name, frame.f_lineno) if frame is not None else ("", 0)
 
 
 def sampling_source() -> str:
