@@ -13,7 +13,9 @@
   from CUPTI's activity kind 38, which makes every kernel launch dearer.
 - ``pytest_gpuutil.capture.places._frames``: reads the calling thread's Python source places at those
   calls and at copies (see pytest_gpuutil/capture/places/calls.py); without it (or on a Python
-  other than 3.11-3.13) findings name places from the stack sampler only.
+  other than 3.11-3.13) findings name places from the stack sampler only. It also holds the stack
+  sampler's wait between samples without the GIL (``sleep_until_on``); without it the sampler waits
+  in Python.
 - ``pytest_gpuutil.children._inject``: the CUDA injection library that measures non-Python child
   processes (``CUDA_INJECTION64_PATH``). A plain shared library (no Python API; never imported),
   built the same optional way; without it such children are reported as not measured.

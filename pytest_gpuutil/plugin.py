@@ -366,7 +366,8 @@ class TestHooks:
             began = _clock()
             if state.settings.enabled:
                 measuring.end_test(item.nodeid, results)
-                if self.timing.needs_profile_at_call(item):
+                # no limit in this run (none run-wide, no marked test at collection): no test's is asked
+                if self._limits is not None and self.timing.needs_profile_at_call(item):
                     # its limits are checked right after the call
                     measuring.flush(wait=self.timing.needs_counters_at_call(item))
             measuring.own_s += _clock() - began

@@ -330,6 +330,13 @@ step_per_test_path() {
   cp /tmp/per_test_path/session_phases.json "$W/per_test_path/"
 }
 
+defstep in_test_probe 120 40 "why the in-test path costs more in a suite than in a loop (issue 41i): benchmarks/checks/in_test_gpu_probe.py, pytest --gpu-util over \$PROBE_TESTS (300) small tests a run, six variants (the sampler's C or Python wait, no places, no switch interval, the driver's synchronize, lean), \$PROBE_ROUNDS (2) interleaved rounds within 90 s (in_test_probe/)"
+step_in_test_probe() {
+  unset PYTHONDONTWRITEBYTECODE
+  python3 benchmarks/checks/in_test_gpu_probe.py --out "$W/in_test_probe" --tests "${PROBE_TESTS:-300}" \
+    --rounds "${PROBE_ROUNDS:-2}" --budget-s 90
+}
+
 defstep launch_cost 200 10 "what CUPTI's activity tracing adds to each kernel launch and to a small test's body, each configuration in a fresh process: benchmarks/diagnostics/cupti_launch_cost.py (launch_cost/)"
 step_launch_cost() {
   python3 benchmarks/diagnostics/cupti_launch_cost.py --out "$W/launch_cost" --rounds "${LAUNCH_ROUNDS:-3}"

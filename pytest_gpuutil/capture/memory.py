@@ -148,7 +148,7 @@ class MemoryMeter:
         done, note what is allocated); nothing if CUDA is not up yet."""
         reset, reset_counts = self._reset, self._reset_counts
         if reset is not None and reset_counts is not None and not self.history:
-            devices = self._devices()
+            devices = self._known if self._known is not None else self._devices()
             try:
                 for device in devices:
                     reset(device)

@@ -113,3 +113,22 @@ def test_pool_overhead_pairs_each_round_with_its_own_plain_run(tmp_path: Path, c
     (tmp_path / "bad.json").write_text("{not json")
     assert pool_overhead.main([str(tmp_path / "bad.json")]) == 2
     assert "bad.json: cannot be read" in capsys.readouterr().err
+
+
+def test_in_test_gpu_probe_times_each_part_in_situ_and_in_a_loop(tmp_path: Path) -> None:
+    """benchmarks/checks/in_test_gpu_probe.py (a GPU probe) checked on the synthetic GPU: its runs pass
+    and its table has the in-test parts, the loop's figures and the sampler's GIL turns."""
+    import subprocess
+    import sys
+
+    probe = Path(__file__).resolve().parents[2] / "benchmarks" / "checks" / "in_test_gpu_probe.py"
+    done = subprocess.run([sys.executable, str(probe), "--out", str(tmp_path), "--synthetic", "--tests", "5",
+                           "--rounds", "1", "--variants", "default,sampler_py_wait"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = (tmp_path / "in_test_gpu_probe.txt").read_text(encoding="utf-8")
+    for row in ("Measuring.begin_test", "ContinuousCapture.begin+end (loop)", "HostPlaces.begin",
+                "sampler: GIL turns (a run)"):
+        assert row in text, text
+    runs = json.loads((tmp_path / "in_test_gpu_probe.json").read_text(encoding="utf-8"))["runs"]
+    assert [run["variant"] for run in runs] == ["default", "sampler_py_wait"] and not any("failed" in r for r in runs)

@@ -4,6 +4,7 @@ name the lines that caused them — all on the CPU, with the callback called as 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 
@@ -108,9 +109,17 @@ def busy_until(sampler: "StackSampler", samples: int, cap: float) -> None:
     while sampler.samples_taken < samples and time.monotonic() < cap: sum(range(200))  # <- busy until (one line)
 
 
-def test_the_sampler_sees_the_test_thread_only_between_begin_and_end() -> None:
+@pytest.mark.parametrize("wait", ["C", "Python"])
+def test_the_sampler_sees_the_test_thread_only_between_begin_and_end(wait: str, monkeypatch: "pytest.MonkeyPatch") -> None:
     """Event-driven (issue 44): the helper runs until the sampler has taken 10 samples, however slowly
-    a loaded machine schedules its thread (two busy loops and -n 8 once left 6 in a fixed 0.2 s)."""
+    a loaded machine schedules its thread (two busy loops and -n 8 once left 6 in a fixed 0.2 s). The
+    same samples whether the thread waits between them in C (without the GIL) or in Python."""
+    from pytest_gpuutil.capture.places import sampler as sampling
+
+    if wait == "C" and sampling._c_wait() is None:
+        pytest.skip("the places' C module was not built")
+    if wait == "Python":
+        monkeypatch.setattr(sampling, "_c_wait", lambda: None)
     prefixes = skipped_prefixes()
     sampler = StackSampler(time.time_ns, lambda path: is_users(path, prefixes), interval_s=0.002)
     try:
@@ -247,6 +256,7 @@ def test_a_sampler_asleep_after_its_linger_wakes_at_the_next_call(monkeypatch: "
     from pytest_gpuutil.capture.places import sampler as sampling
 
     monkeypatch.setattr(sampling, "LINGER_S", 0.01)
+    monkeypatch.setattr(sampling, "_c_wait", lambda: None)  # the Python wait (without the C module)
     prefixes = skipped_prefixes()
     sampler = StackSampler(time.time_ns, lambda path: is_users(path, prefixes), interval_s=0.002)
     try:
@@ -263,3 +273,54 @@ def test_a_sampler_asleep_after_its_linger_wakes_at_the_next_call(monkeypatch: "
     finally:
         sampler.close()
     assert sampler.samples_taken >= taken + 5
+
+
+@pytest.mark.skipif(frames is None or not hasattr(frames, "sleep_until_on"), reason="the places' C module was not built")
+def test_between_calls_the_sampler_waits_in_c_without_the_gil_and_wakes_for_the_next_call() -> None:
+    """Between calls the thread sits in the C wait (it asks for no GIL turn, and nothing wakes it at a
+    call's start); it samples the next call, costs next to nothing while idle, and ends when closed."""
+    prefixes = skipped_prefixes()
+    sampler = StackSampler(time.time_ns, lambda path: is_users(path, prefixes), interval_s=0.002)
+    try:
+        sampler.begin()
+        busy_until(sampler, 2, time.monotonic() + 60)
+        sampler.end()
+        gate_line = line_of_code(sampling_source(), "gate(self._flags")
+        cap = time.monotonic() + 60  # the thread's last period and sample end (however slowly it is scheduled)
+        while waiting_at(sampler) != ("_run", gate_line) and time.monotonic() < cap:
+            time.sleep(0.002)
+        taken = sampler.samples_taken
+        where = set()
+        cpu_before = time.process_time()
+        for _ in range(50):  # 0.25 s between calls: the thread is in the C wait each time it is looked at
+            time.sleep(0.005)
+            where.add(waiting_at(sampler))
+        idle_cpu_s = time.process_time() - cpu_before
+        assert sampler.samples_taken == taken
+        sampler.begin()
+        busy_until(sampler, taken + 5, time.monotonic() + 60)
+        sampler.end()
+    finally:
+        sampler.close()
+    assert where == {("_run", gate_line)}
+    assert idle_cpu_s < 0.05  # this process (the 50 looks included) for 0.25 s between calls: ~0 here
+    assert sampler.samples_taken >= taken + 5
+    sampler._thread.join(timeout=5)
+    assert not sampler._thread.is_alive()  # closed: the C wait returned within a period
+
+
+def waiting_at(sampler: StackSampler) -> tuple[str, int]:
+    """The function and line the sampler's thread is at now."""
+    frame = sys._current_frames().get(sampler._thread.ident)
+    return (frame.f_code.co_name, frame.f_lineno) if frame is not None else ("", 0)
+
+
+def sampling_source() -> str:
+    from pytest_gpuutil.capture.places import sampler as sampling
+
+    return sampling.__file__
+
+
+def line_of_code(path: str, text: str) -> int:
+    with open(path, encoding="utf-8") as handle:
+        return next(i for i, line in enumerate(handle, 1) if text in line)

@@ -21,6 +21,8 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <errno.h>
+#include <time.h>
 
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000 && defined(__has_include)
 #if __has_include(<internal/pycore_frame.h>)
@@ -201,11 +203,43 @@ static PyObject *here(PyObject *self, PyObject *arg) {
     return out;
 }
 
+/* The stack sampler's wait between samples (pytest_gpuutil/capture/places/sampler.py): sleeps
+ * ``seconds`` without the GIL, then on in steps of ``seconds`` while neither flags[0] (a test's call
+ * runs) nor flags[1] (the sampler is closed) is set; the flags are a bytearray the sampler's begin/end
+ * write with a plain store. Between calls the thread then never asks for the GIL (no hand-over taken
+ * from the test thread, no wake-up at a call's start); while a call runs it returns after one period,
+ * as time.sleep did. */
+static PyObject *sleep_until_on(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    double seconds;
+    if (!PyArg_ParseTuple(args, "w*d", &view, &seconds)) return NULL;
+    if (view.len < 2 || !(seconds > 0)) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "sleep_until_on takes a writable buffer of two flags and seconds > 0");
+        return NULL;
+    }
+    volatile unsigned char *flags = (volatile unsigned char *)view.buf;
+    struct timespec step;
+    step.tv_sec = (time_t)seconds;
+    step.tv_nsec = (long)((seconds - (double)step.tv_sec) * 1e9);
+    Py_BEGIN_ALLOW_THREADS
+    do {
+        struct timespec left = step;
+        while (nanosleep(&left, &left) != 0 && errno == EINTR) {
+        }
+    } while (!__atomic_load_n(&flags[0], __ATOMIC_ACQUIRE) && !__atomic_load_n(&flags[1], __ATOMIC_ACQUIRE));
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"walk_address", walk_address, METH_NOARGS, "The address of walk(uint32_t *ids, int max), or None."},
     {"set_skips", set_skips, METH_O, "[(path prefix, skipped)]: the first prefix a file starts with says whether its frames are stepped over."},
     {"places_after", places_after, METH_O, "[(id, path, line, function)] of the places with ids above the one given."},
     {"here", here, METH_O, "The place ids of the caller's innermost frames outside the skipped files."},
+    {"sleep_until_on", sleep_until_on, METH_VARARGS, "(flags, seconds): sleep without the GIL, a period at least, until a call runs or the sampler closes."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -5,9 +5,11 @@ places come from samples. A daemon thread wakes every ``interval_s`` (10 ms on a
 runs, reads the test thread's frame (``sys._current_frames()``), walks it outward and keeps up to
 three places outside torch, the plugin, pytest, pluggy and the standard library, with the clock
 (the GPU events' clock) and whether the thread was inside torch.cuda's lazy initialisation (the
-first test's note splits its time before CUDA came up by it). Between calls the thread keeps its
-period for a second (:data:`LINGER_S`: a suite of short calls never wakes it at a call's start),
-then waits on an event and costs nothing.
+first test's note splits its time before CUDA came up by it). Between calls the thread sleeps in C
+without the GIL (``_frames.sleep_until_on``: it looks at a flag each period and takes the GIL only
+once a call runs), so it takes no turn from the test thread between calls and nothing wakes it at a
+call's start. Without the C module it keeps its period for a second after a call
+(:data:`LINGER_S`), then waits on an event.
 
 Cost: one sample is a dictionary of the threads' frames and a walk of a few dozen frames, about
 10-30 µs of the sampler's time, plus the GIL handed over once: at 100 Hz about 1.2 % of one core
@@ -36,7 +38,10 @@ MAX_DEPTH = 200
 #: in a suite of short tests, where no timer of the plugin's own sees it (on an H200 a small test's
 #: function took 60-80 µs longer in default runs than in lean ones, places off; the effect of this
 #: change was not separable from that host's noise: benchmarks/results/2026-11-27_h200_late, issue
-#: 41). Ticking on between calls costs a GIL hand-over per period instead (100 Hz).
+#: 41). Ticking on between calls costs a GIL hand-over per period instead (100 Hz), and a tick that
+#: came between calls waited for the GIL into the next call, where it took a sample (of weight a whole
+#: period) and the test thread's turn. Only the Python wait lingers: the C wait takes no GIL between
+#: calls (3,000 small synthetic tests: 28 GIL turns against 419, issue 41i).
 LINGER_S = 1.0
 #: Python's switch interval while a call is sampled (s). The sampler needs the GIL to read the
 #: frames; at Python's default (5 ms) a thread running pure Python hands it over only after 5 ms, or
@@ -56,6 +61,10 @@ class StackSampler:
         self.interval_s = interval_s
         #: whether a call runs now (a plain flag: set and cleared at every call without a lock)
         self._on = False
+        #: the same flag, and whether the sampler is closed, as bytes the C wait reads without the GIL
+        self._flags = bytearray(2)
+        #: the C wait between samples (None: the Python one, with its linger and event)
+        self._sleep_until_on = _c_wait()
         #: what the thread waits on once it has had no call for LINGER_S (set only while it waits)
         self._wake = threading.Event()
         self._sleeping = False
@@ -89,17 +98,20 @@ class StackSampler:
             self._switch_before = before
             sys.setswitchinterval(SAMPLING_SWITCH_INTERVAL_S)
         self._on = True
+        self._flags[0] = 1
         if self._sleeping:
             self._wake.set()
 
     def end(self) -> None:
         self._on = False
+        self._flags[0] = 0
         before, self._switch_before = self._switch_before, None
         if before is not None and abs(sys.getswitchinterval() - SAMPLING_SWITCH_INTERVAL_S) < 1e-6:  # unless the test set its own
             sys.setswitchinterval(before)
 
     def close(self) -> None:
         self._closed = True
+        self._flags[1] = 1  # the C wait returns within a period
         self._wake.set()  # wakes the thread, which then ends
 
     def take(self) -> HostSamples:
@@ -142,8 +154,12 @@ class StackSampler:
         # same period, and every sample of it lands on the same line (a 5 ms helper between torch ops)
         jitter = random.Random(0x42)
         idle_since: Optional[float] = None
+        gate = self._sleep_until_on
         while not self._closed:
-            if self._on:
+            if gate is not None:
+                # a period, then on without the GIL until a call runs (the samples as below)
+                gate(self._flags, self.interval_s * (0.5 + jitter.random()))
+            elif self._on:
                 idle_since = None
             elif idle_since is None:
                 idle_since = time.monotonic()
@@ -158,7 +174,8 @@ class StackSampler:
                 idle_since = None
                 if self._closed:
                     break
-            time.sleep(self.interval_s * (0.5 + jitter.random()))
+            if gate is None:
+                time.sleep(self.interval_s * (0.5 + jitter.random()))
             target = self._target
             if not self._on or target is None:
                 continue
@@ -177,3 +194,12 @@ class StackSampler:
                     self._weights.append(weight)
             self.samples_taken += 1
             self.cpu_s = time.thread_time() - began
+
+
+def _c_wait() -> Optional[Callable[[bytearray, float], None]]:
+    """``_frames.sleep_until_on`` where the places' C module was built, else None."""
+    try:
+        from pytest_gpuutil.capture.places import _frames  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return getattr(_frames, "sleep_until_on", None)
