@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from itertools import compress
+from itertools import chain, compress
 from operator import attrgetter
 from typing import Any, Mapping, Optional, Sequence
 
@@ -267,6 +267,62 @@ def kernel_row(value: Any) -> Optional[tuple[str, int, float]]:
 
 #: value types that :meth:`TestRecord.json_dict` shares as they are (JSON says them as to_dict's copies)
 _JSON_AS_IS = frozenset({dict, float, int, str, bool, type(None), list, tuple})
+
+
+def json_dicts(records: Sequence[TestRecord]) -> list[dict[str, Any]]:
+    """Each record's :meth:`~TestRecord.json_dict` (the same JSON), a batch at a time (the run's spool:
+    a flush's records). Whether some record needs a copy where JSON would tell it apart is asked of
+    the batch's columns at once (the types of each mapping field, of its values, of each list
+    field's items); where none does, a record's dict is its fields with the kernels' text (each
+    row's text made once a batch: a suite's tests repeat their kernels) and its findings as
+    json_dict writes them. Otherwise each record's json_dict."""
+    try:
+        plain = _plain_batch(records)
+    except TypeError:  # a field json_dict cannot read either: its own error
+        plain = False
+    if not plain:
+        return [r.json_dict() for r in records]
+    texts = _KernelTexts()
+    text = texts.__getitem__
+    out = []
+    for record in records:
+        data = record.__dict__.copy()
+        data["kernels"] = list(map(text, data["kernels"]))
+        found = data["findings"]
+        if found:
+            data["findings"] = [{**f, "evidence": dict(f.get("evidence") or {})} for f in found]
+        out.append(data)
+    return out
+
+
+class _KernelTexts(dict):
+    """A kernels row's :func:`kernel_text`, by row (equal rows: the same text), made when first asked."""
+
+    def __missing__(self, row: tuple[str, int, float]) -> str:
+        text = self[row] = kernel_text(row)
+        return text
+
+
+_TUPLE_ONLY, _DICT_ONLY = frozenset({tuple}), frozenset({dict})
+
+
+def _plain_batch(records: Sequence[TestRecord]) -> bool:
+    """Whether no record of the batch has what :meth:`TestRecord.json_dict` copies (a mapping field
+    that is not a dict, a value of one that is a mapping but not a dict, a list item that is not a
+    dict) or a kernels row that is not a tuple, and each is a TestRecord's own fields."""
+    if set(map(type, records)) - {TestRecord}:
+        return False
+    for name in MAPPING_FIELDS:
+        column = list(map(attrgetter(name), records))
+        if not set(map(type, column)) <= _DICT_ONLY:
+            return False
+        for kind in set(map(type, chain.from_iterable(map(dict.values, column)))):
+            if kind not in _JSON_AS_IS and issubclass(kind, Mapping):
+                return False
+    for name in LIST_FIELDS:
+        if not set(map(type, chain.from_iterable(map(attrgetter(name), records)))) <= _DICT_ONLY:
+            return False
+    return set(map(type, chain.from_iterable(map(attrgetter("kernels"), records)))) <= _TUPLE_ONLY
 
 
 def _copy(value: Any) -> Any:

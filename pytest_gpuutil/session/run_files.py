@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 from pytest_gpuutil.gates.baseline import free_autosave_name, save_baseline
 from pytest_gpuutil.gates.regression import Comparison, FailExpr
 from pytest_gpuutil.options import Settings
-from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.records import TestRecord, json_dicts
 from pytest_gpuutil.report.files import write_run_files
 from pytest_gpuutil.report.terminal import display_path
 from pytest_gpuutil.rundoc.document import RunDoc, now_utc, run_document, safe_name
@@ -143,9 +143,10 @@ class RunSpool:
         encode = msgspec.json.encode
         chunks = [encode(line, enc_hook=str) + b"\n" for line in lines]
         encoded = self._encoded
-        for record in records:  # each line as encode({"record": record.to_dict()}) writes it (json_dict: the same JSON)
-            body = encoded[id(record)] = encode(record.json_dict(), enc_hook=str)
-            chunks.append(b'{"record":' + body + b"}\n")
+        # each line as encode({"record": record.to_dict()}) writes it (json_dicts: the same JSON)
+        for record, data in zip(records, json_dicts(records)):
+            body = encoded[id(record)] = encode(data, enc_hook=str)
+            chunks += (b'{"record":', body, b"}\n")
         if not self._started:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "ab") as out:

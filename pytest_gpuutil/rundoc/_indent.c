@@ -1,0 +1,198 @@
+/* gpu_util.json's tests array indented in C (pytest_gpuutil/rundoc/document.py's json_bytes).
+ *
+ * The run's spool encodes each record's JSON once (msgspec, no whitespace); gpu_util.json puts
+ * those bytes in as they are and was then formatted whole by msgspec.json.format(indent=1), which
+ * parses every value (~14 instructions a byte, as much as encoding the records). Here one call
+ * writes the tests array as that format writes it, from the records' compact JSON:
+ *
+ *   array(items, depth) -> bytes
+ *
+ * ``items``: a sequence of objects with the buffer protocol (bytes, msgspec.Raw), each one JSON
+ * value; ``depth``: the array's indentation (spaces before its closing bracket; an item's lines get
+ * one more, one space a level). The rules are msgspec's json_format at indent 1: whitespace outside
+ * strings dropped; an empty object or array as "{}" / "[]"; after an opening bracket, a comma, and
+ * before a closing bracket of a non-empty one, a newline and the level's spaces; ": " after a key;
+ * strings, numbers and literals copied as they are. An item that does not end balanced (an open
+ * string or bracket, one closed too many) raises ValueError, and the caller falls back to msgspec
+ * (which names what is wrong).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+typedef struct {
+    PyObject *bytes;
+    char *start;
+    Py_ssize_t len;
+    Py_ssize_t cap;
+} Out;
+
+static int grow(Out *out, Py_ssize_t more) {
+    if (out->len + more <= out->cap) return 0;
+    Py_ssize_t cap = out->cap * 2;
+    if (cap < out->len + more) cap = out->len + more;
+    if (_PyBytes_Resize(&out->bytes, cap) < 0) return -1;
+    out->start = PyBytes_AS_STRING(out->bytes);
+    out->cap = cap;
+    return 0;
+}
+
+enum { SPACES = 32 };
+
+/* a newline and ``level`` spaces, with room made for ``more`` bytes after them */
+static int newline(Out *out, Py_ssize_t level, Py_ssize_t more) {
+    if (grow(out, level + 1 + SPACES + more) < 0) return -1;
+    char *p = out->start + out->len;
+    *p++ = '\n';
+    if (level <= SPACES) {
+        memcpy(p, "                                ", SPACES); /* one fixed-size copy, the rest overwritten */
+    } else {
+        memset(p, ' ', (size_t)level);
+    }
+    out->len += level + 1;
+    return 0;
+}
+
+static int is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+/* the bytes that end a number or a literal: structure, a string's start, whitespace */
+static int ends_plain(unsigned char c) {
+    switch (c) {
+    case '{': case '[': case '}': case ']': case ',': case ':': case '"':
+    case ' ': case '\t': case '\n': case '\r':
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* one JSON value, its first line already placed (``level``: its indentation). Each input byte gives
+ * at most two output bytes, apart from the newlines' spaces: room for twice the input left is made
+ * at the start and after each newline, so only the newlines check for room. */
+static int value(Out *out, const unsigned char *in, Py_ssize_t n, Py_ssize_t level) {
+    Py_ssize_t depth = 0;
+    const unsigned char *p = in, *end = in + n;
+    if (grow(out, 2 * n + 2) < 0) return -1;
+    char *o = out->start + out->len;
+    while (p < end) {
+        unsigned char c = *p;
+        if (c == '"') { /* a string, as it is: to the first quote not escaped */
+            const unsigned char *q = p + 1;
+            for (;;) {
+                q = memchr(q, '"', (size_t)(end - q));
+                if (q == NULL) goto unbalanced;
+                const unsigned char *b = q;
+                while (b > p + 1 && b[-1] == '\\') b--;
+                if (((q - b) & 1) == 0) break; /* an even run of backslashes: the quote ends it */
+                q++;
+            }
+            q++;
+            memcpy(o, p, (size_t)(q - p));
+            o += q - p;
+            p = q;
+            continue;
+        }
+        p++;
+        switch (c) {
+        case '{':
+        case '[': {
+            unsigned char close = (c == '{') ? '}' : ']';
+            const unsigned char *q = p;
+            while (q < end && is_space(*q)) q++;
+            *o++ = (char)c;
+            if (q < end && *q == close) {
+                *o++ = (char)close;
+                p = q + 1;
+                break;
+            }
+            depth++;
+            goto newline;
+        }
+        case '}':
+        case ']':
+            if (depth == 0) goto unbalanced;
+            depth--;
+            out->len = o - out->start;
+            if (newline(out, level + depth, 2 * (end - p) + 2) < 0) return -1;
+            o = out->start + out->len;
+            *o++ = (char)c;
+            break;
+        case ',':
+            *o++ = ',';
+            goto newline;
+        case ':':
+            *o++ = ':';
+            *o++ = ' ';
+            break;
+        case ' ':
+        case '\t':
+        case '\n':
+        case '\r':
+            break;
+        default: /* a number or a literal, as it is */
+            *o++ = (char)c;
+            while (p < end && !ends_plain(*p)) *o++ = (char)*p++;
+        }
+        continue;
+    newline:
+        out->len = o - out->start;
+        if (newline(out, level + depth, 2 * (end - p) + 2) < 0) return -1;
+        o = out->start + out->len;
+    }
+    out->len = o - out->start;
+    if (depth == 0) return 0;
+unbalanced:
+    out->len = o - out->start;
+    PyErr_SetString(PyExc_ValueError, "not one balanced JSON value");
+    return -1;
+}
+
+static PyObject *array(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *items;
+    Py_ssize_t depth;
+    if (!PyArg_ParseTuple(args, "On", &items, &depth)) return NULL;
+    if (depth < 0) {
+        PyErr_SetString(PyExc_ValueError, "depth below zero");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(items, "items: expected a sequence");
+    if (seq == NULL) return NULL;
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    PyObject **values = PySequence_Fast_ITEMS(seq);
+    Out out = {NULL, NULL, 0, 256};
+    out.bytes = PyBytes_FromStringAndSize(NULL, out.cap);
+    if (out.bytes == NULL) goto fail;
+    out.start = PyBytes_AS_STRING(out.bytes);
+    out.start[out.len++] = '[';
+    for (Py_ssize_t k = 0; k < count; k++) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(values[k], &view, PyBUF_SIMPLE) < 0) goto fail;
+        int bad = (k > 0 && grow(&out, 1) < 0);
+        if (!bad && k > 0) out.start[out.len++] = ',';
+        bad = bad || newline(&out, depth + 1, 0) < 0 ||
+              value(&out, (const unsigned char *)view.buf, view.len, depth + 1) < 0;
+        PyBuffer_Release(&view);
+        if (bad) goto fail;
+    }
+    if (count > 0 && newline(&out, depth, 0) < 0) goto fail;
+    if (grow(&out, 1) < 0) goto fail;
+    out.start[out.len++] = ']';
+    Py_DECREF(seq);
+    if (_PyBytes_Resize(&out.bytes, out.len) < 0) return NULL;
+    return out.bytes;
+fail:
+    Py_DECREF(seq);
+    Py_XDECREF(out.bytes);
+    return NULL;
+}
+
+static PyMethodDef METHODS[] = {
+    {"array", array, METH_VARARGS, "array(items, depth) -> bytes: JSON values as one array, indented as msgspec.json.format(indent=1) writes it at that depth."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef MODULE = {PyModuleDef_HEAD_INIT, "_indent", "gpu_util.json's tests array indented in C.", -1,
+                                    METHODS, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__indent(void) { return PyModule_Create(&MODULE); }
