@@ -270,29 +270,33 @@ _JSON_AS_IS = frozenset({dict, float, int, str, bool, type(None), list, tuple})
 
 
 def json_dicts(records: Sequence[TestRecord]) -> list[dict[str, Any]]:
-    """Each record's :meth:`~TestRecord.json_dict` (the same JSON), a batch at a time (the run's spool:
-    a flush's records). Whether some record needs a copy where JSON would tell it apart is asked of
-    the batch's columns at once (the types of each mapping field, of its values, of each list
-    field's items); where none does, a record's dict is its fields with the kernels' text (each
-    row's text made once a batch: a suite's tests repeat their kernels) and its findings as
-    json_dict writes them. Otherwise each record's json_dict."""
+    """Each record's :meth:`~TestRecord.json_dict`, a batch at a time (the run's spool: a flush's
+    records), for an encoder that refuses every type it does not know (an ``enc_hook`` that raises):
+    the mapping fields are shared as they are, not looked into, so a mapping that json_dict would
+    copy (one that is not a dict) reaches the hook, and the caller then encodes that record's
+    json_dict. Whether a list field holds an item that is not a dict is asked of the batch's columns
+    at once (then each record's json_dict); each kernels row's text is made once a batch (a suite's
+    tests repeat their kernels; a row that is not hashable: each record's json_dict)."""
     try:
-        plain = _plain_batch(records)
+        plain = _dict_items_only(records)
     except TypeError:  # a field json_dict cannot read either: its own error
         plain = False
-    if not plain:
-        return [r.json_dict() for r in records]
-    texts = _KernelTexts()
-    text = texts.__getitem__
-    out = []
-    for record in records:
-        data = record.__dict__.copy()
-        data["kernels"] = list(map(text, data["kernels"]))
-        found = data["findings"]
-        if found:
-            data["findings"] = [{**f, "evidence": dict(f.get("evidence") or {})} for f in found]
-        out.append(data)
-    return out
+    if plain:
+        texts = _KernelTexts()
+        text = texts.__getitem__
+        out = []
+        try:
+            for record in records:
+                data = record.__dict__.copy()
+                data["kernels"] = list(map(text, data["kernels"]))
+                found = data["findings"]
+                if found:
+                    data["findings"] = [{**f, "evidence": dict(f.get("evidence") or {})} for f in found]
+                out.append(data)
+            return out
+        except TypeError:  # a kernels row that is not hashable (a list): json_dict's own text
+            pass
+    return [r.json_dict() for r in records]
 
 
 class _KernelTexts(dict):
@@ -303,26 +307,17 @@ class _KernelTexts(dict):
         return text
 
 
-_TUPLE_ONLY, _DICT_ONLY = frozenset({tuple}), frozenset({dict})
+_DICT_ONLY = frozenset({dict})
 
 
-def _plain_batch(records: Sequence[TestRecord]) -> bool:
-    """Whether no record of the batch has what :meth:`TestRecord.json_dict` copies (a mapping field
-    that is not a dict, a value of one that is a mapping but not a dict, a list item that is not a
-    dict) or a kernels row that is not a tuple, and each is a TestRecord's own fields."""
+def _dict_items_only(records: Sequence[TestRecord]) -> bool:
+    """Whether each record is a TestRecord's own fields and every item of its list fields a dict."""
     if set(map(type, records)) - {TestRecord}:
         return False
-    for name in MAPPING_FIELDS:
-        column = list(map(attrgetter(name), records))
-        if not set(map(type, column)) <= _DICT_ONLY:
-            return False
-        for kind in set(map(type, chain.from_iterable(map(dict.values, column)))):
-            if kind not in _JSON_AS_IS and issubclass(kind, Mapping):
-                return False
     for name in LIST_FIELDS:
         if not set(map(type, chain.from_iterable(map(attrgetter(name), records)))) <= _DICT_ONLY:
             return False
-    return set(map(type, chain.from_iterable(map(attrgetter("kernels"), records)))) <= _TUPLE_ONLY
+    return True
 
 
 def _copy(value: Any) -> Any:

@@ -92,6 +92,30 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
     return found
 
 
+def encoded_records(records: Sequence[TestRecord]) -> list[bytes]:
+    """Each record's JSON, as ``msgspec.json.encode(record.to_dict(), enc_hook=str)`` writes it: a
+    batch's :func:`~pytest_gpuutil.records.json_dicts` encoded with a hook that refuses every type
+    msgspec does not know, and where it refused, the record's json_dict with ``str`` for the rest."""
+    import msgspec
+
+    strict = msgspec.json.Encoder(enc_hook=_refuse).encode
+    out = []
+    for record, data in zip(records, json_dicts(records)):
+        try:
+            out.append(strict(data))
+        except _Refused:  # a mapping json_dict copies, or a value that becomes its str
+            out.append(msgspec.json.encode(record.json_dict(), enc_hook=str))
+    return out
+
+
+class _Refused(Exception):
+    """A value that :func:`encoded_records`' first encoding leaves to the record's json_dict."""
+
+
+def _refuse(value: Any) -> Any:
+    raise _Refused
+
+
 #: beside gpu_util.json while the run goes on: each flush's records appended as JSON lines, removed
 #: once gpu_util.json is written; a run killed mid-way leaves it (``gpuutil report DIR`` renders it)
 SPOOL_NAME = "gpu_util.partial.jsonl"
@@ -143,10 +167,9 @@ class RunSpool:
         encode = msgspec.json.encode
         chunks = [encode(line, enc_hook=str) + b"\n" for line in lines]
         encoded = self._encoded
-        # each line as encode({"record": record.to_dict()}) writes it (json_dicts: the same JSON)
-        for record, data in zip(records, json_dicts(records)):
-            body = encoded[id(record)] = encode(data, enc_hook=str)
-            chunks += (b'{"record":', body, b"}\n")
+        for record, body in zip(records, encoded_records(records)):
+            encoded[id(record)] = body
+            chunks += (b'{"record":', body, b"}\n")  # as encode({"record": record.to_dict()}) writes it
         if not self._started:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "ab") as out:

@@ -1,16 +1,20 @@
 """gpu_util.json's tests array indented in C (rundoc/_indent.c) against msgspec formatting the whole
-document, and the spool's records encoded a batch at a time against each record's own dict."""
+document, and the spool's records encoded a batch at a time (session/run_files.encoded_records)
+against each record's own dict."""
 from __future__ import annotations
 
 import random
 import types
+from collections import OrderedDict
+from pathlib import Path
 
 import msgspec
 import pytest
 
-from pytest_gpuutil.records import TestRecord, json_dicts
+from pytest_gpuutil.records import TestRecord
 from pytest_gpuutil.rundoc import document
 from pytest_gpuutil.rundoc.document import json_bytes, run_document
+from pytest_gpuutil.session.run_files import encoded_records
 
 indent = pytest.importorskip("pytest_gpuutil.rundoc._indent", reason="the C part is not built here")
 
@@ -85,11 +89,14 @@ def _records() -> list[TestRecord]:
                      idle_gaps=({"device": "0"}, proxy({"device": "1"})), processes=(proxy({"pid": 1}),),
                      findings=({"rule": "gpu-idle", "evidence": proxy({"idle_pct": 90.0})},))
     listed = TestRecord("t::k", "passed", kernels=(["k", 2, 3.5],))  # a row that is a list
-    return [*plain, found, odd, listed]
+    ordered = TestRecord("t::o", "passed", categories=OrderedDict(gemm=OrderedDict(time_us=1.0)),
+                         gpu_trace={"g": {"file": Path("a/b"), "inner": proxy({"n": 1})}})  # str, and str() of a proxy
+    paired = TestRecord("t::p", "passed", idle_gaps=([("device", "0")],))  # an item that is not a mapping
+    return [*plain, found, odd, listed, ordered, paired]
 
 
-@pytest.mark.parametrize("batch", [slice(0, 4), slice(0, 5), slice(0, 6), slice(4, 8), slice(6, 8), slice(0, 0)])
-def test_a_batchs_json_dicts_encode_as_each_records_to_dict(batch: slice) -> None:
+@pytest.mark.parametrize("batch", [slice(0, 4), slice(0, 5), slice(0, 6), slice(4, 8), slice(6, 8), slice(0, 0),
+                                   slice(8, 9), slice(0, 10), slice(9, 10)])
+def test_a_batchs_encoded_records_are_each_records_to_dict_encoded(batch: slice) -> None:
     records = _records()[batch]
-    encode = msgspec.json.encode
-    assert [encode(d, enc_hook=str) for d in json_dicts(records)] == [encode(r.to_dict(), enc_hook=str) for r in records]
+    assert encoded_records(records) == [msgspec.json.encode(r.to_dict(), enc_hook=str) for r in records]
