@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from itertools import chain, compress
-from operator import attrgetter
+from itertools import chain, compress, repeat
+from operator import attrgetter, mul
 from typing import Any, Mapping, Optional, Sequence
 
 #: The hardware-counter fields (percent of the hardware's peak; the call's energy and mean power).
@@ -336,7 +336,9 @@ def gpu_totals(records: Sequence[TestRecord]) -> dict[str, Any]:
     walls = list(map(attrgetter("wall_ms"), measured))
     gpu_ms = sum_or_zero(busy)
     profiled_wall_ms = sum_or_zero(walls)
-    capacity_ms = sum((r.wall_ms or 0.0) * max(1, len(r.devices)) for r in measured)
+    # each call's wall time x the devices it used (at least one), added in the records' order
+    counts = map(max, repeat(1), map(len, map(attrgetter("devices"), measured)))
+    capacity_ms = sum(map(mul, walls if set(map(type, walls)) <= _FLOATS else [w or 0.0 for w in walls], counts))
     return {
         "tests": len(records),
         "profiled": len(measured),
