@@ -38,17 +38,14 @@ static int grow(Out *out, Py_ssize_t more) {
 }
 
 enum { SPACES = 32 };
+static const char SPACE_RUN[SPACES + 1] = "                                ";
 
-/* a newline and ``level`` spaces, with room made for ``more`` bytes after them */
+/* a newline and ``level`` spaces, with room made for ``more`` bytes after them (and SPACES of slack) */
 static int newline(Out *out, Py_ssize_t level, Py_ssize_t more) {
     if (grow(out, level + 1 + SPACES + more) < 0) return -1;
     char *p = out->start + out->len;
     *p++ = '\n';
-    if (level <= SPACES) {
-        memcpy(p, "                                ", SPACES); /* one fixed-size copy, the rest overwritten */
-    } else {
-        memset(p, ' ', (size_t)level);
-    }
+    memset(p, ' ', (size_t)level);
     out->len += level + 1;
     return 0;
 }
@@ -56,40 +53,61 @@ static int newline(Out *out, Py_ssize_t level, Py_ssize_t more) {
 static int is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 /* the bytes that end a number or a literal: structure, a string's start, whitespace */
-static int ends_plain(unsigned char c) {
-    switch (c) {
-    case '{': case '[': case '}': case ']': case ',': case ':': case '"':
-    case ' ': case '\t': case '\n': case '\r':
-        return 1;
-    default:
-        return 0;
-    }
-}
+static const unsigned char ENDS_PLAIN[256] = {
+    ['{'] = 1, ['['] = 1, ['}'] = 1, [']'] = 1, [','] = 1, [':'] = 1, ['"'] = 1,
+    [' '] = 1, ['\t'] = 1, ['\n'] = 1, ['\r'] = 1,
+};
+
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define WORDS 1
+#include <stdint.h>
+/* the bytes of a word that are zero, as their top bits (the lowest set bit marks the first exactly) */
+#define ZERO_BYTES(v) (((v) - 0x0101010101010101ULL) & ~(v) & 0x8080808080808080ULL)
+#else
+#define WORDS 0
+#endif
 
 /* one JSON value, its first line already placed (``level``: its indentation). Each input byte gives
- * at most two output bytes, apart from the newlines' spaces: room for twice the input left is made
- * at the start and after each newline, so only the newlines check for room. */
+ * at most two output bytes, apart from the newlines and their spaces: room for twice the input
+ * left (and SPACES more, which a string's word copy and a newline's spaces may write past their end)
+ * is made at the start and after each newline, so only the newlines check for room. */
 static int value(Out *out, const unsigned char *in, Py_ssize_t n, Py_ssize_t level) {
     Py_ssize_t depth = 0;
     const unsigned char *p = in, *end = in + n;
-    if (grow(out, 2 * n + 2) < 0) return -1;
+    if (grow(out, 2 * n + 2 + SPACES) < 0) return -1;
     char *o = out->start + out->len;
+    char *limit = out->start + out->cap;
     while (p < end) {
         unsigned char c = *p;
         if (c == '"') { /* a string, as it is: to the first quote not escaped */
-            const unsigned char *q = p + 1;
+            *o++ = '"';
+            p++;
             for (;;) {
-                q = memchr(q, '"', (size_t)(end - q));
-                if (q == NULL) goto unbalanced;
-                const unsigned char *b = q;
-                while (b > p + 1 && b[-1] == '\\') b--;
-                if (((q - b) & 1) == 0) break; /* an even run of backslashes: the quote ends it */
-                q++;
+#if WORDS
+                while (end - p >= 8) { /* eight bytes at a time while none is a quote or a backslash */
+                    uint64_t word;
+                    memcpy(&word, p, 8);
+                    memcpy(o, &word, 8);
+                    uint64_t found = ZERO_BYTES(word ^ 0x2222222222222222ULL) | ZERO_BYTES(word ^ 0x5c5c5c5c5c5c5c5cULL);
+                    if (found) {
+                        int skip = __builtin_ctzll(found) >> 3;
+                        p += skip;
+                        o += skip;
+                        break;
+                    }
+                    p += 8;
+                    o += 8;
+                }
+#endif
+                if (p >= end) goto unbalanced;
+                unsigned char s = *p++;
+                *o++ = (char)s;
+                if (s == '"') break;
+                if (s == '\\') {
+                    if (p >= end) goto unbalanced;
+                    *o++ = (char)*p++;
+                }
             }
-            q++;
-            memcpy(o, p, (size_t)(q - p));
-            o += q - p;
-            p = q;
             continue;
         }
         p++;
@@ -112,9 +130,16 @@ static int value(Out *out, const unsigned char *in, Py_ssize_t n, Py_ssize_t lev
         case ']':
             if (depth == 0) goto unbalanced;
             depth--;
-            out->len = o - out->start;
-            if (newline(out, level + depth, 2 * (end - p) + 2) < 0) return -1;
-            o = out->start + out->len;
+            if (o + 1 + level + depth + SPACES + 2 * (end - p) + 2 > limit) {
+                out->len = o - out->start;
+                if (grow(out, 1 + level + depth + SPACES + 2 * (end - p) + 2) < 0) return -1;
+                o = out->start + out->len;
+                limit = out->start + out->cap;
+            }
+            *o++ = '\n';
+            if (level + depth <= SPACES) memcpy(o, SPACE_RUN, SPACES);
+            else memset(o, ' ', (size_t)(level + depth));
+            o += level + depth;
             *o++ = (char)c;
             break;
         case ',':
@@ -131,13 +156,20 @@ static int value(Out *out, const unsigned char *in, Py_ssize_t n, Py_ssize_t lev
             break;
         default: /* a number or a literal, as it is */
             *o++ = (char)c;
-            while (p < end && !ends_plain(*p)) *o++ = (char)*p++;
+            while (p < end && !ENDS_PLAIN[*p]) *o++ = (char)*p++;
         }
         continue;
     newline:
-        out->len = o - out->start;
-        if (newline(out, level + depth, 2 * (end - p) + 2) < 0) return -1;
-        o = out->start + out->len;
+        if (o + 1 + level + depth + SPACES + 2 * (end - p) + 2 > limit) {
+            out->len = o - out->start;
+            if (grow(out, 1 + level + depth + SPACES + 2 * (end - p) + 2) < 0) return -1;
+            o = out->start + out->len;
+            limit = out->start + out->cap;
+        }
+        *o++ = '\n';
+        if (level + depth <= SPACES) memcpy(o, SPACE_RUN, SPACES);
+        else memset(o, ' ', (size_t)(level + depth));
+        o += level + depth;
     }
     out->len = o - out->start;
     if (depth == 0) return 0;
