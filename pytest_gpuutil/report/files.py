@@ -12,19 +12,23 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, Union
 
 from pytest_gpuutil.records import CSV_COLUMNS, TestRecord
-from pytest_gpuutil.rundoc.document import json_bytes
+from pytest_gpuutil.rundoc.document import json_chunks
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def atomic_write_bytes(path: PathLike, data: bytes) -> Path:
-    """Write ``data`` so that readers see the old file or the whole new one, never a part."""
+def atomic_write_bytes(path: PathLike, data: Union[bytes, Sequence[bytes]]) -> Path:
+    """Write ``data`` (bytes, or pieces of it in order) so that readers see the old file or the whole
+    new one, never a part."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            if isinstance(data, (bytes, bytearray, memoryview)):
+                handle.write(data)
+            else:
+                handle.writelines(data)
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be shared
         os.replace(tmp, target)
     except BaseException:
@@ -157,5 +161,5 @@ except ImportError:  # pragma: no cover - without a compiler: records_csv
 def write_run_files(directory: PathLike, records: Sequence[TestRecord], doc: Mapping[str, Any]) -> tuple[Path, Path]:
     base = Path(directory)
     csv_path = atomic_write_bytes(base / "gpu_util.csv", records_csv_bytes(records))
-    json_path = atomic_write_bytes(base / "gpu_util.json", json_bytes(doc))
+    json_path = atomic_write_bytes(base / "gpu_util.json", json_chunks(doc))
     return csv_path, json_path

@@ -95,7 +95,13 @@ def run_document(records: Iterable[TestRecord], machine: Mapping[str, Any], crea
 
 
 def json_bytes(doc: Mapping[str, Any]) -> bytes:
-    """The document as indented JSON (msgspec: a run of 1,000 tests in a few ms; anything odd as str).
+    """The document as indented JSON (msgspec: a run of 1,000 tests in a few ms; anything odd as str)."""
+    return b"".join(json_chunks(doc))
+
+
+def json_chunks(doc: Mapping[str, Any]) -> list[bytes]:
+    """:func:`json_bytes` in pieces that follow one another (a file takes them as they are: the tests
+    array, most of the document, is not copied once more to join them).
 
     Where the C part is built (rundoc/_indent.c), the tests array is indented from each test's own
     JSON (a ``msgspec.Raw`` as the run's spool encoded it, or encoded here), not parsed again inside
@@ -115,8 +121,8 @@ def json_bytes(doc: Mapping[str, Any]) -> bytes:
                 pass
             else:
                 at += len(_EMPTY_TESTS) - 2
-                return b"".join((head[:at], body, head[at + 2:], b"\n"))
-    return msgspec.json.format(msgspec.json.encode(doc, enc_hook=str), indent=1) + b"\n"
+                return [head[:at], body, head[at + 2:] + b"\n"]
+    return [msgspec.json.format(msgspec.json.encode(doc, enc_hook=str), indent=1) + b"\n"]
 
 
 #: where a document's (empty) tests array stands once formatted: a top-level key, the only ones at one space
