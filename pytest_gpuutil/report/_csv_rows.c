@@ -121,6 +121,14 @@ static PyObject *rows(PyObject *self, PyObject *args) {
     out.bytes = PyBytes_FromStringAndSize(NULL, out.cap);
     if (out.bytes == NULL) return NULL;
     out.start = PyBytes_AS_STRING(out.bytes);
+    /* where each column's field stood in the last record's dict: records made alike keep their
+     * fields in one order, so the next record's entry there is looked at first (its key the very
+     * name: the field's; otherwise a lookup) */
+    Py_ssize_t *at = PyMem_Calloc((size_t)(n_cols > 0 ? n_cols : 1), sizeof(Py_ssize_t));
+    if (at == NULL) {
+        Py_DECREF(out.bytes);
+        return PyErr_NoMemory();
+    }
     for (Py_ssize_t r = 0; r < n_rows; r++) {
         PyObject *record = PyList_GET_ITEM(fields, r);
         if (!PyDict_Check(record)) goto python;
@@ -129,10 +137,21 @@ static PyObject *rows(PyObject *self, PyObject *args) {
             PyObject *column = PyList_GET_ITEM(texts, c);
             PyObject *value;
             if (column == Py_None) {
-                value = PyDict_GetItemWithError(record, PyTuple_GET_ITEM(names, c));
-                if (value == NULL) {
-                    if (PyErr_Occurred()) goto fail;
-                    goto python;
+                PyObject *name = PyTuple_GET_ITEM(names, c), *key;
+                Py_ssize_t pos = at[c];
+                if (!(PyDict_Next(record, &pos, &key, &value) && key == name)) {
+                    value = PyDict_GetItemWithError(record, name);
+                    if (value == NULL) {
+                        if (PyErr_Occurred()) goto fail;
+                        goto python;
+                    }
+                    Py_ssize_t find = 0;  /* its place, for the next record */
+                    while (PyDict_Next(record, &find, &key, NULL)) {
+                        if (key == name) {
+                            at[c] = find - 1;
+                            break;
+                        }
+                    }
                 }
             } else {
                 value = PyList_GET_ITEM(column, r);
@@ -145,12 +164,15 @@ static PyObject *rows(PyObject *self, PyObject *args) {
         }
         if (put(&out, "\n", 1) < 0) goto fail;
     }
+    PyMem_Free(at);
     if (_PyBytes_Resize(&out.bytes, out.len) < 0) return NULL;
     return out.bytes;
 python:
+    PyMem_Free(at);
     Py_DECREF(out.bytes);
     Py_RETURN_NONE;
 fail:
+    PyMem_Free(at);
     Py_XDECREF(out.bytes);
     return NULL;
 }

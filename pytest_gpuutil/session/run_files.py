@@ -137,6 +137,8 @@ class RunSpool:
         #: keeps them for every test brought full collections (~0.1-0.2 s each, torch loaded) due among
         #: the tests (3,000 small tests of the synthetic GPU: one more than a plain run)
         self._encoded: dict[int, bytes] = {}
+        #: msgspec.Raw, once the first records are spooled (only then can as_json find any)
+        self._raw: Any = None
 
     def start(self) -> None:
         """Before the first test: an earlier run's spool goes."""
@@ -158,6 +160,8 @@ class RunSpool:
 
     def _append(self, records: Sequence[TestRecord]) -> None:
         import msgspec
+
+        self._raw = msgspec.Raw
 
         lines = []
         if not self._started:
@@ -182,9 +186,7 @@ class RunSpool:
         found = self._encoded.get(id(record))
         if found is None:
             return record.to_dict()
-        import msgspec
-
-        return msgspec.Raw(found)
+        return self._raw(found)
 
     def as_dict(self, record: TestRecord) -> dict[str, Any]:
         """The record's dict: the one spooled, read back (records are never changed once made; what
