@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from itertools import chain, compress, repeat
+from itertools import chain, compress
 from operator import attrgetter, mul
 from typing import Any, Mapping, Optional, Sequence
 
@@ -337,12 +337,14 @@ def gpu_totals(records: Sequence[TestRecord]) -> dict[str, Any]:
     gpu_ms = sum_or_zero(busy)
     profiled_wall_ms = sum_or_zero(walls)
     # each call's wall time x the devices it used (at least one), added in the records' order
-    counts = map(max, repeat(1), map(len, map(attrgetter("devices"), measured)))
+    counts = list(map(len, map(attrgetter("devices"), measured)))
+    if 0 in counts:  # max(1, n)
+        counts = [n or 1 for n in counts]
     capacity_ms = sum(map(mul, walls if set(map(type, walls)) <= _FLOATS else [w or 0.0 for w in walls], counts))
     return {
         "tests": len(records),
         "profiled": len(measured),
-        "with_gpu_work": sum(map(any, zip(map(attrgetter("kernel_count"), measured), busy))),
+        "with_gpu_work": sum(1 for count, gpu in zip(map(attrgetter("kernel_count"), measured), busy) if count or gpu),
         "gpu_busy_ms": gpu_ms,
         "profiled_wall_ms": profiled_wall_ms,
         "busy_pct": 100.0 * gpu_ms / capacity_ms if capacity_ms > 0 else 0.0,
