@@ -77,6 +77,7 @@ static int value(Out *out, const unsigned char *in, Py_ssize_t n, Py_ssize_t lev
     if (grow(out, 2 * n + 2 + SPACES) < 0) return -1;
     char *o = out->start + out->len;
     char *limit = out->start + out->cap;
+    const char *first = o;
     while (p < end) {
         unsigned char c = *p;
         if (c == '"') { /* a string, as it is: to the first quote not escaped */
@@ -172,7 +173,7 @@ static int value(Out *out, const unsigned char *in, Py_ssize_t n, Py_ssize_t lev
         o += level + depth;
     }
     out->len = o - out->start;
-    if (depth == 0) return 0;
+    if (depth == 0 && o > first) return 0; /* (nothing but whitespace: no value) */
 unbalanced:
     out->len = o - out->start;
     PyErr_SetString(PyExc_ValueError, "not one balanced JSON value");
