@@ -8,6 +8,10 @@
   iterators in several passes.
 - ``pytest_gpuutil.analysis.intervals._figures``: that analysis's per-event work (clipping, counts,
   totals, per-device sorts, unions, idle gaps) in one C call; without it the Python passes above.
+- ``pytest_gpuutil.rundoc._indent``: gpu_util.json's tests array indented from each test's compact
+  JSON (the spool's); without it msgspec formats the whole document (the same bytes, slower).
+- ``pytest_gpuutil.report._csv_rows``: gpu_util.csv's rows in one call; without it a column at a
+  time in Python (the same bytes, slower).
 - ``pytest_gpuutil.capture._waits``: the CUPTI callback that records the host's waits at the
   synchronizing calls only (see pytest_gpuutil/capture/host_waits.py); without it the waits come
   from CUPTI's activity kind 38, which makes every kernel launch dearer.
@@ -83,6 +87,18 @@ setup(
             "pytest_gpuutil.analysis.intervals._figures",
             sources=["pytest_gpuutil/analysis/intervals/_figures.c"],
             depends=["pytest_gpuutil/analysis/intervals/_int64s.h"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
+            "pytest_gpuutil.rundoc._indent",
+            sources=["pytest_gpuutil/rundoc/_indent.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
+            "pytest_gpuutil.report._csv_rows",
+            sources=["pytest_gpuutil/report/_csv_rows.c"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from itertools import compress
-from operator import attrgetter
+from itertools import chain, compress
+from operator import attrgetter, mul
 from typing import Any, Mapping, Optional, Sequence
 
 #: The hardware-counter fields (percent of the hardware's peak; the call's energy and mean power).
@@ -269,6 +269,57 @@ def kernel_row(value: Any) -> Optional[tuple[str, int, float]]:
 _JSON_AS_IS = frozenset({dict, float, int, str, bool, type(None), list, tuple})
 
 
+def json_dicts(records: Sequence[TestRecord]) -> list[dict[str, Any]]:
+    """Each record's :meth:`~TestRecord.json_dict`, a batch at a time (the run's spool: a flush's
+    records), for an encoder that refuses every type it does not know (an ``enc_hook`` that raises):
+    the mapping fields are shared as they are, not looked into, so a mapping that json_dict would
+    copy (one that is not a dict) reaches the hook, and the caller then encodes that record's
+    json_dict. Whether a list field holds an item that is not a dict is asked of the batch's columns
+    at once (then each record's json_dict); each kernels row's text is made once a batch (a suite's
+    tests repeat their kernels; a row that is not hashable: each record's json_dict)."""
+    try:
+        plain = _dict_items_only(records)
+    except TypeError:  # a field json_dict cannot read either: its own error
+        plain = False
+    if plain:
+        texts = _KernelTexts()
+        text = texts.__getitem__
+        out = []
+        try:
+            for record in records:
+                data = record.__dict__.copy()
+                data["kernels"] = list(map(text, data["kernels"]))
+                found = data["findings"]
+                if found:
+                    data["findings"] = [{**f, "evidence": dict(f.get("evidence") or {})} for f in found]
+                out.append(data)
+            return out
+        except TypeError:  # a kernels row that is not hashable (a list): json_dict's own text
+            pass
+    return [r.json_dict() for r in records]
+
+
+class _KernelTexts(dict):
+    """A kernels row's :func:`kernel_text`, by row (equal rows: the same text), made when first asked."""
+
+    def __missing__(self, row: tuple[str, int, float]) -> str:
+        text = self[row] = kernel_text(row)
+        return text
+
+
+_DICT_ONLY = frozenset({dict})
+
+
+def _dict_items_only(records: Sequence[TestRecord]) -> bool:
+    """Whether each record is a TestRecord's own fields and every item of its list fields a dict."""
+    if set(map(type, records)) - {TestRecord}:
+        return False
+    for name in LIST_FIELDS:
+        if not set(map(type, chain.from_iterable(map(attrgetter(name), records)))) <= _DICT_ONLY:
+            return False
+    return True
+
+
 def _copy(value: Any) -> Any:
     """A mapping value as a new dict (plain dicts take the fast path; an ABC check is slower)."""
     if type(value) is dict or isinstance(value, Mapping):
@@ -285,11 +336,15 @@ def gpu_totals(records: Sequence[TestRecord]) -> dict[str, Any]:
     walls = list(map(attrgetter("wall_ms"), measured))
     gpu_ms = sum_or_zero(busy)
     profiled_wall_ms = sum_or_zero(walls)
-    capacity_ms = sum((r.wall_ms or 0.0) * max(1, len(r.devices)) for r in measured)
+    # each call's wall time x the devices it used (at least one), added in the records' order
+    counts = list(map(len, map(attrgetter("devices"), measured)))
+    if 0 in counts:  # max(1, n)
+        counts = [n or 1 for n in counts]
+    capacity_ms = sum(map(mul, walls if set(map(type, walls)) <= _FLOATS else [w or 0.0 for w in walls], counts))
     return {
         "tests": len(records),
         "profiled": len(measured),
-        "with_gpu_work": sum(map(any, zip(map(attrgetter("kernel_count"), measured), busy))),
+        "with_gpu_work": sum(1 for count, gpu in zip(map(attrgetter("kernel_count"), measured), busy) if count or gpu),
         "gpu_busy_ms": gpu_ms,
         "profiled_wall_ms": profiled_wall_ms,
         "busy_pct": 100.0 * gpu_ms / capacity_ms if capacity_ms > 0 else 0.0,

@@ -12,19 +12,23 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence, Union
 
 from pytest_gpuutil.records import CSV_COLUMNS, TestRecord
-from pytest_gpuutil.rundoc.document import json_bytes
+from pytest_gpuutil.rundoc.document import json_chunks
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-def atomic_write_bytes(path: PathLike, data: bytes) -> Path:
-    """Write ``data`` so that readers see the old file or the whole new one, never a part."""
+def atomic_write_bytes(path: PathLike, data: Union[bytes, Sequence[bytes]]) -> Path:
+    """Write ``data`` (bytes, or pieces of it in order) so that readers see the old file or the whole
+    new one, never a part."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            if isinstance(data, (bytes, bytearray, memoryview)):
+                handle.write(data)
+            else:
+                handle.writelines(data)
         os.chmod(tmp, 0o644)  # mkstemp makes 0600; results are meant to be shared
         os.replace(tmp, target)
     except BaseException:
@@ -129,8 +133,33 @@ def _csv_quoted(texts: list[str]) -> list[str]:
     return quoted
 
 
+def records_csv_bytes(records: Iterable[TestRecord], columns: Sequence[str] = CSV_COLUMNS) -> bytes:
+    """:func:`records_csv` as UTF-8, its rows written in C where the C part is built
+    (report/_csv_rows.c: the same bytes; where a value needs more than its rules, this Python)."""
+    records = list(records)
+    if _ROWS is not None and len(columns) >= 2 and records:
+        try:
+            fields = list(map(vars, records))
+        except TypeError:  # a record without __dict__
+            fields = []
+        if fields:
+            texts = [_csv_texts(records, name) if name in ("devices", "findings") else None for name in columns]
+            body = _ROWS.rows(fields, tuple(columns), texts)
+            if body is not None:
+                out = io.StringIO()
+                csv.writer(out, lineterminator="\n").writerow(columns)
+                return out.getvalue().encode("utf-8") + body
+    return records_csv(records, columns).encode("utf-8")
+
+
+try:  # gpu_util.csv's rows in C (report/_csv_rows.c, built at install where a C compiler is found)
+    from pytest_gpuutil.report import _csv_rows as _ROWS
+except ImportError:  # pragma: no cover - without a compiler: records_csv
+    _ROWS = None
+
+
 def write_run_files(directory: PathLike, records: Sequence[TestRecord], doc: Mapping[str, Any]) -> tuple[Path, Path]:
     base = Path(directory)
-    csv_path = atomic_write_text(base / "gpu_util.csv", records_csv(records))
-    json_path = atomic_write_bytes(base / "gpu_util.json", json_bytes(doc))
+    csv_path = atomic_write_bytes(base / "gpu_util.csv", records_csv_bytes(records))
+    json_path = atomic_write_bytes(base / "gpu_util.json", json_chunks(doc))
     return csv_path, json_path

@@ -96,6 +96,39 @@ def run_document(records: Iterable[TestRecord], machine: Mapping[str, Any], crea
 
 def json_bytes(doc: Mapping[str, Any]) -> bytes:
     """The document as indented JSON (msgspec: a run of 1,000 tests in a few ms; anything odd as str)."""
+    return b"".join(json_chunks(doc))
+
+
+def json_chunks(doc: Mapping[str, Any]) -> list[bytes]:
+    """:func:`json_bytes` in pieces that follow one another (a file takes them as they are: the tests
+    array, most of the document, is not copied once more to join them).
+
+    Where the C part is built (rundoc/_indent.c), the tests array is indented from each test's own
+    JSON (a ``msgspec.Raw`` as the run's spool encoded it, or encoded here), not parsed again inside
+    the whole document: the same bytes as formatting the whole (tests/rundoc/test_json_indent.py)."""
     import msgspec
 
-    return msgspec.json.format(msgspec.json.encode(doc, enc_hook=str), indent=1) + b"\n"
+    tests = doc.get("tests")
+    if _INDENT is not None and type(tests) is list and tests:
+        encode, raw = msgspec.json.encode, msgspec.Raw
+        head = msgspec.json.format(encode({**doc, "tests": []}, enc_hook=str), indent=1)
+        at = head.find(_EMPTY_TESTS)
+        if at >= 0:
+            items = [t if type(t) is raw else encode(t, enc_hook=str) for t in tests]
+            try:
+                body = _INDENT.array(items, 1)
+            except ValueError:  # not JSON msgspec wrote: msgspec's format says what is wrong
+                pass
+            else:
+                at += len(_EMPTY_TESTS) - 2
+                return [head[:at], body, head[at + 2:] + b"\n"]
+    return [msgspec.json.format(msgspec.json.encode(doc, enc_hook=str), indent=1) + b"\n"]
+
+
+#: where a document's (empty) tests array stands once formatted: a top-level key, the only ones at one space
+_EMPTY_TESTS = b'\n "tests": []'
+
+try:  # the tests array indented in C (rundoc/_indent.c, built at install where a C compiler is found)
+    from pytest_gpuutil.rundoc import _indent as _INDENT
+except ImportError:  # pragma: no cover - without a compiler: msgspec formats the whole document
+    _INDENT = None

@@ -98,7 +98,9 @@ def gpu_table(records: Sequence[TestRecord]) -> list[dict[str, Any]]:
     per_gpu: dict[str, dict[str, Any]] = {}
     for record in records:
         for gpu, busy_us in record.gpu_busy_us_by_device.items():
-            entry = per_gpu.setdefault(gpu, {"gpu": gpu, "busy_ms": 0.0, "tests": 0, "workers": set()})
+            entry = per_gpu.get(gpu)
+            if entry is None:  # (not setdefault: its default, a dict and a set, would be made for every test)
+                entry = per_gpu[gpu] = {"gpu": gpu, "busy_ms": 0.0, "tests": 0, "workers": set()}
             entry["busy_ms"] += busy_us / 1000
             entry["tests"] += 1
             entry["workers"].add(record.worker or "main")

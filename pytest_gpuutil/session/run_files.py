@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 from pytest_gpuutil.gates.baseline import free_autosave_name, save_baseline
 from pytest_gpuutil.gates.regression import Comparison, FailExpr
 from pytest_gpuutil.options import Settings
-from pytest_gpuutil.records import TestRecord
+from pytest_gpuutil.records import TestRecord, json_dicts
 from pytest_gpuutil.report.files import write_run_files
 from pytest_gpuutil.report.terminal import display_path
 from pytest_gpuutil.rundoc.document import RunDoc, now_utc, run_document, safe_name
@@ -92,6 +92,30 @@ def write_run(records: Sequence[TestRecord], machine: Mapping[str, Any], *, gpus
     return found
 
 
+def encoded_records(records: Sequence[TestRecord]) -> list[bytes]:
+    """Each record's JSON, as ``msgspec.json.encode(record.to_dict(), enc_hook=str)`` writes it: a
+    batch's :func:`~pytest_gpuutil.records.json_dicts` encoded with a hook that refuses every type
+    msgspec does not know, and where it refused, the record's json_dict with ``str`` for the rest."""
+    import msgspec
+
+    strict = msgspec.json.Encoder(enc_hook=_refuse).encode
+    out = []
+    for record, data in zip(records, json_dicts(records)):
+        try:
+            out.append(strict(data))
+        except _Refused:  # a mapping json_dict copies, or a value that becomes its str
+            out.append(msgspec.json.encode(record.json_dict(), enc_hook=str))
+    return out
+
+
+class _Refused(Exception):
+    """A value that :func:`encoded_records`' first encoding leaves to the record's json_dict."""
+
+
+def _refuse(value: Any) -> Any:
+    raise _Refused
+
+
 #: beside gpu_util.json while the run goes on: each flush's records appended as JSON lines, removed
 #: once gpu_util.json is written; a run killed mid-way leaves it (``gpuutil report DIR`` renders it)
 SPOOL_NAME = "gpu_util.partial.jsonl"
@@ -113,6 +137,8 @@ class RunSpool:
         #: keeps them for every test brought full collections (~0.1-0.2 s each, torch loaded) due among
         #: the tests (3,000 small tests of the synthetic GPU: one more than a plain run)
         self._encoded: dict[int, bytes] = {}
+        #: msgspec.Raw, once the first records are spooled (only then can as_json find any)
+        self._raw: Any = None
 
     def start(self) -> None:
         """Before the first test: an earlier run's spool goes."""
@@ -135,6 +161,8 @@ class RunSpool:
     def _append(self, records: Sequence[TestRecord]) -> None:
         import msgspec
 
+        self._raw = msgspec.Raw
+
         lines = []
         if not self._started:
             machine = self._machine() if callable(self._machine) else None
@@ -143,9 +171,9 @@ class RunSpool:
         encode = msgspec.json.encode
         chunks = [encode(line, enc_hook=str) + b"\n" for line in lines]
         encoded = self._encoded
-        for record in records:  # each line as encode({"record": record.to_dict()}) writes it (json_dict: the same JSON)
-            body = encoded[id(record)] = encode(record.json_dict(), enc_hook=str)
-            chunks.append(b'{"record":' + body + b"}\n")
+        for record, body in zip(records, encoded_records(records)):
+            encoded[id(record)] = body
+            chunks += (b'{"record":', body, b"}\n")  # as encode({"record": record.to_dict()}) writes it
         if not self._started:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "ab") as out:
@@ -158,9 +186,7 @@ class RunSpool:
         found = self._encoded.get(id(record))
         if found is None:
             return record.to_dict()
-        import msgspec
-
-        return msgspec.Raw(found)
+        return self._raw(found)
 
     def as_dict(self, record: TestRecord) -> dict[str, Any]:
         """The record's dict: the one spooled, read back (records are never changed once made; what

@@ -7,7 +7,8 @@ import io
 import numpy as np
 
 from pytest_gpuutil.records import CSV_COLUMNS, TestRecord
-from pytest_gpuutil.report.files import records_csv
+from pytest_gpuutil.report import files
+from pytest_gpuutil.report.files import records_csv, records_csv_bytes
 from pytest_gpuutil.report.metric_tables import format_value
 
 RECORDS = [
@@ -69,3 +70,27 @@ def test_other_columns_and_one_column() -> None:
                 row = record.csv_row()
                 writer.writerow([format_value(row[c]) for c in columns])
             assert records_csv(records, columns) == out.getvalue()
+
+
+def test_the_rows_written_in_c_are_the_same_bytes(monkeypatch) -> None:
+    import pytest
+
+    pytest.importorskip("pytest_gpuutil.report._csv_rows", reason="the C part is not built here")
+    wide = [TestRecord("t.py::test_g", "passed", kernel_count=2**70, alloc_retries=-3, worker="é漢🙂",
+                       counters_note="a\nb", top_kernel=False, wall_ms=float("-inf"), devices=("0", "1"))]
+    cases = [RECORDS, ODD, ODD[1:], ODD[2:], wide, RECORDS * 3 + wide, [TestRecord("", "passed")], []]
+    for records in cases:
+        for columns in (CSV_COLUMNS, ("test",), ("worker", "devices"), ("kernel_count", "findings"), ("test", "nope")):
+            try:
+                expected = records_csv(records, columns).encode("utf-8")
+            except AttributeError:  # a column that is no field: both say so
+                with pytest.raises(AttributeError):
+                    records_csv_bytes(records, columns)
+                continue
+            assert records_csv_bytes(records, columns) == expected
+    calls = []
+    rows = files._ROWS.rows
+    monkeypatch.setattr(files, "_ROWS", type("C", (), {"rows": staticmethod(lambda *a: calls.append(rows(*a)) or calls[-1])}))
+    records_csv_bytes(RECORDS[:2] * 2 + ODD[2:])  # quotes, commas, newlines, ints, floats, None: C
+    records_csv_bytes(ODD)  # a carriage return, a NUL, a numpy float: Python
+    assert isinstance(calls[0], bytes) and calls[1] is None  # C wrote the first; the second needs csv's rules
