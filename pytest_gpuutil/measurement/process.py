@@ -161,14 +161,17 @@ class Measurement:
 
     # -- flushing -------------------------------------------------------------------------------
     def flush_due(self) -> Optional[str]:
-        """Why a flush is due now (the policy's reason), or None (nothing waiting: the bytes not asked)."""
+        """Why a flush is due now (the policy's reason), or None (nothing waiting: the bytes not asked).
+        Asked at every teardown: a continuous capture's counts are read from it directly (what its
+        windows' pending_tests and pending_bytes hand on)."""
         windows = self.windows
-        pending = windows.pending_tests
+        capture = windows.capture
+        pending = capture.pending_tests if capture is not None else windows.pending_tests
         for part in self._waiters:
             pending += part.waiting()
         if not pending:
             return None
-        return self.schedule.due(pending, windows.pending_bytes())
+        return self.schedule.due(pending, capture.pending_bytes() if capture is not None else windows.pending_bytes())
 
     def flush(self, wait: bool = True) -> dict[str, TestProfile]:
         """Profiles of every window closed since the last flush, by node id.
