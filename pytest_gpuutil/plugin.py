@@ -290,11 +290,15 @@ class GpuUtilHooks:
             measuring.own_open = None
 
 
-def _release(item: pytest.Item) -> None:
-    """At its teardown the item lets go of its test's results (the session keeps every item: kept,
+def _taken_results(item: pytest.Item) -> TestResults:
+    """At its teardown the item's TestResults, which it lets go of (the session keeps every item: kept,
     they brought Python's full collections, ~0.1 s each with torch loaded, due among the tests)."""
-    if RESULTS_KEY in item.stash:
-        del item.stash[RESULTS_KEY]
+    stash = item.stash
+    if RESULTS_KEY not in stash:
+        return TestResults(item.nodeid)
+    results = stash[RESULTS_KEY]
+    del stash[RESULTS_KEY]
+    return results
 
 
 class TestHooks:
@@ -307,10 +311,10 @@ class TestHooks:
     def __init__(self, state: GpuUtilSession, timing: Any, reports_carry_records: bool,
                  config: Optional[pytest.Config] = None):
         from pytest_gpuutil.report.ci import PROPERTY_PREFIX, LateProperties, junit_properties
-        from pytest_gpuutil.session.measuring import PendingTest, outcome_of
+        from pytest_gpuutil.session.measuring import outcome_of
 
         #: what each test's teardown uses, imported once here (not at every test)
-        self._pending_test, self._outcome_of, self._junit_properties = PendingTest, outcome_of, junit_properties
+        self._outcome_of, self._junit_properties = outcome_of, junit_properties
         self._property_prefix = PROPERTY_PREFIX
         self.state = state
         self._config = config
@@ -323,9 +327,8 @@ class TestHooks:
         self._junit: Any = _NO_JUNIT
         #: xdist's controller: the reports it logs are its workers' (set when its test loop starts)
         self.controller = False
-        #: the test run here: its reports as they are logged; from its teardown hook, the item and whether it is last
-        self._phases: dict[str, Any] = {}
-        self._item, self._last = None, False
+        #: the test run here: from its teardown hook, the item, its id and whether it is last; its setup and call reports
+        self._item, self._nodeid, self._last, self._setup, self._call = None, "", False, None, None
         #: the limits' wrapper of the call's report, once registered (see check_limits)
         self._limits: Any = None
 
@@ -344,11 +347,11 @@ class TestHooks:
         extra info while its fixtures are still set up: a plain implementation, not a wrapper (pluggy's
         old-style wrapper: ~1.5 µs a call more)."""
         began = _clock()
-        self._item, self._last = item, nextitem is None
+        self._item, self._nodeid, self._last = item, item.nodeid, nextitem is None
         if self.state.settings.enabled:  # pytest-benchmark: the test's GPU figures go into its extra_info
             extra = getattr((getattr(item, "funcargs", None) or {}).get("benchmark"), "extra_info", None)
             if extra is not None:
-                self.late.wait_benchmark(item.nodeid, extra)
+                self.late.wait_benchmark(self._nodeid, extra)
         self.state.measuring.own_s += _clock() - began
 
     @pytest.hookimpl(**_WRAPPER)
@@ -366,9 +369,8 @@ class TestHooks:
             began = _clock()
             if state.settings.enabled:
                 measuring.end_test(item.nodeid, results)
-                # no limit in this run (none run-wide, no marked test at collection): no test's is asked
+                # limits are checked right after the call (no limit in this run: no test's is asked)
                 if self._limits is not None and self.timing.needs_profile_at_call(item):
-                    # its limits are checked right after the call
                     measuring.flush(wait=self.timing.needs_counters_at_call(item))
             measuring.own_s += _clock() - began
         return got  # a new-style wrapper hands the result on (an old-style one's is ignored)
@@ -382,9 +384,11 @@ class TestHooks:
         if not self.controller:
             if when == "teardown":
                 self._teardown(report)
+            elif when == "setup":
+                self._setup = report
             else:
-                self._phases[when] = report
-                if when == "call" and report.failed:
+                self._call = report
+                if report.outcome == "failed":
                     from pytest_gpuutil.session.call_limits import add_memory_section, ran_out_of_memory
 
                     if ran_out_of_memory(state, report.nodeid):
@@ -395,30 +399,27 @@ class TestHooks:
                 batch = getattr(report, "gpu_util", None)
                 if batch is not None and not batch.get("taken"):
                     state.receiver.receive_batch(batch)  # from an xdist worker (this process took its own already)
-                if state.settings.enabled:
+                if state.settings.enabled and self._junit is not None:  # None: no JUnit file (known after a test)
                     self._junit_waits(report)
         state.measuring.own_s += _clock() - began
 
     def _teardown(self, report: pytest.TestReport) -> None:
         """The test is over: it waits for its profile among the finished tests; the records that are
         ready go on (to the receiver, or on this report to xdist's controller or pytest-html)."""
-        item, phases = self._item, self._phases
-        self._item, self._phases = None, {}
-        if item is None or item.nodeid != report.nodeid:
+        item, nodeid, setup, call = self._item, self._nodeid, self._setup, self._call
+        self._item = self._setup = self._call = None
+        if item is None or nodeid != report.nodeid:
             return  # no teardown hook of this test ran here
-        phases["teardown"] = report
         state = self.state
-        results = _results(item)
+        results = _taken_results(item)
         thresholds, call_record = self._limits.taken(item) if self._limits is not None else ("", None)
-        _release(item)
         if not (state.settings.enabled or results.kernel_bench or results.gpu_trace or results.metric_rows
                 or results.tables):
             return
         measuring = state.measuring
-        measuring.test_finished(self._pending_test(item, item.nodeid, self._outcome_of(phases), results,
-                                                   thresholds, call_record))
+        measuring.test_finished(item, nodeid, self._outcome_of(setup, call, report), results, thresholds, call_record)
         now = self.timing.needs_record_now(item, self._last)
-        if now or measuring.flush_due():
+        if now or measuring.measurement.flush_due():  # (Measuring.flush_due's own call left out)
             measuring.flush(wait=now)
         finished = measuring.ready(self.timing.finalize)
         if finished:
@@ -432,7 +433,7 @@ class TestHooks:
                 state.receiver.take_finished(finished)
                 if self._reports_carry_records:
                     report.gpu_util["taken"] = True  # type: ignore[attr-defined]  # pytest-html's rows: taken already
-            own = next((t.record for t in finished if t.record.test == item.nodeid), None)
+            own = next((t.record for t in finished if t.record.test == nodeid), None)
             if own is not None and state.settings.enabled:
                 report.user_properties.extend(self._junit_properties(own))
 

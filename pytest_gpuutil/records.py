@@ -236,6 +236,12 @@ def record_fields(test: str, outcome: str) -> dict[str, Any]:
     return data
 
 
+def unfilled_fields() -> dict[str, Any]:
+    """A record's fields at their defaults but the six made by a factory, None here: for records that
+    fill those with new dicts of their own (a flush's records share the rest; see record_builder)."""
+    return _DEFAULTS.copy()
+
+
 def record_from(data: dict[str, Any]) -> TestRecord:
     """The TestRecord of the fields :func:`record_fields` gave (and filled in); it keeps ``data``."""
     if len(data) != len(_DEFAULTS):

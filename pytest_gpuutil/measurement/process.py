@@ -131,11 +131,13 @@ class Measurement:
 
     def _per_test_parts(self) -> None:
         """Only the parts with something to do per test in this run are called per test (no memory
-        figures, no counters: no call at all, inside the test's timing)."""
+        figures, no counters: no call at all, inside the test's timing; nor asked what waits at each
+        teardown: a part with nothing to do per test has nothing waiting)."""
         active = tuple(part for part in self.parts if part.per_test)
         self._begins = _overriding(active, "begin")
         self._openers = _overriding(active, "opened")
         self._enders = _overriding(active, "end")
+        self._waiters = _overriding(active, "waiting")
 
     # -- per test ---------------------------------------------------------------------------------
     def begin(self, nodeid: str, results: Any) -> Optional[TestProfile]:
@@ -159,11 +161,17 @@ class Measurement:
 
     # -- flushing -------------------------------------------------------------------------------
     def flush_due(self) -> Optional[str]:
-        """Why a flush is due now (the policy's reason), or None."""
-        pending = self.windows.pending_tests
+        """Why a flush is due now (the policy's reason), or None (nothing waiting: the bytes not asked).
+        Asked at every teardown: a continuous capture's counts are read from it directly (what its
+        windows' pending_tests and pending_bytes hand on)."""
+        windows = self.windows
+        capture = windows.capture
+        pending = capture.pending_tests if capture is not None else windows.pending_tests
         for part in self._waiters:
             pending += part.waiting()
-        return self.schedule.due(pending, self.windows.pending_bytes())
+        if not pending:
+            return None
+        return self.schedule.due(pending, capture.pending_bytes() if capture is not None else windows.pending_bytes())
 
     def flush(self, wait: bool = True) -> dict[str, TestProfile]:
         """Profiles of every window closed since the last flush, by node id.

@@ -69,7 +69,7 @@ def check_call_limits(state: GpuUtilSession, item: Any, report: Any, results: Te
     if thresholds is None or thresholds.is_empty:
         return "", None
     profile, memory = state.measuring.profiles.get(item.nodeid), state.measuring.measurement.memory.get(item.nodeid)
-    built = state.make_record(item.nodeid, outcome_of({"call": report}), profile, results, memory)
+    built = state.make_record(item.nodeid, outcome_of(None, report, None), profile, results, memory)
     record = hooked_record(item, built, "call")
     kept = (built, profile, memory)
     misses = check(thresholds, record)

@@ -28,19 +28,20 @@ if TYPE_CHECKING:
                            list[TestRecord]]
 
 
-class PendingTest:
-    """A finished test whose record waits for its profile (a continuous capture not yet flushed); slots:
-    no ``__dict__`` for Python's collector to track while it waits."""
+class PendingTest(NamedTuple):
+    """A finished test whose record waits for its profile (a continuous capture not yet flushed): a
+    named tuple, made for every test (see :meth:`Measuring.test_finished`)."""
 
     __test__ = False
-    __slots__ = ("item", "nodeid", "outcome", "results", "thresholds", "call_record")
 
-    def __init__(self, item: Any, nodeid: str, outcome: str, results: TestResults, thresholds: str,
-                 call_record: Optional[tuple[Any, Any, Any]] = None):
-        self.item, self.nodeid, self.outcome, self.results, self.thresholds = item, nodeid, outcome, results, thresholds
-        #: the record its call's limits were checked on (before the record hook), with the profile and
-        #: memory it was built from: reused when they are still the test's (see :meth:`Measuring.ready`)
-        self.call_record = call_record
+    item: Any
+    nodeid: str
+    outcome: str
+    results: TestResults
+    thresholds: str
+    #: the record its call's limits were checked on (before the record hook), with the profile and
+    #: memory it was built from: reused when they are still the test's (see :meth:`Measuring.ready`)
+    call_record: Optional[tuple[Any, Any, Any]] = None
 
 
 class FinishedTest(NamedTuple):
@@ -56,21 +57,24 @@ class FinishedTest(NamedTuple):
     timeline: Optional[dict[str, Any]] = None
 
 
-def outcome_of(phases: dict[str, Any]) -> str:
-    """One word for a test from its setup/call/teardown reports."""
-    setup, call, teardown = phases.get("setup"), phases.get("call"), phases.get("teardown")
-    if setup is not None and setup.failed:
-        return "error"
-    if setup is not None and setup.skipped:
-        return "skipped"
-    if call is not None:
-        if hasattr(call, "wasxfail"):
-            return "xfailed" if call.skipped else "xpassed"
-        if call.failed:
-            return "failed"
-        if call.skipped:
+def outcome_of(setup: Any, call: Any, teardown: Any) -> str:
+    """One word for a test from its setup, call and teardown reports (None: not logged), read from
+    each report's ``outcome`` (what its ``failed`` and ``skipped`` compare; no property call)."""
+    if setup is not None:
+        said = setup.outcome
+        if said == "failed":
+            return "error"
+        if said == "skipped":
             return "skipped"
-    if teardown is not None and teardown.failed:
+    if call is not None:
+        said = call.outcome
+        if hasattr(call, "wasxfail"):
+            return "xfailed" if said == "skipped" else "xpassed"
+        if said == "failed":
+            return "failed"
+        if said == "skipped":
+            return "skipped"
+    if teardown is not None and teardown.outcome == "failed":
         return "error"
     return "passed"
 
@@ -86,19 +90,8 @@ def _reused(test: PendingTest, profile: Any, memory: Any) -> Optional[TestRecord
     return record
 
 
-def _charged(record: TestRecord, built_here: bool, ms: float) -> TestRecord:
-    """The record with ``ms`` more of measuring cost (building it, its trace file).
-
-    A record built here and handed back as it was is still this process's own (the record hook,
-    if any, returned None): its ``measure_ms`` is set in place, as the dataclass's own __init__
-    sets fields, without ``dataclasses.replace`` building all ~35 fields again (several µs a
-    test); a record that a hook replaced is copied.
-    """
-    total = (record.measure_ms or 0.0) + ms
-    if built_here:
-        object.__setattr__(record, "measure_ms", total)
-        return record
-    return dataclasses.replace(record, measure_ms=total)
+#: a named tuple made from a tuple of all its fields, in C (its class's __new__ is a Python function)
+_new_tuple = tuple.__new__
 
 
 class Measuring:
@@ -155,8 +148,10 @@ class Measuring:
     def flush_due(self) -> Optional[str]:
         return self.measurement.flush_due()
 
-    def test_finished(self, pending: PendingTest) -> None:
-        self.pending.append(pending)
+    def test_finished(self, item: Any, nodeid: str, outcome: str, results: TestResults, thresholds: str = "",
+                      call_record: Optional[tuple[Any, Any, Any]] = None) -> None:
+        """The test is over: it waits for its profile (a PendingTest, made without a Python call)."""
+        self.pending.append(_new_tuple(PendingTest, (item, nodeid, outcome, results, thresholds, call_record)))
 
     def _ready(self, test: PendingTest) -> bool:
         profile = self.profiles.get(test.nodeid)
@@ -174,8 +169,13 @@ class Measuring:
         if self._flushed:
             self._flushed = False
             done, waiting = [], []
-            for test in self.pending:
-                (done if self._ready(test) else waiting).append(test)
+            profiles, windowed = self.profiles, self.windowed
+            for test in self.pending:  # _ready's test, inline (a flush's every pending test)
+                profile = profiles.get(test.nodeid)
+                if profile is not None:
+                    (waiting if profile.counters_pending else done).append(test)
+                else:
+                    (waiting if test.nodeid in windowed else done).append(test)
             self.pending = waiting
         elif not self.pending:
             return []
@@ -203,7 +203,7 @@ class Measuring:
             windowed.discard(nodeid)
             profile, memory = profiles.pop(nodeid, None), memories.pop(nodeid, None)
             their_profiles.append(profile)
-            built = _reused(test, profile, memory)
+            built = _reused(test, profile, memory) if test.call_record is not None else None
             reused.append(built)
             if built is None:
                 to_build.append((nodeid, test.outcome, profile, test.results, memory))
@@ -211,19 +211,25 @@ class Measuring:
         share_ms = (time.perf_counter() - began) * 1000 / len(done)
         finished = []
         traces = self._traces != "none"
+        clock = time.perf_counter
         for test, profile, built in zip(done, their_profiles, reused):
-            began = time.perf_counter()
+            began = clock()
             if built is None:
                 built = next(made)
             record = finalize(test.item, built)
             if traces:
                 self._write_trace(record, profile)
-            if record.measure_ms is not None:
-                record = _charged(record, record is built, share_ms + (time.perf_counter() - began) * 1000)
+            measure_ms = record.measure_ms
+            if measure_ms is not None:
+                charged = measure_ms + (share_ms + (clock() - began) * 1000)
+                if record is built:  # still this process's own (no hook replaced it): set in place, as the
+                    record.__dict__["measure_ms"] = charged  # record's making sets it (no ~45 fields made again)
+                else:
+                    record = dataclasses.replace(record, measure_ms=charged)
             timeline = None
             if profile is not None and profile.timeline is not None:  # drawn only for a page (--gpu-util-html)
                 timeline = profile.timeline_with_counters()
-            finished.append(FinishedTest(record, test.results, test.thresholds, timeline))
+            finished.append(_new_tuple(FinishedTest, (record, test.results, test.thresholds, timeline)))
         return finished
 
     def close(self, finalize: Callable[[Any, TestRecord], TestRecord]) -> list[FinishedTest]:

@@ -12,7 +12,7 @@ from pytest_gpuutil.analysis.classify import ATTENTION, COMMUNICATION, MEMCPY
 from pytest_gpuutil.analysis.finding_records import DEFAULT_FLOOR, split_by_floor
 from pytest_gpuutil.capture.memory import MIB, format_size
 from pytest_gpuutil.gates.kernel_families import compact_kernels
-from pytest_gpuutil.records import TestRecord, record_fields, record_from
+from pytest_gpuutil.records import TestRecord, record_fields, record_from, unfilled_fields
 
 if TYPE_CHECKING:
     from pytest_gpuutil.measurement import TestMemory, TestProfile
@@ -29,12 +29,37 @@ def _join(*notes: str) -> str:
 RecordInputs = tuple[str, str, Optional["TestProfile"], "TestResults", Optional["TestMemory"]]
 
 
-def build_records(tests: Sequence[RecordInputs], *, physical_id: Callable[[str], str],
-                  **options: Any) -> list[TestRecord]:
-    """The records of a flush's tests, in their order, as :func:`build_record` builds each; what
-    holds for all of them is looked up once (each device's physical id)."""
-    ids = _Known(physical_id)
-    return [build_record(*test, physical_id=ids.__getitem__, **options) for test in tests]
+def build_records(tests: Sequence[RecordInputs], *, worker: str, physical_id: Callable[[str], str],
+                  unmeasured_note: str, findings_ignore: frozenset[str] = frozenset(),
+                  findings_floor: Any = None) -> list[TestRecord]:
+    """The records of a flush's tests, in their order (see :func:`build_record`), in one loop: what
+    holds for all of them is done once (the fields they share, each device's physical id, the floor)."""
+    shared = unfilled_fields()  # a measured record's fields start here (its dicts made new: see _measured)
+    shared["worker"] = worker
+    ids = _Known(physical_id).__getitem__
+    floor = findings_floor or DEFAULT_FLOOR
+    made = []
+    for nodeid, outcome, profile, results, memory in tests:
+        stats = None if profile is None else profile.stats
+        if stats is not None:
+            made.append(_measured(shared, nodeid, outcome, profile, stats, results, memory, ids, findings_ignore,
+                                  floor))
+        else:
+            made.append(_unmeasured(nodeid, outcome, profile, results, memory, worker, ids, unmeasured_note))
+    return made
+
+
+def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], results: TestResults,
+                 memory: Optional[TestMemory], *, worker: str, physical_id: Callable[[str], str],
+                 unmeasured_note: str, findings_ignore: frozenset[str] = frozenset(),
+                 findings_floor: Any = None) -> TestRecord:
+    """The test's record; ``unmeasured_note`` is its note when it has no profile at all. Findings
+    that read the hardware counters (``low-sm-activity``) join the window's own findings here, where
+    both the busy % and the counters are known; those whose saving is under ``findings_floor``
+    (default: the rules' DEFAULT_FLOOR) go to ``below_floor``."""
+    return build_records([(nodeid, outcome, profile, results, memory)], worker=worker, physical_id=physical_id,
+                         unmeasured_note=unmeasured_note, findings_ignore=findings_ignore,
+                         findings_floor=findings_floor)[0]
 
 
 class _Known(dict):
@@ -49,14 +74,10 @@ class _Known(dict):
         return value
 
 
-def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], results: TestResults,
-                 memory: Optional[TestMemory], *, worker: str, physical_id: Callable[[str], str],
-                 unmeasured_note: str, findings_ignore: frozenset[str] = frozenset(),
-                 findings_floor: Any = None) -> TestRecord:
-    """The test's record; ``unmeasured_note`` is its note when it has no profile at all. Findings
-    that read the hardware counters (``low-sm-activity``) join the window's own findings here, where
-    both the busy % and the counters are known; those whose saving is under ``findings_floor``
-    (default: the rules' DEFAULT_FLOOR) go to ``below_floor``."""
+def _unmeasured(nodeid: str, outcome: str, profile: Optional[TestProfile], results: TestResults,
+                memory: Optional[TestMemory], worker: str, physical_id: Callable[[str], str],
+                unmeasured_note: str) -> TestRecord:
+    """The record of a test without window statistics (no profile, or one that says why)."""
     data = record_fields(nodeid, outcome)  # filled in here (no ~40 keyword arguments: see record_fields)
     data["worker"] = worker
     data["kernel_bench"] = dict(results.kernel_bench)
@@ -66,15 +87,37 @@ def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], resu
     if profile is None:
         data["note"] = _join(unmeasured_note, oom_note)
         return record_from(data)
-    stats = profile.stats
-    measure_ms = None if profile.measure_ms is None else profile.measure_ms + (memory.cost_ms if memory else 0.0)
     if profile.counters is not None:  # the hardware counters ran on, even where the activity capture stepped aside
         data.update(profile.counters.record_fields())
     data["wall_ms"] = profile.wall_ms
-    data["measure_ms"] = measure_ms
-    if stats is None:
-        data["note"] = _join(profile.note or NO_CUDA_NOTE, oom_note)
-        return record_from(data)
+    data["measure_ms"] = None if profile.measure_ms is None else profile.measure_ms + (memory.cost_ms if memory else 0.0)
+    data["note"] = _join(profile.note or NO_CUDA_NOTE, oom_note)
+    return record_from(data)
+
+
+def _measured(shared: dict[str, Any], nodeid: str, outcome: str, profile: TestProfile, stats: Any,
+              results: TestResults, memory: Optional[TestMemory], physical_id: Callable[[str], str],
+              findings_ignore: frozenset[str], floor: Any) -> TestRecord:
+    """The record of a test with window statistics: the flush's shared fields copied, then its own
+    filled in (each of its six dict fields a new dict, as a record's factory makes them)."""
+    data = shared.copy()
+    data["test"] = nodeid
+    data["outcome"] = outcome
+    data["kernel_bench"] = dict(results.kernel_bench)
+    data["gpu_trace"] = dict(results.gpu_trace)
+    if memory is not None and memory.devices:
+        data.update(memory_fields(memory, physical_id))
+        oom_note = memory_note(memory)
+    else:
+        data["memory_by_device"] = {}
+        oom_note = ""
+    counters = profile.counters
+    if counters is not None:  # the hardware counters' fields, counter_sums among them
+        data.update(counters.record_fields())
+    else:
+        data["counter_sums"] = {}
+    data["wall_ms"] = profile.wall_ms
+    data["measure_ms"] = None if profile.measure_ms is None else profile.measure_ms + (memory.cost_ms if memory else 0.0)
     if profile.findings is not None:
         found = profile.findings
         sm_pct = data["sm_pct"]
@@ -83,34 +126,40 @@ def build_record(nodeid: str, outcome: str, profile: Optional[TestProfile], resu
 
             found = (*found, *counter_findings(stats.busy_pct, sm_pct, findings_ignore, profile.wall_ms))
         if found:
-            reported, under = split_by_floor(found, findings_floor or DEFAULT_FLOOR)
-            data["findings"] = tuple(f.to_dict() for f in reported)
-            data["below_floor"] = tuple(f.to_dict() for f in under)
+            reported, under = split_by_floor(found, floor)
+            data["findings"] = tuple([f.to_dict() for f in reported])
+            data["below_floor"] = tuple([f.to_dict() for f in under])
         else:
             data["findings"] = ()
-    category_rows = stats.category_rows
-    of_window = {row[0]: row[3] for row in category_rows}  # each category's % of the window, read once
+    categories = data["categories"] = {
+        name: {"time_us": time_us, "share_of_busy": share, "pct_of_window": pct_of_window, "count": count}
+        for name, time_us, share, pct_of_window, count in stats.category_rows}
     data["gpu_busy_ms"] = stats.busy_us / 1000
     data["busy_pct"] = stats.busy_pct
     data["mm_conv_pct"] = stats.mm_conv_pct
-    data["attention_pct"] = of_window.get(ATTENTION, 0.0)
-    data["communication_pct"] = of_window.get(COMMUNICATION, 0.0)
-    data["memcpy_pct"] = of_window.get(MEMCPY, 0.0)
+    if categories:  # each category's % of the window (the last row of a name, as the dict keeps it)
+        attention, communication, memcpy = (categories.get(ATTENTION), categories.get(COMMUNICATION),
+                                            categories.get(MEMCPY))
+        data["attention_pct"] = attention["pct_of_window"] if attention is not None else 0.0
+        data["communication_pct"] = communication["pct_of_window"] if communication is not None else 0.0
+        data["memcpy_pct"] = memcpy["pct_of_window"] if memcpy is not None else 0.0
+    else:
+        data["attention_pct"] = data["communication_pct"] = data["memcpy_pct"] = 0.0
     data["kernel_count"] = stats.kernel_count
-    data["top_kernel"] = stats.top_kernel
+    kernel_rows = stats.kernel_rows
+    data["top_kernel"] = kernel_rows[0][0] if kernel_rows else None  # WindowStats.top_kernel
     # from the statistics' rows of plain values (see WindowStats), not their objects
     data["top_kernels"] = tuple([{"name": name, "category": category, "count": count, "total_us": total_us,
                                   "pct_of_window": pct_of_window}
-                                 for name, category, count, total_us, _, pct_of_window in stats.kernel_rows])
+                                 for name, category, count, total_us, _, pct_of_window in kernel_rows])
     data["idle_gaps"] = tuple([{"device": device, "start_us": start_us, "dur_us": dur_us}
                                for device, start_us, dur_us in stats.gap_rows])
-    data["devices"] = tuple([device for device, _ in stats.devices])
-    data["gpu_busy_us_by_device"] = {physical_id(device): busy_us for device, busy_us in stats.devices}
-    data["categories"] = {name: {"time_us": time_us, "share_of_busy": share, "pct_of_window": pct_of_window,
-                                 "count": count}
-                          for name, time_us, share, pct_of_window, count in category_rows}
-    data["note"] = _join(profile.note, oom_note)
-    data["processes"] = process_entries(profile.processes, memory, physical_id)
+    devices = stats.devices
+    data["devices"] = tuple([device for device, _ in devices])
+    data["gpu_busy_us_by_device"] = {physical_id(device): busy_us for device, busy_us in devices}
+    data["note"] = _join(profile.note, oom_note) if oom_note else (profile.note or "")
+    if profile.processes:
+        data["processes"] = process_entries(profile.processes, memory, physical_id)
     data["kernels"] = compact_kernels(stats.kernel_totals)
     return record_from(data)
 
@@ -136,26 +185,36 @@ def memory_fields(memory: Optional[TestMemory], physical_id: Callable[[str], str
     if memory is None or not memory.devices:
         return {}
     devices = memory.devices
+    if len(devices) == 1:  # the one device of most runs: its figures as they are (a sum of one is 0 + it)
+        (d,) = devices
+        return {
+            "peak_alloc_mb": d.peak_alloc / MIB, "peak_reserved_mb": d.peak_reserved / MIB,
+            "leaked_mb": (0 + d.leaked) / MIB, "alloc_retries": 0 + d.alloc_retries, "ooms": 0 + d.ooms,
+            "memory_by_device": {physical_id(d.device): _device_figures(d)},
+        }
     return {
         "peak_alloc_mb": max(d.peak_alloc for d in devices) / MIB,
         "peak_reserved_mb": max(d.peak_reserved for d in devices) / MIB,
         "leaked_mb": sum(d.leaked for d in devices) / MIB,
         "alloc_retries": sum(d.alloc_retries for d in devices),
         "ooms": sum(d.ooms for d in devices),
-        "memory_by_device": {
-            physical_id(d.device): {
-                "peak_alloc_mb": d.peak_alloc / MIB, "peak_reserved_mb": d.peak_reserved / MIB,
-                "leaked_mb": d.leaked / MIB, "alloc_retries": d.alloc_retries, "ooms": d.ooms,
-                "allocated_end_mb": d.allocated_end / MIB, "reserved_end_mb": d.reserved_end / MIB,
-            }
-            for d in devices
-        },
+        "memory_by_device": {physical_id(d.device): _device_figures(d) for d in devices},
     }
+
+
+def _device_figures(d: Any) -> dict[str, Any]:
+    """One device's entry of ``memory_by_device`` (MiB and counts)."""
+    return {"peak_alloc_mb": d.peak_alloc / MIB, "peak_reserved_mb": d.peak_reserved / MIB,
+            "leaked_mb": d.leaked / MIB, "alloc_retries": d.alloc_retries, "ooms": d.ooms,
+            "allocated_end_mb": d.allocated_end / MIB, "reserved_end_mb": d.reserved_end / MIB}
 
 
 def memory_note(memory: Optional[TestMemory]) -> str:
     """What was live when a call that ran out of GPU memory ended."""
-    if memory is None or not any(d.ooms for d in memory.devices):
+    if memory is None:
+        return ""
+    devices = memory.devices
+    if not (devices[0].ooms if len(devices) == 1 else any(d.ooms for d in devices)):
         return ""
     return "; ".join(
         f"out of GPU memory on device {d.device}: {format_size(d.allocated_end)} allocated, "

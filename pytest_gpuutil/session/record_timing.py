@@ -74,9 +74,13 @@ class RecordTiming:
     def needs_record_now(self, item: Any, last: bool) -> bool:
         """Its record is needed at its teardown: the last test, a pytest-html file (its rows are built
         then), or a record hook. (JUnit files get their properties later: report/ci.py.)"""
-        if self._files_want_records is None:
-            self._files_want_records = bool(getattr(item.config.option, "htmlpath", None))
-        return self._files_want_records or last or self.has_record_hook(item)
+        files_want = self._files_want_records
+        if files_want is None:
+            files_want = self._files_want_records = bool(getattr(item.config.option, "htmlpath", None))
+        if files_want or last:
+            return True
+        known = self._record_hooks.get(item.parent)  # has_record_hook's answer, when known (no call)
+        return known if known is not None else self.has_record_hook(item)
 
     def has_record_hook(self, item: Any) -> bool:
         """Whether a pytest_gpuutil_record hook applies to the item (conftest files can implement it
@@ -89,6 +93,7 @@ class RecordTiming:
 
     def finalize(self, item: Any, record: Any) -> Any:
         """The record as the hook leaves it at the test's teardown (no hook: no call at all)."""
-        if not self.has_record_hook(item):
+        known = self._record_hooks.get(item.parent)  # has_record_hook's answer, when known (no call)
+        if not (known if known is not None else self.has_record_hook(item)):
             return record  # no pytest_gpuutil_record here: no hook call (pluggy's and the item's ihook)
         return hooked_record(item, record, "teardown")

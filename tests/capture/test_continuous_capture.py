@@ -167,6 +167,20 @@ def test_flush_policy_rules(pending: int, nbytes: int, seconds: float, expected)
     assert FlushPolicy().reason(pending, nbytes, seconds) == expected
 
 
+@pytest.mark.parametrize("policy", [FlushPolicy(), FlushPolicy(1, 0.25, 0.5), FlushPolicy(3, 1e-9, 1e-6)])
+def test_the_schedule_answers_as_its_policy(policy: FlushPolicy, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_gpuutil.measurement import flush_schedule
+
+    schedule = flush_schedule.FlushSchedule(policy)
+    for seconds in (0.0, 1e-7, 0.25, 0.5, 9.9, 10.0, 11.0):
+        now = schedule._last + seconds
+        monkeypatch.setattr(flush_schedule.time, "perf_counter", lambda now=now: now)
+        for pending in (0, 1, 2, 3, 99, 100, 101):
+            for nbytes in (0, 1, 1 << 18, (64 << 20) - 1, 64 << 20, 1 << 30):
+                want = policy.reason(pending, nbytes, now - schedule._last) if pending else None
+                assert schedule.due(pending, nbytes) == want, (pending, nbytes, seconds)
+
+
 def test_flush_policy_text() -> None:
     assert FlushPolicy.parse("tests=5, seconds=0.5 megabytes=8", "x") == FlushPolicy(5, 0.5, 8.0)
     assert FlushPolicy.parse("", "x") == FlushPolicy()

@@ -1,6 +1,8 @@
 """Why a test regressed, from two saved records: kernel matching, shares, the 4-line bound, the JSON form."""
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from pytest_gpuutil.gates.explain import TERMINAL_LINES, explain
@@ -103,3 +105,30 @@ def test_records_keep_short_names_and_the_time_that_matters():
 ])
 def test_short_names_keep_what_the_kernel_computes(name, short):
     assert short_name(name) == short
+
+
+def test_round_tenth_is_round_to_one_decimal_bit_for_bit():
+    import random
+    import struct
+
+    from pytest_gpuutil.gates.kernel_families import round_tenth
+
+    rng = random.Random(41)
+    values = [0.0, -0.0, 0.04, -0.04, 0.05, -0.05, 0.15, 0.25, -0.25, 2.5, 1.5, 2.675, 1e8, -1e8, 1e8 - 0.05,
+              math.inf, -math.inf, math.nan, 5e-324, 1e300]
+    values += [rng.randint(0, 10**9) / 1000 for _ in range(20000)]  # µs from ns: three decimals
+    values += [(rng.randint(-10**6, 10**6) + 0.5) / 10 for _ in range(5000)]  # ties at the second decimal
+    values += [math.nextafter((rng.randint(0, 10**5) + 0.5) / 10, rng.choice([0.0, 1e9])) for _ in range(5000)]
+    values += [math.ldexp(rng.random(), rng.randint(-60, 40)) * rng.choice([1, -1]) for _ in range(20000)]
+    for value in values:
+        got, want = round_tenth(value), round(value, 1)
+        assert struct.pack("d", got) == struct.pack("d", want) or (math.isnan(got) and math.isnan(want)), value
+
+
+@pytest.mark.parametrize("total_us", [0.0, -1.0, 0.04, 7.25, math.inf, math.nan])
+def test_one_kernel_is_kept_whatever_its_time(total_us):
+    from pytest_gpuutil.gates.kernel_families import compact_kernels
+
+    (kept,) = compact_kernels([("void k<1>(int)", 3, total_us)])
+    assert kept[0] == "k<...>" and kept[1] == 3
+    assert repr(kept[2]) == repr(round(total_us, 1))

@@ -121,3 +121,33 @@ def test_the_cost_line_counts_every_hooks_time(pytester: pytest.Pytester, monkey
     assert totals["measure_ms"] == totals["measure_hooks_ms"]
     printed = float(result.stdout.str().split("measurement cost ")[1].split(" s")[0])
     assert printed * 1000 >= round(totals["measure_ms"], 0) - 1  # the summary's line counts the summary too
+
+
+@pytest.mark.parametrize("setup, call, teardown, word", [
+    ("passed", "passed", "passed", "passed"),
+    ("failed", None, "passed", "error"),
+    ("skipped", None, "passed", "skipped"),
+    ("passed", "failed", "failed", "failed"),
+    ("passed", "skipped", "passed", "skipped"),
+    ("passed", "passed", "failed", "error"),
+    ("passed", ("skipped", "xfail"), "failed", "xfailed"),
+    ("passed", ("passed", "xfail"), "passed", "xpassed"),
+    (None, "passed", None, "passed"),
+    (None, None, None, "passed"),
+])
+def test_a_tests_outcome_from_its_reports(setup, call, teardown, word) -> None:
+    from _pytest.reports import TestReport
+
+    from pytest_gpuutil.session.measuring import outcome_of
+
+    def report(said, when):
+        if said is None:
+            return None
+        outcome, xfail = said if isinstance(said, tuple) else (said, None)
+        made = TestReport("t.py::test_x", ("t.py", 0, "test_x"), {}, outcome, None, when)
+        if xfail:
+            made.wasxfail = "reason"
+        return made
+
+    reports = report(setup, "setup"), report(call, "call"), report(teardown, "teardown")
+    assert outcome_of(*reports) == word
