@@ -29,6 +29,15 @@ IDLE_GAPS = 3
 _OFFSET_LIMIT = 1 << 62
 _EMPTY = np.zeros(0, dtype=np.int64)
 _NEVER = np.iinfo(np.int64).max
+#: the numbers _figures.rows turns into Python floats and ints itself
+_ROW_DTYPES = (np.dtype(np.float64), np.dtype(np.int64))
+
+try:  # the rows in C (analysis/intervals/_figures.c, built at install where a C compiler is found)
+    from pytest_gpuutil.analysis.intervals import _figures as _C_FIGURES_MODULE
+
+    _C_ROWS = _C_FIGURES_MODULE if hasattr(_C_FIGURES_MODULE, "rows") else None
+except ImportError:  # pragma: no cover - the same rows from tolist() and zip
+    _C_ROWS = None
 
 
 @dataclass(frozen=True)
@@ -254,11 +263,26 @@ def _firsts(window_of_row: np.ndarray, n_windows: int, limit: int) -> np.ndarray
     return np.arange(window_of_row.size) - group_start[window_of_row] < limit
 
 
-def _cut(rows: list[Any], window_of_row: np.ndarray, n_windows: int) -> list[tuple[Any, ...]]:
-    """``rows`` (sorted by window) as one tuple per window."""
-    bounds = np.searchsorted(window_of_row, np.arange(n_windows + 1)).tolist()
-    whole = tuple(rows)  # a slice of a tuple is the window's tuple: one object a window, not a list and a tuple
-    return [whole[a:b] for a, b in zip(bounds, bounds[1:])]
+def _cut(columns: tuple[Any, ...], window_of_row: np.ndarray, n_windows: int) -> list[tuple[Any, ...]]:
+    """The rows of ``columns`` (lists, or numpy arrays: their ``tolist()`` values), sorted by window, as
+    one tuple of row tuples per window; in C where built (_figures.rows: no list per column, no zip)."""
+    bounds = np.searchsorted(window_of_row, np.arange(n_windows + 1))
+    columns = tuple(map(_row_column, columns))
+    if _C_ROWS is not None:
+        return _C_ROWS.rows(np.ascontiguousarray(bounds, dtype=np.int64), columns)
+    edges = bounds.tolist()
+    # a slice of a tuple is the window's tuple: one object a window, not a list and a tuple
+    whole = tuple(zip(*(c if isinstance(c, list) else c.tolist() for c in columns)))
+    return [whole[a:b] for a, b in zip(edges, edges[1:])]
+
+
+def _row_column(values: Any) -> Any:
+    """A column as _figures.rows reads it: a list, or contiguous float64 or int64 (anything else as its list)."""
+    if isinstance(values, list):
+        return values
+    if values.dtype in _ROW_DTYPES:
+        return np.ascontiguousarray(values)
+    return values.tolist()
 
 
 def _device_rows(dev_busy: np.ndarray, present: np.ndarray, device_order: list[int],
@@ -269,7 +293,7 @@ def _device_rows(dev_busy: np.ndarray, present: np.ndarray, device_order: list[i
     w, d = np.nonzero(ordered)
     codes = np.asarray(device_order, dtype=np.int64)[d]
     names = np.asarray(device_names, dtype=object)[codes].tolist()
-    return _cut(list(zip(names, (dev_busy[w, codes] / 1000).tolist())), w, dev_busy.shape[0])
+    return _cut((names, dev_busy[w, codes] / 1000), w, dev_busy.shape[0])
 
 
 def _category_rows(cat_ns: np.ndarray, counts: np.ndarray, busy: np.ndarray, denominator: np.ndarray,
@@ -281,9 +305,7 @@ def _category_rows(cat_ns: np.ndarray, counts: np.ndarray, busy: np.ndarray, den
     w, c = np.nonzero(counts)
     ns = cat_ns[w, c]
     names = np.asarray(names_in_order, dtype=object)[c].tolist()
-    rows = list(zip(names, (ns / 1000).tolist(), _pct(ns, busy[w]).tolist(), _pct(ns, denominator[w]).tolist(),
-                    counts[w, c].tolist()))
-    return _cut(rows, w, cat_ns.shape[0])
+    return _cut((names, ns / 1000, _pct(ns, busy[w]), _pct(ns, denominator[w]), counts[w, c]), w, cat_ns.shape[0])
 
 
 def _kernel_rows(win: np.ndarray, keys: np.ndarray, lengths: np.ndarray, key_names: list[str], key_cats: list[str],
@@ -306,15 +328,14 @@ def _kernel_rows(win: np.ndarray, keys: np.ndarray, lengths: np.ndarray, key_nam
     order = np.lexsort((pair_key, name_rank[pair_key], -totals, pair_win))
     pair_win, pair_key, totals, counts = pair_win[order], pair_key[order], totals[order], counts[order]
     names = np.asarray(key_names, dtype=object)[pair_key].tolist()
-    total_us, count_list = (totals / 1000).tolist(), counts.tolist()
-    every = _cut(list(zip(names, count_list, total_us)), pair_win, n_windows)
+    every = _cut((names, counts, totals / 1000), pair_win, n_windows)
     top = _firsts(pair_win, n_windows, TOP_KERNELS)
     t_totals, t_counts, t_win = totals[top], counts[top], pair_win[top]
     t_us = t_totals / 1000
-    rows = list(zip(np.asarray(key_names, dtype=object)[pair_key[top]].tolist(),
-                    np.asarray(key_cats, dtype=object)[pair_key[top]].tolist(), t_counts.tolist(), t_us.tolist(),
-                    (t_us / t_counts).tolist(), _pct(t_totals, denominator[t_win]).tolist()))
-    return {"kernel_rows": _cut(rows, t_win, n_windows), "kernel_totals": every}
+    columns = (np.asarray(key_names, dtype=object)[pair_key[top]].tolist(),
+               np.asarray(key_cats, dtype=object)[pair_key[top]].tolist(), t_counts, t_us, t_us / t_counts,
+               _pct(t_totals, denominator[t_win]))
+    return {"kernel_rows": _cut(columns, t_win, n_windows), "kernel_totals": every}
 
 
 def _gaps(blocks: tuple[np.ndarray, np.ndarray, np.ndarray],
@@ -373,8 +394,7 @@ def _gap_rows(parts: list[tuple[np.ndarray, ...]], device_order: list[int], devi
     keep = _firsts(window, n_windows, IDLE_GAPS)
     kept = order[keep]
     names = np.asarray(device_names, dtype=object)[device[kept]].tolist()
-    rows = list(zip(names, (start[kept] / 1000).tolist(), (length[kept] / 1000).tolist()))
-    return _cut(rows, window[keep], n_windows)
+    return _cut((names, start[kept] / 1000, length[kept] / 1000), window[keep], n_windows)
 
 
 def stats_rows(figures_of: WindowFigures, windows: Sequence[Any]) -> list[tuple[Any, ...]]:
