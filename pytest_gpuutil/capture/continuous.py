@@ -308,9 +308,9 @@ class ContinuousCapture:
         if spans and self.children is not None:
             try:
                 columns, found = self.children.attribute(columns, spans, [w.key for w in measured])
-                # only the windows the children add something to (most add nothing)
-                extras = {id(w): x for w, x in zip(measured, found)
-                          if x.processes or x.note or getattr(x, "child_start", None) is not None}
+                # only the windows the children add something to (most add nothing: one shared empty extras)
+                if not (found and found.count(found[0]) == len(found) and not _adds(found[0])):
+                    extras = {id(w): x for w, x in zip(measured, found) if _adds(x)}
             except Exception as exc:  # noqa: BLE001 - this process's own figures still count
                 children_error = f"child processes could not be read: {exc}"
         if spans:
@@ -394,6 +394,11 @@ def window_results(windows: list[_Window], share_s: float, stats: dict[int, Wind
                 findings_of_window(key), None if syncs is None or key not in events else syncs_of(syncs, w),
                 processes, drawn_of(key)))
     return results
+
+
+def _adds(extra: Any) -> bool:
+    """Whether a window's extras from the children say anything (processes, a note, a child's start-up)."""
+    return bool(extra.processes or extra.note or getattr(extra, "child_start", None) is not None)
 
 
 def synchronize_if_used(torch: Any, quiet: Optional[Callable[[bool], None]] = None) -> Callable[[], None]:
