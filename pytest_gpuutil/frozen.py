@@ -162,7 +162,9 @@ def records_of(cls: type, fields: list) -> list:
     (a flush's thousands of records: each dict a display of the field names, written beside the class,
     and no ``__init__`` frame per record; ``cls(*values)`` makes the same record)."""
     made = list(map(object.__new__, repeat(cls, len(fields))))
-    deque(map(object.__setattr__, made, repeat("__dict__"), fields), maxlen=0)  # past the frozen __setattr__
+    # the instances' __dict__ slot set straight (past the frozen __setattr__, and object.__setattr__'s lookup)
+    slot = next(klass.__dict__["__dict__"] for klass in cls.__mro__ if "__dict__" in klass.__dict__)
+    deque(map(slot.__set__, made, fields), maxlen=0)
     return made
 
 
