@@ -18,7 +18,8 @@ that callgrind counts the flushes alone::
         --toggle-collect='_operator_call*' python ... --flushes 5
 
 (its "Collected" over 5 is one flush); ``--windows 100`` and ``--windows 1000`` give the fixed part
-and the part per window. Prints the flushes' wall time (µs a window: the minimum and the median);
+and the part per window; ``--kernels N`` (N tiny kernels a window, flush_cost.py's launch-bound shape)
+at two N gives the part per GPU record. Prints the flushes' wall time (µs a window: the minimum and the median);
 ``--profile`` prints cProfile's count of Python calls inside the
 flushes. No torch is imported (a stand-in module: CUDA not up), so the runs stay short under
 valgrind. ``--package DIR`` imports pytest_gpuutil from DIR (an older checkout) to compare.
@@ -83,17 +84,19 @@ def _stand_in_torch() -> Any:
     return types.SimpleNamespace(cuda=cuda, autograd=autograd, _C=types.SimpleNamespace())
 
 
-def build(windows: int, children: bool) -> tuple[Any, list[str]]:
-    """A Measuring on the default settings over a prepared source of ``windows`` windows, and the node ids."""
+def build(windows: int, children: bool, kernels: int = 0) -> tuple[Any, list[str]]:
+    """A Measuring on the default settings over a prepared source of ``windows`` windows, and the node ids
+    (``kernels``: that many tiny kernels a window, a launch-bound test's, instead of the small test's events)."""
     sys.path.insert(0, str(DIAGNOSTICS))
-    from flush_cost import SMALL, columns
+    from flush_cost import SMALL, TINY, columns
 
     from pytest_gpuutil.analysis.classify import KernelClassifier
     from pytest_gpuutil.capture.flush_policy import FlushPolicy
     from pytest_gpuutil.measurement import Measurement
     from pytest_gpuutil.session.measuring import Measuring
 
-    gpu, syncs, spans = columns(windows, 4, SMALL, "cudaStreamSynchronize")
+    gpu, syncs, spans = (columns(windows, kernels, TINY, "cudaStreamSynchronize") if kernels
+                         else columns(windows, 4, SMALL, "cudaStreamSynchronize"))
     measurement = Measurement(KernelClassifier(), keep_events=False, cpu_activity=False,
                               policy=FlushPolicy(tests=windows), findings=True, children=children)
     measurement.prepare(_stand_in_torch(), False, _PreparedSource(gpu, syncs, spans))
@@ -136,9 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--package", type=Path, help="import pytest_gpuutil from this folder")
     parser.add_argument("--profile", action="store_true", help="count the Python calls inside the flushes")
     parser.add_argument("--no-children", action="store_true", help="child processes off (--gpu-util-children=off)")
+    parser.add_argument("--kernels", type=int, default=0,
+                        help="that many tiny kernels a window (a launch-bound suite's flush: the cost a GPU record)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str((args.package or ROOT).resolve()))
-    measuring, nodeids = build(args.windows, not args.no_children)
+    measuring, nodeids = build(args.windows, not args.no_children, args.kernels)
     run(measuring, nodeids, 1, counted=False)  # warm: imports, first uses, the classifier's cache
     profile = None
     if args.profile:
