@@ -250,7 +250,7 @@ def looked_at(windows: Sequence[Any], spans: Optional[Sequence[Window]], stats: 
         figures = _glance_of_stats(windows, spans or (), stats, syncs)
     fire = np.zeros(len(windows), dtype=bool)
     for rule in rules:
-        fire |= np.broadcast_to(rule.gate(figures, rule.limits), fire.shape)  # type: ignore[arg-type]
+        fire |= rule.gate(figures, rule.limits)  # a bool or a column, broadcast in place (no broadcast_to per rule)
     return np.flatnonzero(fire & (figures.window_ns > 0)).tolist()
 
 
