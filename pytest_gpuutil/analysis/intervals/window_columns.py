@@ -124,14 +124,15 @@ def figures(columns: GpuColumns, w_start: np.ndarray, w_end: np.ndarray,
         return column if every_event else column[event]
 
     keys = np.asarray(of_rows(pair_codes), dtype=np.int64) if event.size else _EMPTY
-    cats = cat_of_key[keys] if keys.size else _EMPTY
-    devs = of_rows(devices) if event.size else _EMPTY
     n_devs, n_cats = max(1, len(device_names)), max(1, len(categories_seen))
-    row_start = w_start[win]
+    # one category (a launch loop's flush): every row's code is 0, no gather
+    cats = (cat_of_key[keys] if n_cats > 1 else np.zeros(keys.size, dtype=np.int64)) if keys.size else _EMPTY
+    devs = of_rows(devices) if event.size else _EMPTY
+    row_start, row_end = _per_row(w_start, win, n_windows), _per_row(w_end, win, n_windows)
     rel_s = np.maximum(of_rows(starts), row_start) - row_start
-    rel_e = np.minimum(of_rows(ends), w_end[win]) - row_start
+    rel_e = np.minimum(of_rows(ends), row_end) - row_start
     # (window, device, start) order, once: the capture's events mostly come so (then no sort)
-    dev_seg = win * n_devs + devs
+    dev_seg = win * n_devs + devs if n_devs > 1 else win  # one device: every code is 0
     order = _order(dev_seg, rel_s)
     if order is not None:
         win, keys, cats, devs, rel_s, rel_e, dev_seg = (a[order] for a in (win, keys, cats, devs, rel_s, rel_e, dev_seg))
@@ -161,14 +162,15 @@ def figures(columns: GpuColumns, w_start: np.ndarray, w_end: np.ndarray,
             cat_ids, total = block_unions(cat_blocks)
         # a (window, category) cell sums its devices' unions
         np.add.at(cat_ns, (cat_ids // (n_devs * n_cats) + begin) * n_cats + cat_ids % n_cats, total)
-        mm = is_mm_cat[c] if c.size else np.zeros(0, dtype=bool)
+        mm = is_mm_cat[c] if c.size and is_mm_cat.any() else np.zeros(0, dtype=bool)
         if mm.any():  # a subset of rows in order is in order
             ids, total = block_unions(sorted_blocks(seg[mm], s[mm], e[mm], span))
             np.add.at(mm_ns, begin + ids // n_devs, total)
 
     dev_busy, cat_ns = dev_busy.reshape(n_windows, n_devs), cat_ns.reshape(n_windows, n_cats)
     event_count = np.bincount(win, minlength=n_windows)
-    kernel_count = np.bincount(win[is_kernel_key[keys]], minlength=n_windows) if keys.size else event_count
+    kernel_count = (np.bincount(win[is_kernel_key[keys]], minlength=n_windows)
+                    if keys.size and not is_kernel_key.all() else event_count)  # every key a kernel's: the events
     cat_count = np.bincount(win * n_cats + cats, minlength=n_windows * n_cats).reshape(n_windows, n_cats)
     present = np.bincount(win * n_devs + devs, minlength=n_windows * n_devs).reshape(n_windows, n_devs) > 0
     busy = dev_busy.sum(axis=1)
@@ -206,6 +208,14 @@ def _order(segments: np.ndarray, starts: Optional[np.ndarray]) -> Optional[np.nd
     if ((step > 0) | ((step == 0) & (starts[1:] >= starts[:-1]))).all():
         return None
     return np.lexsort((starts, segments))
+
+
+def _per_row(values: np.ndarray, window_of_row: np.ndarray, n_windows: int) -> np.ndarray:
+    """``values[window_of_row]``; where the rows come by window (a capture's do), by repeating each
+    window's value over its rows (a fill, not a gather)."""
+    if window_of_row.size > 2 * n_windows and (window_of_row[1:] >= window_of_row[:-1]).all():
+        return np.repeat(values, np.bincount(window_of_row, minlength=n_windows))
+    return values[window_of_row]
 
 
 def sorted_blocks(seg: np.ndarray, s: np.ndarray, e: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -316,12 +326,13 @@ def _kernel_rows(win: np.ndarray, keys: np.ndarray, lengths: np.ndarray, key_nam
         empty: list[tuple[Any, ...]] = [()] * n_windows
         return {"kernel_rows": empty, "kernel_totals": empty}
     n_keys = len(key_names)
-    pair = win * n_keys + keys
-    by_pair = np.argsort(pair, kind="stable")
-    pair = pair[by_pair]
+    pair = win * n_keys + keys if n_keys > 1 else win
+    if not (pair[1:] >= pair[:-1]).all():  # in (window, key) order already (a launch loop's): no sort
+        by_pair = np.argsort(pair, kind="stable")
+        pair, lengths = pair[by_pair], lengths[by_pair]
     first = np.flatnonzero(np.concatenate(([True], pair[1:] != pair[:-1])))
     pairs = pair[first]
-    totals = np.add.reduceat(lengths[by_pair], first)
+    totals = np.add.reduceat(lengths, first)
     counts = np.diff(np.append(first, pair.size))
     name_rank = np.argsort(np.argsort(np.asarray(key_names, dtype=object), kind="stable"), kind="stable")
     pair_win, pair_key = pairs // n_keys, pairs % n_keys
@@ -342,20 +353,26 @@ def _gaps(blocks: tuple[np.ndarray, np.ndarray, np.ndarray],
           window_lengths: np.ndarray, n_devs: int) -> tuple[np.ndarray, ...]:
     """The idle gaps of each (window, device) segment of ``blocks`` (``window × n_devs + device``):
     before each block and after the last, as analyze counts them; (window, device, place within
-    the device, start, length), gaps of zero length left out."""
+    the device, start, length), gaps of zero length left out. With one device the places are not
+    needed (the gaps of a window are in place order already: see _gap_rows) and come empty."""
     seg, start, end = blocks
     if seg.size == 0:
         return (_EMPTY,) * 5
-    first = np.concatenate(([True], seg[1:] != seg[:-1]))
-    last = np.concatenate((seg[1:] != seg[:-1], [True]))
-    place = np.arange(seg.size) - np.maximum.accumulate(np.where(first, np.arange(seg.size), 0))
-    before_start = np.where(first, 0, np.concatenate(([0], end[:-1])))
-    window = seg // n_devs
+    changes = seg[1:] != seg[:-1]
+    first = np.concatenate(([True], changes))
+    last = np.concatenate((changes, [True]))
+    before_start = np.concatenate(([0], end[:-1]))
+    before_start[first] = 0
+    window = seg // n_devs if n_devs > 1 else seg
     g_seg = np.concatenate((seg, seg[last]))
-    g_place = np.concatenate((place, place[last] + 1))
     g_start = np.concatenate((before_start, end[last]))
     g_len = np.concatenate((start - before_start, window_lengths[window[last]] - end[last]))
     keep = g_len > 0
+    if n_devs == 1:  # one device: the segment is the window, the device 0
+        kept = g_seg[keep]
+        return kept, np.zeros(kept.size, dtype=np.int64), _EMPTY, g_start[keep], g_len[keep]
+    place = np.arange(seg.size) - np.maximum.accumulate(np.where(first, np.arange(seg.size), 0))
+    g_place = np.concatenate((place, place[last] + 1))
     return g_seg[keep] // n_devs, g_seg[keep] % n_devs, g_place[keep], g_start[keep], g_len[keep]
 
 
@@ -381,7 +398,8 @@ def _gap_rows(parts: list[tuple[np.ndarray, ...]], device_order: list[int], devi
               n_windows: int) -> list[tuple[Any, ...]]:
     """Per window, its longest idle gaps, at most IDLE_GAPS, as (device, start µs, length µs);
     ties in device order, then in time order, as analyze picks them."""
-    window, device, place, start, length = (np.concatenate(column) for column in zip(*parts))
+    window, device, place, start, length = parts[0] if len(parts) == 1 else (np.concatenate(column)
+                                                                            for column in zip(*parts))
     if window.size == 0:
         return [()] * n_windows
     rank = np.zeros(max(device_order, default=0) + 1, dtype=np.int64)
