@@ -128,7 +128,8 @@ def figures(columns: GpuColumns, w_start: np.ndarray, w_end: np.ndarray,
     # one category (a launch loop's flush): every row's code is 0, no gather
     cats = (cat_of_key[keys] if n_cats > 1 else np.zeros(keys.size, dtype=np.int64)) if keys.size else _EMPTY
     devs = of_rows(devices) if event.size else _EMPTY
-    row_start, row_end = _per_row(w_start, win, n_windows), _per_row(w_end, win, n_windows)
+    by_window = _rows_by_window(win, n_windows)  # each window's row count where rows come by window, else None
+    row_start, row_end = _per_row(w_start, win, by_window), _per_row(w_end, win, by_window)
     rel_s = np.maximum(of_rows(starts), row_start) - row_start
     rel_e = np.minimum(of_rows(ends), row_end) - row_start
     # (window, device, start) order, once: the capture's events mostly come so (then no sort)
@@ -168,7 +169,7 @@ def figures(columns: GpuColumns, w_start: np.ndarray, w_end: np.ndarray,
             np.add.at(mm_ns, begin + ids // n_devs, total)
 
     dev_busy, cat_ns = dev_busy.reshape(n_windows, n_devs), cat_ns.reshape(n_windows, n_cats)
-    event_count = np.bincount(win, minlength=n_windows)
+    event_count = np.bincount(win, minlength=n_windows) if by_window is None else by_window  # the same counts
     kernel_count = (np.bincount(win[is_kernel_key[keys]], minlength=n_windows)
                     if keys.size and not is_kernel_key.all() else event_count)  # every key a kernel's: the events
     cat_count = np.bincount(win * n_cats + cats, minlength=n_windows * n_cats).reshape(n_windows, n_cats)
@@ -210,12 +211,18 @@ def _order(segments: np.ndarray, starts: Optional[np.ndarray]) -> Optional[np.nd
     return np.lexsort((starts, segments))
 
 
-def _per_row(values: np.ndarray, window_of_row: np.ndarray, n_windows: int) -> np.ndarray:
-    """``values[window_of_row]``; where the rows come by window (a capture's do), by repeating each
-    window's value over its rows (a fill, not a gather)."""
+def _rows_by_window(window_of_row: np.ndarray, n_windows: int) -> Optional[np.ndarray]:
+    """How many rows each window has, where the rows come by window (a capture's do) and outnumber the
+    windows (then a window's values are repeated over its rows); else None."""
     if window_of_row.size > 2 * n_windows and (window_of_row[1:] >= window_of_row[:-1]).all():
-        return np.repeat(values, np.bincount(window_of_row, minlength=n_windows))
-    return values[window_of_row]
+        return np.bincount(window_of_row, minlength=n_windows)
+    return None
+
+
+def _per_row(values: np.ndarray, window_of_row: np.ndarray, by_window: Optional[np.ndarray]) -> np.ndarray:
+    """``values[window_of_row]``: each window's value repeated over its rows where they come by window
+    (``by_window``: their counts; a fill, not a gather)."""
+    return values[window_of_row] if by_window is None else np.repeat(values, by_window)
 
 
 def sorted_blocks(seg: np.ndarray, s: np.ndarray, e: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -233,6 +240,8 @@ def sorted_blocks(seg: np.ndarray, s: np.ndarray, e: np.ndarray, span: int) -> t
     new_block = new_segment.copy()
     new_block[1:] |= s[1:] > reach[:-1]
     block_first = np.flatnonzero(new_block)
+    if block_first.size == seg.size:  # every row a block of its own (a launch loop's tiny kernels): no gathers
+        return seg, s, reach
     block_last = np.empty_like(block_first)
     block_last[:-1] = block_first[1:] - 1
     block_last[-1] = seg.size - 1
