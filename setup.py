@@ -14,7 +14,9 @@
   time in Python (the same bytes, slower).
 - ``pytest_gpuutil.capture._waits``: the CUPTI callback that records the host's waits at the
   synchronizing calls only (see pytest_gpuutil/capture/host_waits.py); without it the waits come
-  from CUPTI's activity kind 38, which makes every kernel launch dearer.
+  from CUPTI's activity kind 38, which makes every kernel launch dearer. The same module reads CUPTI's
+  activity buffers into columns in one C pass, and codes the drain's names (see
+  pytest_gpuutil/capture/cupti_records.py); without it the same columns come from the numpy reader.
 - ``pytest_gpuutil.capture.places._frames``: reads the calling thread's Python source places at those
   calls and at copies (see pytest_gpuutil/capture/places/calls.py); without it (or on a Python
   other than 3.11-3.13) findings name places from the stack sampler only. It also holds the stack

@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import inspect
 import pickle
+import types
 from typing import Any, Mapping, NamedTuple, Optional
 
 import pytest
@@ -179,3 +180,33 @@ def test_a_post_init_is_refused_rather_than_ignored():
 
             def __post_init__(self) -> None:
                 pass
+
+
+def test_records_made_from_dicts_are_the_records_init_makes():
+    """records_of (a flush's WindowStats, TestProfiles and Windows) against cls(*values): the same
+    fields in the same order, equal, frozen, replaceable, picklable; the package's dict displays name
+    every field of their class, in order."""
+    from pytest_gpuutil.analysis.windows import WindowStats, stats_of_rows
+    from pytest_gpuutil.capture.window_split import spans_of
+    from pytest_gpuutil.frozen import records_of
+    from pytest_gpuutil.measurement.call_profile import TestProfile, profile_item, profile_items
+
+    (made,) = records_of(Window, [{"start_ns": 1, "end_ns": 5, "source": "test_call"}])
+    assert made == Window(1, 5, "test_call") and list(made.__dict__) == list(Window.__record_fields__)
+    assert replace(made, end_ns=7) == Window(1, 7, "test_call") and pickle.loads(pickle.dumps(made)) == made
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.end_ns = 2
+    window = types.SimpleNamespace(start_ns=3, end_ns=9)
+    assert spans_of([window])[0].__dict__ == Window(3, 9, "test_call").__dict__
+    row = (Window(0, 10, "test_call"), 1.5, 15.0, 0.0, 2, 3, (("0", 1.5),), (("gemm", 1.5, 100.0, 15.0, 2),),
+           (("k", "gemm", 2, 1.5, 0.75, 15.0),), (("0", 0.0, 8.5),), (("k", 2, 1.5),))
+    (stats,) = stats_of_rows([row])
+    expected = WindowStats(*row)
+    assert stats.__dict__ == expected.__dict__ and list(stats.__dict__) == list(WindowStats.__record_fields__)
+    assert stats.categories == expected.categories and stats.kernel_totals == expected.kernel_totals
+    fields = [("t::a", 2.0, stats, "note", 0.5, None, (), None, (), None),
+              ("t::b", 1.0, None, "not measured", 0.25, None, None, None, (), None)]
+    for (key, profile), one in zip(profile_items(fields), fields):
+        expected_key, expected_profile = profile_item(*one)
+        assert key == expected_key and profile.__dict__ == expected_profile.__dict__
+        assert list(profile.__dict__) == list(TestProfile.__record_fields__)

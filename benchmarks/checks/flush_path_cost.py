@@ -1,7 +1,9 @@
-"""(CPU) A whole flush on the plugin's default path, for instruction counts: ``Measuring.flush``.
+"""(CPU) A whole flush on the plugin's default path, for instruction counts: ``Measuring.flush``; or its figures
+alone, or CUPTI's drain before it.
 
     python benchmarks/checks/flush_path_cost.py [--windows 100] [--flushes 1] [--package DIR]
-        [--profile] [--no-children]
+        [--profile] [--no-children] [--kernels N] [--figures-only [--out FILE]]
+        [--drain RECORDS [--drain-shape kernels|small]]
 
 Builds what the plugin builds on its default settings (findings on, child processes on, no
 timelines, no trace files): a :class:`~pytest_gpuutil.measurement.Measurement` over an event
@@ -18,17 +20,34 @@ that callgrind counts the flushes alone::
         --toggle-collect='_operator_call*' python ... --flushes 5
 
 (its "Collected" over 5 is one flush); ``--windows 100`` and ``--windows 1000`` give the fixed part
-and the part per window. Prints the flushes' wall time (µs a window: the minimum and the median);
+and the part per window; ``--kernels N`` (N tiny kernels a window, flush_cost.py's launch-bound shape)
+at two N gives the part per GPU record. Prints the flushes' wall time (µs a window: the minimum and the median);
 ``--profile`` prints cProfile's count of Python calls inside the
 flushes. No torch is imported (a stand-in module: CUDA not up), so the runs stay short under
 valgrind. ``--package DIR`` imports pytest_gpuutil from DIR (an older checkout) to compare.
+
+``--figures-only``: ``window_columns.figures`` alone over the same columns, ``--flushes`` calls each inside
+``operator.call`` (``--out FILE`` pickles every figure, to compare two checkouts' files byte for byte).
+
+``--drain RECORDS``: CuptiSource.drain on synthetic activity buffers, ``--flushes`` drains each inside
+``operator.call`` (Collected over the drains and RECORDS: our cost a GPU record). The buffers are 8 MiB,
+laid out as CUPTI 13.0 writes them (tests/capture/test_cupti_records.py's layouts: Kernel10 216 bytes,
+Memcpy6 96, Memset4 88): ``--drain-shape kernels``, a launch loop (three kernel names, a thousand of
+each in turn); ``small``, a small test's mix (fill, mul and reduce kernels, a device-to-host copy and a
+memset, again and again). They are handed to a CuptiSource as CUPTI's completion callback hands them,
+CUPTI's own flush stubbed: what is counted is ours (the walk, the fields, the clock, the codes, the
+columns). The kernels' names are real C strings, read and kept as the source reads them.
 """
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import operator
+import pickle
+import struct
 import sys
+import threading
 import time
 import types
 from pathlib import Path
@@ -40,6 +59,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 #: flush_cost.py (the prepared columns)
 DIAGNOSTICS = ROOT / "benchmarks" / "diagnostics"
+#: what --figures-only --out pickles, in this order
+FIGURE_FIELDS = ("busy_us", "busy_pct", "mm_conv_pct", "kernel_count", "event_count", "devices", "category_rows",
+                 "kernel_rows", "gap_rows", "kernel_totals")
 
 
 class _Results:
@@ -83,17 +105,19 @@ def _stand_in_torch() -> Any:
     return types.SimpleNamespace(cuda=cuda, autograd=autograd, _C=types.SimpleNamespace())
 
 
-def build(windows: int, children: bool) -> tuple[Any, list[str]]:
-    """A Measuring on the default settings over a prepared source of ``windows`` windows, and the node ids."""
+def build(windows: int, children: bool, kernels: int = 0) -> tuple[Any, list[str]]:
+    """A Measuring on the default settings over a prepared source of ``windows`` windows, and the node ids
+    (``kernels``: that many tiny kernels a window, a launch-bound test's, instead of the small test's events)."""
     sys.path.insert(0, str(DIAGNOSTICS))
-    from flush_cost import SMALL, columns
+    from flush_cost import SMALL, TINY, columns
 
     from pytest_gpuutil.analysis.classify import KernelClassifier
     from pytest_gpuutil.capture.flush_policy import FlushPolicy
     from pytest_gpuutil.measurement import Measurement
     from pytest_gpuutil.session.measuring import Measuring
 
-    gpu, syncs, spans = columns(windows, 4, SMALL, "cudaStreamSynchronize")
+    gpu, syncs, spans = (columns(windows, kernels, TINY, "cudaStreamSynchronize") if kernels
+                         else columns(windows, 4, SMALL, "cudaStreamSynchronize"))
     measurement = Measurement(KernelClassifier(), keep_events=False, cpu_activity=False,
                               policy=FlushPolicy(tests=windows), findings=True, children=children)
     measurement.prepare(_stand_in_torch(), False, _PreparedSource(gpu, syncs, spans))
@@ -129,6 +153,128 @@ def run(measuring: Any, nodeids: list[str], flushes: int, profile: Any = None, c
     return len(got)
 
 
+BUFFER_BYTES = 8 << 20
+SIZES = {10: 216, 1: 96, 2: 88}
+NAMES = [ctypes.create_string_buffer(name) for name in (b"vectorized_elementwise_kernel_fill", b"elementwise_mul",
+                                                        b"reduce_kernel_sum")]
+
+
+def drain_records(count: int, shape: str) -> list[bytes]:
+    """``count`` records of the shape, 5 µs apart on CUPTI's (wall-clock ns) time line."""
+    out, t = [], 1_700_000_000_000_000_000
+    pattern = (10,) if shape == "kernels" else (10, 10, 10, 1, 2)
+    for i in range(count):
+        kind = pattern[i % len(pattern)]
+        record = bytearray(SIZES[kind])
+        if kind == 10:
+            struct.pack_into("<I", record, 0, kind)
+            struct.pack_into("<QQ", record, 16, t, t + 2_000)
+            struct.pack_into("<III", record, 40, 0, 1, 7)
+            struct.pack_into("<Q", record, 104, ctypes.addressof(NAMES[i % 3 if shape == "small" else (i // 1000) % 3]))
+        elif kind == 1:
+            struct.pack_into("<IBBBB", record, 0, kind, 2, 3, 1, 0)
+            struct.pack_into("<QQQ", record, 8, 1 << 20, t, t + 3_000)
+            struct.pack_into("<III", record, 32, 0, 1, 7)
+        else:
+            struct.pack_into("<II", record, 0, kind, 0)
+            struct.pack_into("<QQQ", record, 8, 4096, t, t + 500)
+            struct.pack_into("<III", record, 32, 0, 1, 7)
+            struct.pack_into("<H", record, 50, 3)
+        out.append(bytes(record))
+        t += 5_000
+    return out
+
+
+def drain_buffers(count: int, shape: str) -> list[tuple[Any, int]]:
+    """The records in 8 MiB numpy buffers, as CUPTI fills them: (buffer, valid bytes)."""
+    import numpy as np
+
+    filled, part, size = [], [], 0
+    for record in drain_records(count, shape):
+        if size + len(record) > BUFFER_BYTES:
+            filled.append(b"".join(part))
+            part, size = [], 0
+        part.append(record)
+        size += len(record)
+    filled.append(b"".join(part))
+    out = []
+    for data in filled:
+        buffer = np.zeros(BUFFER_BYTES, dtype=np.uint8)
+        buffer[:len(data)] = np.frombuffer(data, dtype=np.uint8)
+        out.append((buffer, len(data)))
+    return out
+
+
+class _StubLibrary:
+    """CUPTI's flush and dropped-records calls, answering success (the buffers are already handed over)."""
+
+    def cuptiActivityFlushAll(self, flag: int) -> int:
+        return 0
+
+    def cuptiActivityGetNumDroppedRecords(self, context: Any, stream: int, dropped: Any) -> int:
+        return 0
+
+
+def source_over(filled: list[tuple[Any, int]]) -> Any:
+    """A started CuptiSource over the stub library (no libcupti here), its kinds' sizes known."""
+    from pytest_gpuutil.capture.cupti import CuptiSource
+    from pytest_gpuutil.traces.model import SyncColumns
+
+    source = object.__new__(CuptiSource)
+    state = {"_lib": _StubLibrary(), "_demangle": lambda name: name, "_callbacks": None, "_given": {}, "_spare": [],
+             "_completed": [], "_completed_bytes": 0, "_lock": threading.Lock(), "_parsed": [], "_sync_parsed": [],
+             "_syncs_drained": SyncColumns(), "_names": {}, "_sizes": dict(SIZES), "_dropped": 0, "_active": True,
+             "_tsc": None}
+    source.__dict__.update(state)
+    return source
+
+
+def drain(source: Any, filled: list[tuple[Any, int]], counted: bool) -> int:
+    source._completed = list(filled)  # what CUPTI's completion callback appends
+    source._completed_bytes = sum(valid for _, valid in filled)
+    columns, _ = call(source.drain) if counted else source.drain()
+    source._spare.clear()
+    return len(columns)
+
+
+def figures_only(kernels: int, windows: int, calls: int, out: Optional[Path]) -> None:
+    """``window_columns.figures`` alone over the columns of :func:`build`'s shape, ``calls`` times."""
+    sys.path.insert(0, str(DIAGNOSTICS))
+    import numpy as np
+
+    from flush_cost import SMALL, TINY, columns
+    from pytest_gpuutil.analysis.classify import KernelClassifier
+    from pytest_gpuutil.analysis.intervals.window_columns import figures
+
+    gpu, _, spans = (columns(windows, kernels, TINY, "cudaStreamSynchronize") if kernels
+                     else columns(windows, 4, SMALL, "cudaStreamSynchronize"))
+    starts = np.asarray([a for a, _ in spans], dtype=np.int64)
+    ends = np.asarray([b for _, b in spans], dtype=np.int64)
+    classifier = KernelClassifier()
+    found = figures(gpu, starts, ends, classifier)  # warm: the classifier's cache, first uses
+    for _ in range(calls):
+        call(figures, gpu, starts, ends, classifier)
+    if out is not None:
+        out.write_bytes(pickle.dumps([getattr(found, name) for name in FIGURE_FIELDS]))
+    print(f"figures() of {len(gpu)} events in {len(spans)} windows, {calls} calls")
+
+
+def drain_only(records: int, shape: str, drains: int) -> None:
+    """``drains`` drains of ``records`` synthetic records (see the module), each timed."""
+    filled = drain_buffers(records, shape)
+    source = source_over(filled)
+    if drain(source, filled, counted=False) != records:  # warm: imports, the names read once
+        raise SystemExit("the drain did not give every record")
+    seconds = []
+    for _ in range(drains):
+        began = time.perf_counter()
+        drain(source, filled, counted=True)
+        seconds.append(time.perf_counter() - began)
+    seconds.sort()
+    print(f"CuptiSource.drain of {records} records ({shape}): {seconds[0] * 1e9 / records:.1f} ns a record "
+          f"(minimum of {drains}; median {seconds[len(seconds) // 2] * 1e9 / records:.1f})")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--windows", type=int, default=100)
@@ -136,9 +282,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--package", type=Path, help="import pytest_gpuutil from this folder")
     parser.add_argument("--profile", action="store_true", help="count the Python calls inside the flushes")
     parser.add_argument("--no-children", action="store_true", help="child processes off (--gpu-util-children=off)")
+    parser.add_argument("--kernels", type=int, default=0,
+                        help="that many tiny kernels a window (a launch-bound suite's flush: the cost a GPU record)")
+    parser.add_argument("--figures-only", action="store_true", help="window_columns.figures alone (see the module)")
+    parser.add_argument("--out", type=Path, help="with --figures-only: pickle every figure into this file")
+    parser.add_argument("--drain", type=int, default=0, metavar="RECORDS",
+                        help="CuptiSource.drain of that many synthetic records instead (see the module)")
+    parser.add_argument("--drain-shape", choices=("kernels", "small"), default="kernels")
     args = parser.parse_args(argv)
     sys.path.insert(0, str((args.package or ROOT).resolve()))
-    measuring, nodeids = build(args.windows, not args.no_children)
+    if args.drain:
+        drain_only(args.drain, args.drain_shape, args.flushes)
+        return 0
+    if args.figures_only:
+        figures_only(args.kernels, args.windows, args.flushes, args.out)
+        return 0
+    measuring, nodeids = build(args.windows, not args.no_children, args.kernels)
     run(measuring, nodeids, 1, counted=False)  # warm: imports, first uses, the classifier's cache
     profile = None
     if args.profile:

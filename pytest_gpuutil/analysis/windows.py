@@ -27,10 +27,10 @@ from pytest_gpuutil.analysis.classify import KernelClassifier
 from pytest_gpuutil.analysis.intervals.window_columns import IDLE_GAPS, TOP_KERNELS, assign, figures, stats_rows
 from pytest_gpuutil.analysis.stats import CategoryStat, IdleGap, KernelStat
 from pytest_gpuutil.analysis.summary import TraceSummary
-from pytest_gpuutil.frozen import field, frozen
+from pytest_gpuutil.frozen import field, frozen, records_of
 from pytest_gpuutil.traces.model import GpuColumns, Window
 
-__all__ = ["IDLE_GAPS", "TOP_KERNELS", "WindowStats", "assign_windows", "window_stats"]
+__all__ = ["IDLE_GAPS", "TOP_KERNELS", "WindowStats", "assign_windows", "stats_of_rows", "window_stats"]
 
 
 @frozen
@@ -109,6 +109,17 @@ class WindowStats:
         )
 
 
+def stats_of_rows(rows: Sequence[tuple]) -> list[WindowStats]:
+    """The WindowStats of rows of every field in order (``window_columns.stats_rows``): ``WindowStats(*row)``
+    each, made without an ``__init__`` call per window (a flush makes one for every test)."""
+    return records_of(WindowStats, [
+        {"window": window, "busy_us": busy_us, "busy_pct": busy_pct, "mm_conv_pct": mm_conv_pct,
+         "kernel_count": kernel_count, "event_count": event_count, "devices": devices, "category_rows": category_rows,
+         "kernel_rows": kernel_rows, "gap_rows": gap_rows, "kernel_totals": kernel_totals}
+        for (window, busy_us, busy_pct, mm_conv_pct, kernel_count, event_count, devices, category_rows, kernel_rows,
+             gap_rows, kernel_totals) in rows])
+
+
 def assign_windows(starts: np.ndarray, ends: np.ndarray, window_starts: np.ndarray,
                    window_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(event index, window index) for every event and every window it belongs to.
@@ -126,4 +137,4 @@ def window_stats(columns: GpuColumns, windows: Sequence[Window],
         return []
     found = figures(columns, np.asarray([w.start_ns for w in windows], dtype=np.int64),
                     np.asarray([w.end_ns for w in windows], dtype=np.int64), classifier or KernelClassifier())
-    return [WindowStats(*row) for row in stats_rows(found, windows)]
+    return stats_of_rows(stats_rows(found, windows))

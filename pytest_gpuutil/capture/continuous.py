@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from itertools import starmap
 from typing import Any, Callable, Optional, Protocol
 
 from pytest_gpuutil.analysis.classify import KernelClassifier
@@ -276,10 +277,12 @@ class ContinuousCapture:
         return time.perf_counter() - self._last_flush
 
     # -- flushing -------------------------------------------------------------------------------
-    def flush(self, make: Callable[..., Any] = WindowResult) -> list[Any]:
+    def flush(self, make: Callable[..., Any] = WindowResult,
+              make_all: Optional[Callable[[list[tuple[Any, ...]]], list[Any]]] = None) -> list[Any]:
         """Figures for every window closed since the last flush, in the order they closed: a
-        :class:`WindowResult` each, or what ``make`` makes of the same fields in the same order
-        (the measurement makes its profiles so, with no WindowResult between)."""
+        :class:`WindowResult` each, or what ``make`` makes of the same fields in the same order, or
+        what ``make_all`` makes of every window's fields at once, a tuple each (the measurement
+        makes its profiles so, with no WindowResult between and no call per window)."""
         began = time.perf_counter()
         windows, self._closed = self._closed, []
         self._last_flush = began
@@ -305,9 +308,9 @@ class ContinuousCapture:
         if spans and self.children is not None:
             try:
                 columns, found = self.children.attribute(columns, spans, [w.key for w in measured])
-                # only the windows the children add something to (most add nothing)
-                extras = {id(w): x for w, x in zip(measured, found)
-                          if x.processes or x.note or getattr(x, "child_start", None) is not None}
+                # only the windows the children add something to (most add nothing: one shared empty extras)
+                if not (found and found.count(found[0]) == len(found) and not _adds(found[0])):
+                    extras = {id(w): x for w, x in zip(measured, found) if _adds(x)}
             except Exception as exc:  # noqa: BLE001 - this process's own figures still count
                 children_error = f"child processes could not be read: {exc}"
         if spans:
@@ -345,18 +348,21 @@ class ContinuousCapture:
                     drawn[id(w)] = self.places.with_host_frames(drawn[id(w)], host, spans_of([w])[0])
         note = error or (f"{self.source.name} dropped {dropped} records in this batch: figures may be low" if dropped else "")
         share = (time.perf_counter() - began) / len(windows)
-        return window_results(windows, make, share, stats, events, findings, drawn, extras, (note, children_error),
-                              syncs if self.keep_events else None)
+        fields = window_results(windows, share, stats, events, findings, drawn, extras, (note, children_error),
+                                syncs if self.keep_events else None)
+        return make_all(fields) if make_all is not None else list(starmap(make, fields))
 
     @property
     def _records_waits(self) -> bool:
         """Whether the source records the host's waits (CUPTI with activity kind 38 does)."""
         return callable(getattr(self.source, "drain_syncs", None))
 
-    def close(self, make: Callable[..., Any] = WindowResult) -> list[Any]:
-        """Flush what is left and stop the source (the end of the session); ``make`` as for :meth:`flush`."""
+    def close(self, make: Callable[..., Any] = WindowResult,
+              make_all: Optional[Callable[[list[tuple[Any, ...]]], list[Any]]] = None) -> list[Any]:
+        """Flush what is left and stop the source (the end of the session); ``make`` and ``make_all`` as
+        for :meth:`flush`."""
         self.end()
-        results = self.flush(make)
+        results = self.flush(make, make_all)
         self._pause()
         if self.places is not None:
             self.places.close()
@@ -364,12 +370,13 @@ class ContinuousCapture:
         return results
 
 
-def window_results(windows: list[_Window], make: Callable[..., Any], share_s: float, stats: dict[int, WindowStats],
+def window_results(windows: list[_Window], share_s: float, stats: dict[int, WindowStats],
                    events: dict[int, GpuColumns], findings: dict[int, tuple[Finding, ...]],
                    drawn: dict[int, dict[str, Any]], extras: dict[int, Any], batch_notes: tuple[str, str],
-                   syncs: Optional[SyncColumns]) -> list[Any]:
-    """Each window's ``make(key, wall_ms, stats, note, measure_ms, events, findings, syncs, processes,
-    timeline)`` (results keyed by ``id(window)``; ``syncs``: the batch's waits where events are kept)."""
+                   syncs: Optional[SyncColumns]) -> list[tuple[Any, ...]]:
+    """Each window's ``(key, wall_ms, stats, note, measure_ms, events, findings, syncs, processes,
+    timeline)``, WindowResult's fields (results keyed by ``id(window)``; ``syncs``: the batch's waits
+    where events are kept)."""
     stats_of, events_of, findings_of_window, drawn_of = stats.get, events.get, findings.get, drawn.get
     own_notes = not (any(batch_notes) or extras)  # then a window's note is its own, or its remark
     results = []
@@ -383,10 +390,15 @@ def window_results(windows: list[_Window], make: Callable[..., Any], share_s: fl
             notes = (*batch_notes, getattr(extra, "note", ""), w.remark)
             window_note = w.note or ("; ".join(n for n in notes if n) if any(notes) else "")
             processes = getattr(extra, "processes", ())
-        append(make(w.key, w.wall_ms, stats_of(key), window_note, (w.own_s + share_s) * 1000, events_of(key),
-                    findings_of_window(key), None if syncs is None or key not in events else syncs_of(syncs, w),
-                    processes, drawn_of(key)))
+        append((w.key, w.wall_ms, stats_of(key), window_note, (w.own_s + share_s) * 1000, events_of(key),
+                findings_of_window(key), None if syncs is None or key not in events else syncs_of(syncs, w),
+                processes, drawn_of(key)))
     return results
+
+
+def _adds(extra: Any) -> bool:
+    """Whether a window's extras from the children say anything (processes, a note, a child's start-up)."""
+    return bool(extra.processes or extra.note or getattr(extra, "child_start", None) is not None)
 
 
 def synchronize_if_used(torch: Any, quiet: Optional[Callable[[bool], None]] = None) -> Callable[[], None]:

@@ -273,8 +273,8 @@ class CuptiSource:
 
     def _to_ns(self, ticks: np.ndarray) -> np.ndarray:
         """Clock values as wall-clock ns: as they are, or TSC ticks mapped onto the wall clock."""
-        if self._tsc is None:
-            return ticks.astype(np.int64)
+        if self._tsc is None:  # the same int64s as astype gives (uint64's bits), without a copy where they are 8 bytes
+            return ticks.view(np.int64) if ticks.dtype.itemsize == 8 and ticks.dtype.kind in "iu" else ticks.astype(np.int64)
         ref_ticks, ref_ns, ns_per_tick = self._tsc
         offsets = ticks.astype(np.int64) - ref_ticks  # small enough for float64 to scale exactly to the ns
         return ref_ns + np.rint(offsets.astype(np.float64) * ns_per_tick).astype(np.int64)

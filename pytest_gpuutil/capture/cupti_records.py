@@ -5,6 +5,11 @@ appends fields, so the size of each kind's record is learned from the library it
 passes ``size_of``). Kernels, memcpy and memset become GPU work (named as Kineto names them, so
 both event sources agree); synchronization records (kind 38) become the host's waits. Pure: no
 ctypes, no CUPTI call; :mod:`pytest_gpuutil.capture.cupti` collects the buffers.
+
+Where the package was built with its C part (``capture/_waits.c``'s ``parse`` and ``codes``), a buffer is read in one C
+pass and the drain's names coded in one (no sort); the numpy reader gives the same columns where it
+is not built, and answers for any buffer the C pass leaves to it (a malformed one: the errors are
+the numpy reader's).
 """
 from __future__ import annotations
 
@@ -14,6 +19,13 @@ from typing import Callable
 import numpy as np
 
 from pytest_gpuutil.traces.model import CodedColumn, GpuColumns, SyncColumns
+
+try:  # the buffers read in C (capture/_waits.c, built at install where a C compiler is found)
+    from pytest_gpuutil.capture import _waits as _C_RECORDS  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - the same columns from the numpy reader
+    _C_RECORDS = None
+if not hasattr(_C_RECORDS, "parse"):  # a build of the module from before its reader
+    _C_RECORDS = None
 
 KIND_MEMCPY = 1
 KIND_MEMSET = 2
@@ -160,8 +172,22 @@ def parse_all(buffer: np.ndarray, valid: int,
     """GPU work and the host's waits in one buffer, walked once; other kinds are skipped."""
     if valid == 0:
         return ParsedRecords.empty(), SyncRecords.empty()
+    if _C_RECORDS is not None:
+        parsed = _C_RECORDS.parse(buffer, valid, size_of)
+        if parsed is not None:  # else a buffer the numpy reader answers for (and raises for)
+            return _columns_of(parsed)
     offsets, kinds = walk_records(buffer, valid, size_of)
     return _gpu_records(buffer, valid, offsets, kinds), _sync_records(buffer, valid, offsets, kinds)
+
+
+_PARSED_DTYPES = (np.uint32, np.uint64, np.uint64, np.uint32, np.uint32, np.uint64, np.uint32, np.uint64, np.uint64)
+
+
+def _columns_of(parsed: tuple[bytearray, ...]) -> tuple[ParsedRecords, SyncRecords]:
+    """The C pass's bytearrays as the numpy reader's columns (the same dtypes, writable)."""
+    arrays = [np.frombuffer(raw, dtype=dtype) for raw, dtype in zip(parsed, _PARSED_DTYPES)]
+    syncs = SyncRecords(*arrays[6:]) if arrays[6].size else SyncRecords.empty()
+    return ParsedRecords(*arrays[:6]), syncs
 
 
 def _sync_records(buffer: np.ndarray, valid: int, offsets: np.ndarray, kinds: np.ndarray) -> SyncRecords:
@@ -235,11 +261,11 @@ def to_columns(records: ParsedRecords, kernel_name: Callable[[int], str]) -> Gpu
     if (records.labels >> np.uint64(56)).any():
         raise CuptiError("an activity record's kernel name pointer is outside the user address space")
     key = (records.kinds.astype(np.uint64) << np.uint64(56)) | records.labels
-    distinct, codes = np.unique(key, return_inverse=True)
+    distinct, codes = _sorted_codes(key)
     named = [label_name(int(k) >> 56, int(k) & ((1 << 56) - 1), kernel_name) for k in distinct.tolist()]
-    codes = codes.astype(np.int64).ravel()
-    starts = records.starts.astype(np.int64)
-    ends = np.maximum(records.ends.astype(np.int64), starts)
+    codes = np.asarray(codes, dtype=np.int64).ravel()
+    starts = np.asarray(records.starts, dtype=np.int64)  # the drain's ns: int64 already (no copy)
+    ends = np.maximum(np.asarray(records.ends, dtype=np.int64), starts)
     return GpuColumns(
         names=CodedColumn(codes, [n for n, _ in named]),
         kinds=CodedColumn(codes, [k for _, k in named]),
@@ -248,3 +274,16 @@ def to_columns(records: ParsedRecords, kernel_name: Callable[[int], str]) -> Gpu
         starts_ns=starts,
         durs_ns=ends - starts,
     )
+
+
+def _sorted_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(keys, return_inverse=True)``: the distinct keys ascending and each key's index
+    among them; in C, by first-seen codes in one pass and a sort of the few distinct keys only."""
+    if _C_RECORDS is None:
+        return np.unique(keys, return_inverse=True)
+    raw_codes, raw_distinct = _C_RECORDS.codes(np.ascontiguousarray(keys, dtype=np.uint64))
+    seen = np.frombuffer(raw_distinct, dtype=np.uint64)  # in first-seen order
+    order = np.argsort(seen, kind="stable")
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size, dtype=np.int64)
+    return seen[order], rank[np.frombuffer(raw_codes, dtype=np.int64)]

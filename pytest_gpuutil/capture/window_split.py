@@ -18,8 +18,9 @@ from pytest_gpuutil.analysis.classify import ATTENTION, COMMUNICATION, CONV, GEM
 from pytest_gpuutil.analysis.findings import find, gated_rules
 from pytest_gpuutil.analysis.finding_records import Finding, Glance, Rule
 from pytest_gpuutil.analysis.intervals.window_columns import figures, stats_rows
-from pytest_gpuutil.analysis.windows import WindowStats, assign_windows
+from pytest_gpuutil.analysis.windows import WindowStats, assign_windows, stats_of_rows
 from pytest_gpuutil.analysis import timeline as timelines
+from pytest_gpuutil.frozen import records_of
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
 _CUDA_CAME_UP = attrgetter("cuda_came_up")
@@ -29,7 +30,8 @@ LIBRARY_CATEGORIES = frozenset({GEMM, CONV, ATTENTION, COMMUNICATION})
 
 
 def spans_of(windows: Sequence[Any]) -> list[Window]:
-    return [Window(w.start_ns, w.end_ns, "test_call") for w in windows]
+    """``Window(w.start_ns, w.end_ns, "test_call")`` of each window (no ``__init__`` call per window)."""
+    return records_of(Window, [{"start_ns": w.start_ns, "end_ns": w.end_ns, "source": "test_call"} for w in windows])
 
 
 def in_order(spans: Sequence[Window]) -> bool:
@@ -54,14 +56,14 @@ def attribute_rows(columns: GpuColumns, windows: Sequence[Any], classifier: Kern
     rows = WindowRows()
     if starts.size < 2 or bool((starts[1:] >= ends[:-1]).all()):  # in order (in_order(spans)): one pass
         found = figures(columns, starts, ends, classifier)
-        made = [WindowStats(*row) for row in stats_rows(found, spans)]
+        made = stats_of_rows(stats_rows(found, spans))
         rows.add(windows, *found.assigned)
         rows.columns = (windows, found, starts, ends)
     else:  # the wall clock stepped back between tests: one window at a time
         made = []
         for i, w in enumerate(windows):
             found = figures(columns, starts[i:i + 1], ends[i:i + 1], classifier)
-            made.extend(WindowStats(*row) for row in stats_rows(found, spans[i:i + 1]))
+            made.extend(stats_of_rows(stats_rows(found, spans[i:i + 1])))
             rows.add([w], *found.assigned)
     stats = dict(zip(map(id, windows), made))
     events = {id(w): columns.take(rows.of(id(w))) for w in windows} if keep_events else {}
@@ -248,7 +250,7 @@ def looked_at(windows: Sequence[Any], spans: Optional[Sequence[Window]], stats: 
         figures = _glance_of_stats(windows, spans or (), stats, syncs)
     fire = np.zeros(len(windows), dtype=bool)
     for rule in rules:
-        fire |= np.broadcast_to(rule.gate(figures, rule.limits), fire.shape)  # type: ignore[arg-type]
+        fire |= rule.gate(figures, rule.limits)  # a bool or a column, broadcast in place (no broadcast_to per rule)
     return np.flatnonzero(fire & (figures.window_ns > 0)).tolist()
 
 

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Optional
 
-from pytest_gpuutil.frozen import frozen
+from pytest_gpuutil.frozen import frozen, records_of
 
 if TYPE_CHECKING:
     from pytest_gpuutil.analysis.finding_records import Finding
@@ -80,3 +81,18 @@ def profile_item(key: str, wall_ms: float, stats: Optional[WindowStats], note: s
     ``ContinuousCapture.flush(make=profile_item)`` makes of each window instead of a WindowResult."""
     return key, TestProfile(wall_ms, stats, note, measure_ms, stats.window if stats is not None else None, events,
                             None, findings, syncs, None, False, processes, timeline)
+
+
+def profile_items(windows: list[tuple[Any, ...]]) -> list[tuple[str, TestProfile]]:
+    """:func:`profile_item` of every window's fields at once (what ``ContinuousCapture.flush(make_all=...)``
+    makes): the same profiles, made without a call per window."""
+    profiles = records_of(TestProfile, [
+        {"wall_ms": wall_ms, "stats": stats, "note": note, "measure_ms": measure_ms,
+         "window": stats.window if stats is not None else None, "events": events, "profiler": None,
+         "findings": findings, "syncs": syncs, "counters": None, "counters_pending": False, "processes": processes,
+         "timeline": timeline}
+        for _, wall_ms, stats, note, measure_ms, events, findings, syncs, processes, timeline in windows])
+    return list(zip(map(_KEY, windows), profiles))
+
+
+_KEY = itemgetter(0)

@@ -14,7 +14,7 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from pytest_gpuutil.measurement.call_profile import CONTINUOUS, OFF, PER_TEST, TestProfile, profile_item
+from pytest_gpuutil.measurement.call_profile import CONTINUOUS, OFF, PER_TEST, TestProfile, profile_items
 
 if TYPE_CHECKING:
     from pytest_gpuutil.analysis.classify import KernelClassifier
@@ -128,11 +128,11 @@ class ContinuousWindows(CallWindows):
         return self.capture.pending_bytes()
 
     def flush(self) -> dict[str, TestProfile]:
-        return dict(self.capture.flush(make=profile_item))  # profiles straight from the columns: no WindowResults
+        return dict(self.capture.flush(make_all=profile_items))  # profiles straight from the columns: no WindowResults
 
     def close(self) -> dict[str, TestProfile]:
         try:
-            return dict(self.capture.close(make=profile_item))
+            return dict(self.capture.close(make_all=profile_items))
         finally:
             if self._restore_guard is not None:
                 self._restore_guard()

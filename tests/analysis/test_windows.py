@@ -141,3 +141,30 @@ def test_each_event_goes_to_every_window_it_overlaps(seed: int, sorted_starts: b
                 if starts[e] <= w_end[w] and ends[e] >= w_start[w] and not (ends[e] == w_start[w] and ends[e] > starts[e])]
     events, windows = assign_windows(starts, ends, w_start, w_end)
     assert sorted(zip(events.tolist(), windows.tolist())) == expected
+
+
+@pytest.mark.skipif(window_columns._C_ROWS is None, reason="analysis/intervals/_figures.c is not built here")
+@pytest.mark.parametrize("name", REAL_TRACES)
+def test_the_rows_made_in_c_are_the_rows_of_tolist_and_zip(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """_figures.rows against the Python cut: every field of every window, kernel_totals too, the same
+    values of the same types."""
+    trace = read_trace(str(DATA / name))
+    for seed in range(3):
+        spans = cut_windows(trace.columns, seed)
+        with_c = window_stats(trace.columns, spans)
+        with monkeypatch.context() as patched:
+            patched.setattr(window_columns, "_C_ROWS", None)
+            in_python = window_stats(trace.columns, spans)
+        for a, b in zip(with_c, in_python):
+            assert a.__dict__ == b.__dict__
+            for field in ("devices", "category_rows", "kernel_rows", "gap_rows", "kernel_totals"):
+                assert [tuple(map(type, row)) for row in getattr(a, field)] == \
+                    [tuple(map(type, row)) for row in getattr(b, field)], field
+
+
+def test_the_rows_of_odd_columns_are_their_lists() -> None:
+    """A column of another dtype (int32, a bool) goes as its tolist(); a window without rows is ()."""
+    got = window_columns._cut(([1, 2, 3], np.asarray([4, 5, 6], dtype=np.int32), np.asarray([0.5, 1.5, 2.5])),
+                              np.asarray([0, 0, 2]), 4)
+    assert got == [((1, 4, 0.5), (2, 5, 1.5)), (), ((3, 6, 2.5),), ()]
+    assert type(got[0][0][1]) is int and type(got[0][0][2]) is float

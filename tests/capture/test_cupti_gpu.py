@@ -219,3 +219,56 @@ def test_after_a_torch_profiler_session_the_waits_are_still_recorded():
             restore()
     assert names.count("Stream Sync") >= 2, (names, source.host_waits, source.host_waits_note)
     assert source.host_waits == "callbacks" or source.host_waits_note
+
+
+def test_the_c_pass_reads_cuptis_buffers_as_the_numpy_reader_does(monkeypatch):
+    """Every buffer CUPTI hands over (kernels in long runs and mixed with copies and kind 38's waits)
+    read both ways: capture/_waits.c's parse and codes against the numpy reader, column by column."""
+    import numpy as np
+
+    from pytest_gpuutil.capture import cupti_records
+    from pytest_gpuutil.capture.cupti import CuptiSource
+
+    c_part = cupti_records._C_RECORDS
+    if c_part is None:
+        pytest.skip("capture/_waits.c is not built here")
+    compared = []
+
+    class BothWays:
+        codes = staticmethod(c_part.codes)
+
+        @staticmethod
+        def parse(buffer, valid, size_of):
+            got = c_part.parse(buffer, valid, size_of)
+            with monkeypatch.context() as patched:
+                patched.setattr(cupti_records, "_C_RECORDS", None)
+                numpy_gpu, numpy_syncs = cupti_records.parse_all(buffer, valid, size_of)
+            if got is not None:
+                c_gpu, c_syncs = cupti_records._columns_of(got)
+                for name in ("kinds", "starts", "ends", "devices", "streams", "labels"):
+                    a, b = getattr(c_gpu, name), getattr(numpy_gpu, name)
+                    assert a.dtype == b.dtype and np.array_equal(a, b), name
+                for name in ("types", "starts", "ends"):
+                    assert np.array_equal(getattr(c_syncs, name), getattr(numpy_syncs, name)), name
+                compared.append((len(numpy_gpu), len(numpy_syncs)))
+            return got
+
+    source = CuptiSource(demangle=torch._C._demangle, host_syncs=True)  # the host's waits from kind 38: in the buffers
+    monkeypatch.setattr(cupti_records, "_C_RECORDS", BothWays)
+    x = torch.zeros(256, device="cuda")
+    source.start()
+    try:
+        for _ in range(300):  # a launch loop: one kernel after another
+            x.add_(1)
+        for _ in range(50):  # small tests: kernels, a copy and a synchronize mixed
+            t = torch.zeros(1024, device="cuda")
+            (t * 3 + 1).sum().item()
+        _workload()
+        torch.cuda.synchronize()
+        columns, _ = source.drain()
+        syncs = source.drain_syncs()
+    finally:
+        source.stop()
+    assert compared and sum(gpu for gpu, _ in compared) >= 300 + 50 * 4 and sum(n for _, n in compared) >= 1
+    assert len(columns) >= 550 and len(syncs) >= 1
+    assert any(name.startswith("Memcpy DtoH") for name in set(columns.names))

@@ -6,11 +6,14 @@ Memset4 (88), Synchronization2 (56). The real thing runs in tests/capture/test_c
 """
 from __future__ import annotations
 
+import random
 import struct
+from typing import Any
 
 import numpy as np
 import pytest
 
+from pytest_gpuutil.capture import cupti_records
 from pytest_gpuutil.capture.cupti_records import (
     KIND_CONCURRENT_KERNEL,
     KIND_MEMCPY,
@@ -195,3 +198,126 @@ def test_an_empty_buffer_is_no_records() -> None:
 )
 def test_memcpy_and_memset_are_named_as_kineto_names_them(kind: int, label: int, expected: str) -> None:
     assert label_name(kind, label, str)[0] == expected
+
+
+# -- the C pass (capture/_waits.c parse) against the numpy reader -------------------------------------
+needs_c = pytest.mark.skipif(cupti_records._C_RECORDS is None, reason="capture/_waits.c is not built here")
+
+
+def both_ways(monkeypatch: pytest.MonkeyPatch, read: Any) -> tuple[Any, Any]:
+    """``read()`` with the C pass, then with the numpy reader alone."""
+    with_c = read()
+    with monkeypatch.context() as patched:
+        patched.setattr(cupti_records, "_C_RECORDS", None)
+        return with_c, read()
+
+
+def same_records(a: Any, b: Any) -> None:
+    for name in ("kinds", "starts", "ends", "devices", "streams", "labels", "types"):
+        if hasattr(a, name):
+            x, y = getattr(a, name), getattr(b, name)
+            assert x.dtype == y.dtype and x.tolist() == y.tolist(), name
+
+
+def random_records(rng: random.Random, n: int) -> list[bytes]:
+    """Records of every kind, in runs (a launch loop) and mixed (a small test), times out of order too."""
+    records: list[bytes] = []
+    pointers = [0x7F00_0000_1000 + 0x40 * i for i in range(rng.randint(1, 12))]
+    while len(records) < n:
+        t = rng.randrange(1 << 40)
+        pick = rng.random()
+        if pick < 0.15:  # a run of one kernel
+            records.extend(kernel(t + i, t + i + rng.randrange(100), rng.randrange(2), rng.randrange(20), pointers[0])
+                           for i in range(rng.randint(1, 40)))
+        elif pick < 0.5:
+            records.append(kernel(t, t + rng.randrange(10_000), rng.randrange(3), rng.randrange(1 << 32),
+                                  rng.choice(pointers)))
+        elif pick < 0.65:
+            records.append(memcpy(t, t + rng.randrange(1_000), rng.randrange(12), rng.randrange(9), rng.randrange(9),
+                                  device=rng.randrange(2), stream=rng.randrange(50),
+                                  kind=rng.choice((KIND_MEMCPY, KIND_MEMCPY2))))
+        elif pick < 0.8:
+            records.append(memset(t, t + rng.randrange(1_000), rng.randrange(9)))
+        elif pick < 0.95:
+            records.append(sync(t, t + rng.randrange(1_000), rng.randrange(6)))
+        else:
+            records.append(other(rng.choice((17, 5, 1023))))
+    return records
+
+
+@needs_c
+@pytest.mark.parametrize("seed", range(40))
+def test_the_c_pass_gives_the_numpy_readers_columns(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(seed)
+    sizes = {**SIZES, 5: 40, 1023: 40, 4000: 40}
+    records = random_records(rng, rng.choice((1, 5, 60, 700)))
+    if seed % 10 == 9:  # a kind past the C pass's table: the numpy reader reads the buffer
+        records.insert(rng.randrange(len(records)), other(4000))
+    buf, valid = buffer_of(*records)
+    asked: list[list[tuple[int, int]]] = [[], []]
+    calls = iter(asked * 1)
+
+    def reading() -> Any:
+        seen = next(calls)
+
+        def counting(kind: int, offset: int) -> int:
+            seen.append((kind, offset))
+            return sizes[kind]
+
+        return parse_all(buf, valid, counting)
+
+    (c_gpu, c_sync), (py_gpu, py_sync) = both_ways(monkeypatch, reading)
+    same_records(c_gpu, py_gpu)
+    same_records(c_sync, py_sync)
+    if seed % 10 == 9:  # the C pass asked until it met the kind it leaves to the numpy reader, which asks again
+        assert asked[0][len(asked[0]) - len(asked[1]):] == asked[1]
+    else:  # each kind's size asked once, at its first record, both ways
+        assert asked[0] == asked[1]
+    names = {p: f"kernel_{p:x}" for p in range(0x7F00_0000_1000, 0x7F00_0000_1000 + 0x40 * 12, 0x40)}
+    c_columns = to_columns(c_gpu, names.__getitem__)
+    with monkeypatch.context() as patched:
+        patched.setattr(cupti_records, "_C_RECORDS", None)
+        py_columns = to_columns(py_gpu, names.__getitem__)
+    assert len(c_columns) == len(py_columns)
+    if len(py_columns):
+        assert c_columns.names.codes.tolist() == py_columns.names.codes.tolist()
+        assert list(c_columns.names.values) == list(py_columns.names.values)
+        assert list(c_columns.kinds.values) == list(py_columns.kinds.values)
+    for name in ("devices", "streams", "starts_ns", "durs_ns"):
+        a, b = getattr(c_columns, name), getattr(py_columns, name)
+        assert getattr(a, "dtype", None) == getattr(b, "dtype", None) and list(a) == list(b), name
+
+
+@needs_c
+def test_many_distinct_names_are_coded_as_numpy_codes_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More names than the C table starts with (it grows), and a key in a run."""
+    rng = random.Random(7)
+    keys = np.asarray([rng.randrange(1 << 60) for _ in range(3_000)] * 2 + [5] * 50, dtype=np.uint64)
+    (c_distinct, c_codes), (py_distinct, py_codes) = both_ways(monkeypatch, lambda: cupti_records._sorted_codes(keys))
+    assert c_distinct.tolist() == py_distinct.tolist() and c_codes.tolist() == py_codes.ravel().tolist()
+
+
+@needs_c
+@pytest.mark.parametrize("cut", [8, 16, 40, 100, 200])
+def test_a_malformed_buffer_raises_what_the_numpy_reader_raises(cut: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record cut short at the end, a size of CUPTI's that is not a record's: the C pass leaves them
+    to the numpy reader, whose error comes either way."""
+    buf, valid = buffer_of(memset(0, 1), kernel(0, 1, 0, 7, 8), sync(2, 3, 3))
+
+    def errors(read: Any) -> tuple[Any, Any]:
+        outcomes = []
+        for c_part in (cupti_records._C_RECORDS, None):
+            with monkeypatch.context() as patched:
+                patched.setattr(cupti_records, "_C_RECORDS", c_part)
+                try:
+                    read()
+                    outcomes.append(None)
+                except Exception as exc:  # noqa: BLE001 - compared below
+                    outcomes.append((type(exc), str(exc)))
+        return outcomes[0], outcomes[1]
+
+    with_c, numpy_only = errors(lambda: parse_all(buf, valid - cut, size_of))
+    assert with_c == numpy_only and numpy_only is not None
+    last = valid - cut - 216 - 88  # the kernel's size: what CUPTI answers for a buffer's last record
+    with_c, numpy_only = errors(lambda: parse_all(buf, valid - cut, lambda kind, offset: SIZES[kind] if kind != 38 else last))
+    assert with_c == numpy_only

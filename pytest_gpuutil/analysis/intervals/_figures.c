@@ -596,6 +596,111 @@ done:
     return median;
 }
 
+/* -- Rows of a flush's windows (analysis/intervals/window_columns.py, the figures of many windows).
+ *
+ *   rows(bounds, columns) -> [per window: a tuple of its rows, each a tuple of one value per column]
+ *
+ * ``bounds``: int64 buffer of n_windows + 1 row indices (window w's rows are bounds[w]..bounds[w+1]);
+ * ``columns``: a tuple of columns, each a list (its items as they are) or a buffer of float64 (format
+ * 'd': Python floats) or int64 ('q' or 'l': Python ints), at least bounds[-1] long. The values
+ * ``tolist()`` gives, cut as window_columns._cut cuts ``list(zip(*columns))``: no list per column, no
+ * zip, no slice per window. Anything else raises TypeError or ValueError (the caller's bug). */
+typedef struct {
+    PyObject *list;
+    Py_buffer view;
+    int kind; /* 0 list, 1 float64, 2 int64 */
+} RowColumn;
+
+static PyObject *rows(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *bounds_obj, *columns_obj;
+    if (!PyArg_ParseTuple(args, "OO!:rows", &bounds_obj, &PyTuple_Type, &columns_obj)) return NULL;
+    Py_buffer bounds;
+    if (PyObject_GetBuffer(bounds_obj, &bounds, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return NULL;
+    Py_ssize_t k = PyTuple_GET_SIZE(columns_obj), ready = 0;
+    RowColumn *cols = PyMem_Calloc((size_t)(k > 0 ? k : 1), sizeof(RowColumn));
+    PyObject *out = NULL;
+    if (cols == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (bounds.itemsize != 8 || bounds.format == NULL || !(strcmp(bounds.format, "q") == 0 || strcmp(bounds.format, "l") == 0)
+        || bounds.len < 8) {
+        PyErr_SetString(PyExc_TypeError, "bounds must be int64s, at least one");
+        goto done;
+    }
+    const int64_t *b = (const int64_t *)bounds.buf;
+    Py_ssize_t n_windows = bounds.len / 8 - 1;
+    int64_t n_rows = b[n_windows];
+    for (Py_ssize_t w = 0; w < n_windows; w++) {
+        if (b[w] < 0 || b[w] > b[w + 1]) {
+            PyErr_SetString(PyExc_ValueError, "bounds must ascend from 0");
+            goto done;
+        }
+    }
+    for (Py_ssize_t c = 0; c < k; c++, ready++) {
+        PyObject *column = PyTuple_GET_ITEM(columns_obj, c);
+        if (PyList_Check(column)) {
+            cols[c].list = column;
+            if (PyList_GET_SIZE(column) < n_rows) {
+                PyErr_SetString(PyExc_ValueError, "a column is shorter than the rows");
+                goto done;
+            }
+            continue;
+        }
+        if (PyObject_GetBuffer(column, &cols[c].view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) goto done;
+        const char *format = cols[c].view.format;
+        if (cols[c].view.itemsize == 8 && format != NULL && strcmp(format, "d") == 0) cols[c].kind = 1;
+        else if (cols[c].view.itemsize == 8 && format != NULL && (strcmp(format, "q") == 0 || strcmp(format, "l") == 0))
+            cols[c].kind = 2;
+        else {
+            PyBuffer_Release(&cols[c].view);
+            PyErr_SetString(PyExc_TypeError, "a column must be a list, float64s or int64s");
+            goto done;
+        }
+        if (cols[c].view.len / 8 < n_rows) {
+            ready++;
+            PyErr_SetString(PyExc_ValueError, "a column is shorter than the rows");
+            goto done;
+        }
+    }
+    out = PyList_New(n_windows);
+    if (out == NULL) goto done;
+    for (Py_ssize_t w = 0; w < n_windows; w++) {
+        PyObject *window = PyTuple_New((Py_ssize_t)(b[w + 1] - b[w]));
+        if (window == NULL) goto fail;
+        PyList_SET_ITEM(out, w, window);
+        for (int64_t r = b[w]; r < b[w + 1]; r++) {
+            PyObject *row = PyTuple_New(k);
+            if (row == NULL) goto fail;
+            PyTuple_SET_ITEM(window, (Py_ssize_t)(r - b[w]), row);
+            for (Py_ssize_t c = 0; c < k; c++) {
+                PyObject *value;
+                if (cols[c].kind == 0) {
+                    value = PyList_GET_ITEM(cols[c].list, (Py_ssize_t)r);
+                    Py_INCREF(value);
+                } else if (cols[c].kind == 1) {
+                    value = PyFloat_FromDouble(((const double *)cols[c].view.buf)[r]);
+                } else {
+                    value = PyLong_FromLongLong((long long)((const int64_t *)cols[c].view.buf)[r]);
+                }
+                if (value == NULL) goto fail;
+                PyTuple_SET_ITEM(row, c, value);
+            }
+        }
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    for (Py_ssize_t c = 0; c < ready && cols != NULL; c++) {
+        if (cols[c].kind != 0) PyBuffer_Release(&cols[c].view);
+    }
+    PyMem_Free(cols);
+    PyBuffer_Release(&bounds);
+    return out;
+}
+
 static PyMethodDef METHODS[] = {
     {"count_within", count_within, METH_VARARGS,
      "count_within(values, limit, strict) -> how many ints are at most limit (under it where strict)"},
@@ -604,6 +709,8 @@ static PyMethodDef METHODS[] = {
     {"figures", figures, METH_VARARGS,
      "figures(starts, durs, keys, key_cats, is_kernel, devices, n_devices, streams, n_streams, cat_flags, ws, we, "
      "gap_count) -> (kept, counts, totals, kernel_lengths, per_device, any_starts, any_ends)"},
+    {"rows", rows, METH_VARARGS,
+     "rows(bounds, columns) -> per window, a tuple of its rows (one value per column)"},
     {NULL, NULL, 0, NULL},
 };
 

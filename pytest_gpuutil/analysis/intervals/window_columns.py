@@ -29,6 +29,15 @@ IDLE_GAPS = 3
 _OFFSET_LIMIT = 1 << 62
 _EMPTY = np.zeros(0, dtype=np.int64)
 _NEVER = np.iinfo(np.int64).max
+#: the numbers _figures.rows turns into Python floats and ints itself
+_ROW_DTYPES = (np.dtype(np.float64), np.dtype(np.int64))
+
+try:  # the rows in C (analysis/intervals/_figures.c, built at install where a C compiler is found)
+    from pytest_gpuutil.analysis.intervals import _figures as _C_FIGURES_MODULE
+
+    _C_ROWS = _C_FIGURES_MODULE if hasattr(_C_FIGURES_MODULE, "rows") else None
+except ImportError:  # pragma: no cover - the same rows from tolist() and zip
+    _C_ROWS = None
 
 
 @dataclass(frozen=True)
@@ -115,14 +124,16 @@ def figures(columns: GpuColumns, w_start: np.ndarray, w_end: np.ndarray,
         return column if every_event else column[event]
 
     keys = np.asarray(of_rows(pair_codes), dtype=np.int64) if event.size else _EMPTY
-    cats = cat_of_key[keys] if keys.size else _EMPTY
-    devs = of_rows(devices) if event.size else _EMPTY
     n_devs, n_cats = max(1, len(device_names)), max(1, len(categories_seen))
-    row_start = w_start[win]
+    # one category (a launch loop's flush): every row's code is 0, no gather
+    cats = (cat_of_key[keys] if n_cats > 1 else np.zeros(keys.size, dtype=np.int64)) if keys.size else _EMPTY
+    devs = of_rows(devices) if event.size else _EMPTY
+    by_window = _rows_by_window(win, n_windows)  # each window's row count where rows come by window, else None
+    row_start, row_end = _per_row(w_start, win, by_window), _per_row(w_end, win, by_window)
     rel_s = np.maximum(of_rows(starts), row_start) - row_start
-    rel_e = np.minimum(of_rows(ends), w_end[win]) - row_start
+    rel_e = np.minimum(of_rows(ends), row_end) - row_start
     # (window, device, start) order, once: the capture's events mostly come so (then no sort)
-    dev_seg = win * n_devs + devs
+    dev_seg = win * n_devs + devs if n_devs > 1 else win  # one device: every code is 0
     order = _order(dev_seg, rel_s)
     if order is not None:
         win, keys, cats, devs, rel_s, rel_e, dev_seg = (a[order] for a in (win, keys, cats, devs, rel_s, rel_e, dev_seg))
@@ -152,14 +163,15 @@ def figures(columns: GpuColumns, w_start: np.ndarray, w_end: np.ndarray,
             cat_ids, total = block_unions(cat_blocks)
         # a (window, category) cell sums its devices' unions
         np.add.at(cat_ns, (cat_ids // (n_devs * n_cats) + begin) * n_cats + cat_ids % n_cats, total)
-        mm = is_mm_cat[c] if c.size else np.zeros(0, dtype=bool)
+        mm = is_mm_cat[c] if c.size and is_mm_cat.any() else np.zeros(0, dtype=bool)
         if mm.any():  # a subset of rows in order is in order
             ids, total = block_unions(sorted_blocks(seg[mm], s[mm], e[mm], span))
             np.add.at(mm_ns, begin + ids // n_devs, total)
 
     dev_busy, cat_ns = dev_busy.reshape(n_windows, n_devs), cat_ns.reshape(n_windows, n_cats)
-    event_count = np.bincount(win, minlength=n_windows)
-    kernel_count = np.bincount(win[is_kernel_key[keys]], minlength=n_windows) if keys.size else event_count
+    event_count = np.bincount(win, minlength=n_windows) if by_window is None else by_window  # the same counts
+    kernel_count = (np.bincount(win[is_kernel_key[keys]], minlength=n_windows)
+                    if keys.size and not is_kernel_key.all() else event_count)  # every key a kernel's: the events
     cat_count = np.bincount(win * n_cats + cats, minlength=n_windows * n_cats).reshape(n_windows, n_cats)
     present = np.bincount(win * n_devs + devs, minlength=n_windows * n_devs).reshape(n_windows, n_devs) > 0
     busy = dev_busy.sum(axis=1)
@@ -199,6 +211,20 @@ def _order(segments: np.ndarray, starts: Optional[np.ndarray]) -> Optional[np.nd
     return np.lexsort((starts, segments))
 
 
+def _rows_by_window(window_of_row: np.ndarray, n_windows: int) -> Optional[np.ndarray]:
+    """How many rows each window has, where the rows come by window (a capture's do) and outnumber the
+    windows (then a window's values are repeated over its rows); else None."""
+    if window_of_row.size > 2 * n_windows and (window_of_row[1:] >= window_of_row[:-1]).all():
+        return np.bincount(window_of_row, minlength=n_windows)
+    return None
+
+
+def _per_row(values: np.ndarray, window_of_row: np.ndarray, by_window: Optional[np.ndarray]) -> np.ndarray:
+    """``values[window_of_row]``: each window's value repeated over its rows where they come by window
+    (``by_window``: their counts; a fill, not a gather)."""
+    return values[window_of_row] if by_window is None else np.repeat(values, by_window)
+
+
 def sorted_blocks(seg: np.ndarray, s: np.ndarray, e: np.ndarray, span: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Of rows already sorted by (segment, start): the union of each segment's intervals as
     (segment, start, end) blocks, with one running maximum over all rows
@@ -214,6 +240,8 @@ def sorted_blocks(seg: np.ndarray, s: np.ndarray, e: np.ndarray, span: int) -> t
     new_block = new_segment.copy()
     new_block[1:] |= s[1:] > reach[:-1]
     block_first = np.flatnonzero(new_block)
+    if block_first.size == seg.size:  # every row a block of its own (a launch loop's tiny kernels): no gathers
+        return seg, s, reach
     block_last = np.empty_like(block_first)
     block_last[:-1] = block_first[1:] - 1
     block_last[-1] = seg.size - 1
@@ -254,11 +282,26 @@ def _firsts(window_of_row: np.ndarray, n_windows: int, limit: int) -> np.ndarray
     return np.arange(window_of_row.size) - group_start[window_of_row] < limit
 
 
-def _cut(rows: list[Any], window_of_row: np.ndarray, n_windows: int) -> list[tuple[Any, ...]]:
-    """``rows`` (sorted by window) as one tuple per window."""
-    bounds = np.searchsorted(window_of_row, np.arange(n_windows + 1)).tolist()
-    whole = tuple(rows)  # a slice of a tuple is the window's tuple: one object a window, not a list and a tuple
-    return [whole[a:b] for a, b in zip(bounds, bounds[1:])]
+def _cut(columns: tuple[Any, ...], window_of_row: np.ndarray, n_windows: int) -> list[tuple[Any, ...]]:
+    """The rows of ``columns`` (lists, or numpy arrays: their ``tolist()`` values), sorted by window, as
+    one tuple of row tuples per window; in C where built (_figures.rows: no list per column, no zip)."""
+    bounds = np.searchsorted(window_of_row, np.arange(n_windows + 1))
+    columns = tuple(map(_row_column, columns))
+    if _C_ROWS is not None:
+        return _C_ROWS.rows(np.ascontiguousarray(bounds, dtype=np.int64), columns)
+    edges = bounds.tolist()
+    # a slice of a tuple is the window's tuple: one object a window, not a list and a tuple
+    whole = tuple(zip(*(c if isinstance(c, list) else c.tolist() for c in columns)))
+    return [whole[a:b] for a, b in zip(edges, edges[1:])]
+
+
+def _row_column(values: Any) -> Any:
+    """A column as _figures.rows reads it: a list, or contiguous float64 or int64 (anything else as its list)."""
+    if isinstance(values, list):
+        return values
+    if values.dtype in _ROW_DTYPES:
+        return np.ascontiguousarray(values)
+    return values.tolist()
 
 
 def _device_rows(dev_busy: np.ndarray, present: np.ndarray, device_order: list[int],
@@ -269,7 +312,7 @@ def _device_rows(dev_busy: np.ndarray, present: np.ndarray, device_order: list[i
     w, d = np.nonzero(ordered)
     codes = np.asarray(device_order, dtype=np.int64)[d]
     names = np.asarray(device_names, dtype=object)[codes].tolist()
-    return _cut(list(zip(names, (dev_busy[w, codes] / 1000).tolist())), w, dev_busy.shape[0])
+    return _cut((names, dev_busy[w, codes] / 1000), w, dev_busy.shape[0])
 
 
 def _category_rows(cat_ns: np.ndarray, counts: np.ndarray, busy: np.ndarray, denominator: np.ndarray,
@@ -281,9 +324,7 @@ def _category_rows(cat_ns: np.ndarray, counts: np.ndarray, busy: np.ndarray, den
     w, c = np.nonzero(counts)
     ns = cat_ns[w, c]
     names = np.asarray(names_in_order, dtype=object)[c].tolist()
-    rows = list(zip(names, (ns / 1000).tolist(), _pct(ns, busy[w]).tolist(), _pct(ns, denominator[w]).tolist(),
-                    counts[w, c].tolist()))
-    return _cut(rows, w, cat_ns.shape[0])
+    return _cut((names, ns / 1000, _pct(ns, busy[w]), _pct(ns, denominator[w]), counts[w, c]), w, cat_ns.shape[0])
 
 
 def _kernel_rows(win: np.ndarray, keys: np.ndarray, lengths: np.ndarray, key_names: list[str], key_cats: list[str],
@@ -294,47 +335,53 @@ def _kernel_rows(win: np.ndarray, keys: np.ndarray, lengths: np.ndarray, key_nam
         empty: list[tuple[Any, ...]] = [()] * n_windows
         return {"kernel_rows": empty, "kernel_totals": empty}
     n_keys = len(key_names)
-    pair = win * n_keys + keys
-    by_pair = np.argsort(pair, kind="stable")
-    pair = pair[by_pair]
+    pair = win * n_keys + keys if n_keys > 1 else win
+    if not (pair[1:] >= pair[:-1]).all():  # in (window, key) order already (a launch loop's): no sort
+        by_pair = np.argsort(pair, kind="stable")
+        pair, lengths = pair[by_pair], lengths[by_pair]
     first = np.flatnonzero(np.concatenate(([True], pair[1:] != pair[:-1])))
     pairs = pair[first]
-    totals = np.add.reduceat(lengths[by_pair], first)
+    totals = np.add.reduceat(lengths, first)
     counts = np.diff(np.append(first, pair.size))
     name_rank = np.argsort(np.argsort(np.asarray(key_names, dtype=object), kind="stable"), kind="stable")
     pair_win, pair_key = pairs // n_keys, pairs % n_keys
     order = np.lexsort((pair_key, name_rank[pair_key], -totals, pair_win))
     pair_win, pair_key, totals, counts = pair_win[order], pair_key[order], totals[order], counts[order]
     names = np.asarray(key_names, dtype=object)[pair_key].tolist()
-    total_us, count_list = (totals / 1000).tolist(), counts.tolist()
-    every = _cut(list(zip(names, count_list, total_us)), pair_win, n_windows)
+    every = _cut((names, counts, totals / 1000), pair_win, n_windows)
     top = _firsts(pair_win, n_windows, TOP_KERNELS)
     t_totals, t_counts, t_win = totals[top], counts[top], pair_win[top]
     t_us = t_totals / 1000
-    rows = list(zip(np.asarray(key_names, dtype=object)[pair_key[top]].tolist(),
-                    np.asarray(key_cats, dtype=object)[pair_key[top]].tolist(), t_counts.tolist(), t_us.tolist(),
-                    (t_us / t_counts).tolist(), _pct(t_totals, denominator[t_win]).tolist()))
-    return {"kernel_rows": _cut(rows, t_win, n_windows), "kernel_totals": every}
+    columns = (np.asarray(key_names, dtype=object)[pair_key[top]].tolist(),
+               np.asarray(key_cats, dtype=object)[pair_key[top]].tolist(), t_counts, t_us, t_us / t_counts,
+               _pct(t_totals, denominator[t_win]))
+    return {"kernel_rows": _cut(columns, t_win, n_windows), "kernel_totals": every}
 
 
 def _gaps(blocks: tuple[np.ndarray, np.ndarray, np.ndarray],
           window_lengths: np.ndarray, n_devs: int) -> tuple[np.ndarray, ...]:
     """The idle gaps of each (window, device) segment of ``blocks`` (``window × n_devs + device``):
     before each block and after the last, as analyze counts them; (window, device, place within
-    the device, start, length), gaps of zero length left out."""
+    the device, start, length), gaps of zero length left out. With one device the places are not
+    needed (the gaps of a window are in place order already: see _gap_rows) and come empty."""
     seg, start, end = blocks
     if seg.size == 0:
         return (_EMPTY,) * 5
-    first = np.concatenate(([True], seg[1:] != seg[:-1]))
-    last = np.concatenate((seg[1:] != seg[:-1], [True]))
-    place = np.arange(seg.size) - np.maximum.accumulate(np.where(first, np.arange(seg.size), 0))
-    before_start = np.where(first, 0, np.concatenate(([0], end[:-1])))
-    window = seg // n_devs
+    changes = seg[1:] != seg[:-1]
+    first = np.concatenate(([True], changes))
+    last = np.concatenate((changes, [True]))
+    before_start = np.concatenate(([0], end[:-1]))
+    before_start[first] = 0
+    window = seg // n_devs if n_devs > 1 else seg
     g_seg = np.concatenate((seg, seg[last]))
-    g_place = np.concatenate((place, place[last] + 1))
     g_start = np.concatenate((before_start, end[last]))
     g_len = np.concatenate((start - before_start, window_lengths[window[last]] - end[last]))
     keep = g_len > 0
+    if n_devs == 1:  # one device: the segment is the window, the device 0
+        kept = g_seg[keep]
+        return kept, np.zeros(kept.size, dtype=np.int64), _EMPTY, g_start[keep], g_len[keep]
+    place = np.arange(seg.size) - np.maximum.accumulate(np.where(first, np.arange(seg.size), 0))
+    g_place = np.concatenate((place, place[last] + 1))
     return g_seg[keep] // n_devs, g_seg[keep] % n_devs, g_place[keep], g_start[keep], g_len[keep]
 
 
@@ -360,7 +407,8 @@ def _gap_rows(parts: list[tuple[np.ndarray, ...]], device_order: list[int], devi
               n_windows: int) -> list[tuple[Any, ...]]:
     """Per window, its longest idle gaps, at most IDLE_GAPS, as (device, start µs, length µs);
     ties in device order, then in time order, as analyze picks them."""
-    window, device, place, start, length = (np.concatenate(column) for column in zip(*parts))
+    window, device, place, start, length = parts[0] if len(parts) == 1 else (np.concatenate(column)
+                                                                            for column in zip(*parts))
     if window.size == 0:
         return [()] * n_windows
     rank = np.zeros(max(device_order, default=0) + 1, dtype=np.int64)
@@ -373,8 +421,7 @@ def _gap_rows(parts: list[tuple[np.ndarray, ...]], device_order: list[int], devi
     keep = _firsts(window, n_windows, IDLE_GAPS)
     kept = order[keep]
     names = np.asarray(device_names, dtype=object)[device[kept]].tolist()
-    rows = list(zip(names, (start[kept] / 1000).tolist(), (length[kept] / 1000).tolist()))
-    return _cut(rows, window[keep], n_windows)
+    return _cut((names, start[kept] / 1000, length[kept] / 1000), window[keep], n_windows)
 
 
 def stats_rows(figures_of: WindowFigures, windows: Sequence[Any]) -> list[tuple[Any, ...]]:
