@@ -67,13 +67,13 @@ step_cost_parts() {
   cp /tmp/cost_parts/session_phases.json "$W/cost_parts/"
 }
 
-defstep flush_cost 90 8 "a flush's analysis on this host's CPU, by shape (issue 41, part 41f): benchmarks/diagnostics/flush_cost.py --whole, 100 small windows and 20 launch-bound windows of 2,000 kernels (the cost model's launch-bound suite), attribution, findings and a whole ContinuousCapture.flush; minima of 40 runs; then a whole Measuring.flush on the default path (benchmarks/checks/flush_path_cost.py, 100 and 1,000 small windows), then CuptiSource.drain of 100,000 synthetic records, a launch loop's and small tests' (flush_cost.txt: 'whole flush ... µs a window ... µs an event', 'Measuring.flush of N windows: ... µs a window', 'CuptiSource.drain of 100000 records (...): ... ns a record')"
+defstep flush_cost 90 8 "a flush's analysis on this host's CPU, by shape (issue 41, part 41f): benchmarks/diagnostics/flush_cost.py --whole, 100 small windows and 20 launch-bound windows of 2,000 kernels (the cost model's launch-bound suite), attribution, findings and a whole ContinuousCapture.flush; minima of 40 runs; then a whole Measuring.flush on the default path (benchmarks/parts/flush_path_cost.py, 100 and 1,000 small windows), then CuptiSource.drain of 100,000 synthetic records, a launch loop's and small tests' (flush_cost.txt: 'whole flush ... µs a window ... µs an event', 'Measuring.flush of N windows: ... µs a window', 'CuptiSource.drain of 100000 records (...): ... ns a record')"
 step_flush_cost() {
   python3 benchmarks/diagnostics/flush_cost.py --whole --repeats 40 | tee "$W/flush_cost.txt"
-  python3 benchmarks/checks/flush_path_cost.py --windows 100 --flushes 40 | tee -a "$W/flush_cost.txt"
-  python3 benchmarks/checks/flush_path_cost.py --windows 1000 --flushes 10 | tee -a "$W/flush_cost.txt"
+  python3 benchmarks/parts/flush_path_cost.py --windows 100 --flushes 40 | tee -a "$W/flush_cost.txt"
+  python3 benchmarks/parts/flush_path_cost.py --windows 1000 --flushes 10 | tee -a "$W/flush_cost.txt"
   for shape in kernels small; do  # CUPTI's drain on synthetic buffers: ours a GPU record, on this host's CPU
-    python3 benchmarks/checks/flush_path_cost.py --drain 100000 --drain-shape "$shape" --flushes 7 | tee -a "$W/flush_cost.txt"
+    python3 benchmarks/parts/flush_path_cost.py --drain 100000 --drain-shape "$shape" --flushes 7 | tee -a "$W/flush_cost.txt"
   done
 }
 
