@@ -1,7 +1,7 @@
 """(CPU) Two checkouts' per-test cost beside one plain run, interleaved: span, CPU time and the cost line.
 
     python benchmarks/checks/per_test_ab.py BEFORE_ROOT AFTER_ROOT [--tests 1000] [--rounds 5]
-        [--hooks] [--out FILE.json] [-- EXTRA --gpu-util ARGS]
+        [--hooks] [--gpu] [--out FILE.json] [-- EXTRA --gpu-util ARGS]
 
 cost_line_check.py's synthetic suite (the tests' synthetic GPU: four kernels and a host wait a
 test) and its stamps, run per round plain, with BEFORE's ``pytest_gpuutil`` and with AFTER's (each
@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 DIAGNOSTICS = ROOT / "benchmarks" / "diagnostics"
 sys.path.insert(0, str(HERE))
-from cost_line_check import CPU_STAMPS, SYNTHETIC_TESTS, gc_among_tests  # noqa: E402
+from cost_line_check import CPU_STAMPS, GPU_TESTS, SYNTHETIC_TESTS, gc_among_tests  # noqa: E402
 
 
 def run_once(folder: Path, root: Path | None, extra: list[str], hooks: bool) -> dict:
@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tests", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--hooks", action="store_true")
+    parser.add_argument("--gpu", action="store_true", help="cost_line_check.py's one-kernel CUDA tests, not the synthetic GPU")
     parser.add_argument("--out", type=Path)
     parser.add_argument("extra", nargs="*")
     args = parser.parse_args(argv)
@@ -72,8 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="per_test_ab_") as tmp:
         folder = Path(tmp)
         (folder / "cost_line_stamps.py").write_text(CPU_STAMPS)
-        (folder / "conftest.py").write_text("import torch  # noqa: F401 - a GPU suite has it loaded\n" + SYNTHETIC_CONFTEST)
-        (folder / "test_small.py").write_text(SYNTHETIC_TESTS.replace("{tests}", str(args.tests)))
+        if args.gpu:
+            (folder / "test_small.py").write_text(GPU_TESTS.replace("{tests}", str(args.tests)))
+        else:
+            (folder / "conftest.py").write_text("import torch  # noqa: F401 - a GPU suite has it loaded\n" + SYNTHETIC_CONFTEST)
+            (folder / "test_small.py").write_text(SYNTHETIC_TESTS.replace("{tests}", str(args.tests)))
         for name, root in roots.items():  # warm the caches
             run_once(folder, root, list(args.extra), False)
         names = list(roots)
@@ -83,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     n = args.tests
     us = 1e6 / n
     summary: dict[str, dict] = {}
-    print(f"{n} tests (synthetic GPU), {args.rounds} rounds, order rotating; µs a test beyond the round's plain run "
+    print(f"{n} tests ({'one-kernel CUDA tests' if args.gpu else 'synthetic GPU'}), {args.rounds} rounds, order rotating; µs a test beyond the round's plain run "
           f"(median over rounds); extra: {args.extra}")
     print(f"  plain span {statistics.median(r['plain']['span_s'] for r in rounds) * us:.1f} µs a test")
     for name in roots:
