@@ -40,7 +40,8 @@ def run_once(folder: Path, root: Path | None, extra: list[str], hooks: bool) -> 
     done = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, env=env, timeout=900)
     found = re.search(r"^PHASES (\{.*\})$", done.stdout, re.M)
     if found is None or done.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} ({root}):\n{done.stdout[-3000:]}\n{done.stderr[-2000:]}")
+        raise RuntimeError(f"{' '.join(cmd)} ({root}) exited {done.returncode}:\n{done.stdout[-1500:]}\n"
+                           f"{done.stderr[-3000:]}")
     phases = json.loads(found.group(1))
     got = {"span_s": phases["summary_end"] - phases["first_setup"],
            "cpu_s": json.loads(re.search(r"^CPUSPAN (\{.*\})$", done.stdout, re.M).group(1))["cpu_s"]}
@@ -64,7 +65,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu", action="store_true", help="cost_line_check.py's one-kernel CUDA tests, not the synthetic GPU")
     parser.add_argument("--out", type=Path)
     parser.add_argument("extra", nargs="*")
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    args.extra = [*args.extra, *extra]
     sys.path.insert(0, str(ROOT))
     from tests.helpers import SYNTHETIC_CONFTEST
 
