@@ -34,7 +34,7 @@ def run_once(folder: Path, root: Path | None, extra: list[str], hooks: bool) -> 
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "phase_timer", "-p", "cost_line_stamps",
            *(["-p", "hook_timer"] if hooks and root is not None else []), "test_small.py"]
     if root is not None:
-        cmd += ["--gpu-util", f"--gpu-util-dir={folder / 'out'}", *extra]
+        cmd += ["--gpu-util", f"--gpu-util-dir={folder / ('out_' + root.name)}", *extra]
     path = [str(root)] if root is not None else []
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([*path, str(DIAGNOSTICS), str(ROOT), str(folder)]), COLUMNS="250")
     done = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, env=env, timeout=900)
