@@ -36,7 +36,7 @@ def run_once(folder: Path, root: Path | None, extra: list[str], hooks: bool) -> 
     if root is not None:
         cmd += ["--gpu-util", f"--gpu-util-dir={folder / ('out_' + root.name)}", *extra]
     path = [str(root)] if root is not None else []
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*path, str(DIAGNOSTICS), str(ROOT), str(folder)]), COLUMNS="250")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*path, str(DIAGNOSTICS), str(ROOT), str(folder), os.environ.get("PYTHONPATH", "")]), COLUMNS="250")
     done = subprocess.run(cmd, cwd=folder, capture_output=True, text=True, env=env, timeout=900)
     found = re.search(r"^PHASES (\{.*\})$", done.stdout, re.M)
     if found is None or done.returncode != 0:
