@@ -95,12 +95,14 @@ setup(
         Extension(
             "pytest_gpuutil.rundoc._indent",
             sources=["pytest_gpuutil/rundoc/_indent.c"],
+            depends=["pytest_gpuutil/rundoc/_out_bytes.h"],
             optional=True,
             extra_compile_args=["-O2"],
         ),
         Extension(
             "pytest_gpuutil.report._csv_rows",
             sources=["pytest_gpuutil/report/_csv_rows.c"],
+            depends=["pytest_gpuutil/rundoc/_out_bytes.h"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

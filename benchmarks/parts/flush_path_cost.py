@@ -1,7 +1,7 @@
 """(CPU) A whole flush on the plugin's default path, for instruction counts: ``Measuring.flush``; or its figures
 alone, or CUPTI's drain before it.
 
-    python benchmarks/checks/flush_path_cost.py [--windows 100] [--flushes 1] [--package DIR]
+    python benchmarks/parts/flush_path_cost.py [--windows 100] [--flushes 1] [--package DIR]
         [--profile] [--no-children] [--kernels N] [--figures-only [--out FILE]]
         [--drain RECORDS [--drain-shape kernels|small]]
 

@@ -1,6 +1,6 @@
 """(CPU) Every profile of 122 random flushes, written to a file: run it on two checkouts and compare the files.
 
-    python benchmarks/checks/flush_profiles_check.py --package DIR --out FILE
+    python benchmarks/parts/flush_profiles_check.py --package DIR --out FILE
     cmp FILE_A FILE_B          (the same bytes: the same profiles, every field, types too)
 
 The flushes (issue 41's part 41f checks, kept): flush_cost.py's "small" and "launch-bound" shapes,

@@ -2,7 +2,7 @@
 CUDA machine (a namespace dressed as CUDA torch: the allocator's calls answer at once, the stats dict has the
 shape torch._C._cuda_memoryStats returns; a synthetic event source; children off), GC off in the loop.
 
-    valgrind --tool=callgrind --callgrind-out-file=OUT python benchmarks/checks/in_test_path_cost.py \
+    valgrind --tool=callgrind --callgrind-out-file=OUT python benchmarks/parts/in_test_path_cost.py \
         nofindings|findings N memory|nomemory LEVEL
 
 LEVEL: none (only the items), hook (TestHooks.pytest_runtest_call before and after, pluggy apart),

@@ -1,6 +1,6 @@
 """(CPU) What a record's ``kernels`` cost to make from real torch kernel names, for two checkouts.
 
-    python benchmarks/checks/record_names_cost.py ROOT [ROOT ...]
+    python benchmarks/parts/record_names_cost.py ROOT [ROOT ...]
 
 Each root (a checkout: ``git archive COMMIT | tar -x -C DIR`` makes one) in its own process, its
 ``pytest_gpuutil`` first on sys.path: ``gates.kernel_families.compact_kernels`` over the four names a small

@@ -1,7 +1,7 @@
 """(CPU, deterministic) Instructions a record of a flush's build_records costs, alone, under callgrind.
 
-    python benchmarks/checks/records_path_cost.py capture INPUTS.pkl [--tests 2000]   (this checkout)
-    python benchmarks/checks/records_build_cost.py ROOT INPUTS.pkl [--memory]
+    python benchmarks/parts/records_path_cost.py capture INPUTS.pkl [--tests 2000]   (this checkout)
+    python benchmarks/parts/records_build_cost.py ROOT INPUTS.pkl [--memory]
 
 Loads the record inputs ``records_path_cost.py capture`` pickled (nodeid, outcome, profile, results,
 memory of each test of the synthetic suite) and runs ``valgrind --tool=callgrind`` on a child that

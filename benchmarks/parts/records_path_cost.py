@@ -1,8 +1,8 @@
 """(CPU, deterministic) Instructions a record costs on its way to the files: built, spooled, in the CSV and JSON.
 
-    python benchmarks/checks/records_path_cost.py capture INPUTS.pkl [--tests 2000]
+    python benchmarks/parts/records_path_cost.py capture INPUTS.pkl [--tests 2000]
     valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
-        python benchmarks/checks/records_path_cost.py measure ROOT PARTS INPUTS.pkl [--tests 2000]
+        python benchmarks/parts/records_path_cost.py measure ROOT PARTS INPUTS.pkl [--tests 2000]
 
 ``capture`` runs cost_line_check.py's synthetic suite (the tests' synthetic GPU) in this process with
 this checkout's plugin and pickles what each test's record is built from (nodeid, outcome, profile,

@@ -1,9 +1,9 @@
 """(CPU, deterministic) Instructions the session's end costs: the files, then the terminal's summary.
 
-    python benchmarks/checks/session_end_cost.py capture END.pkl [--tests 1000] [-- EXTRA PYTEST ARGS]
+    python benchmarks/parts/session_end_cost.py capture END.pkl [--tests 1000] [-- EXTRA PYTEST ARGS]
     valgrind --tool=callgrind --collect-atstart=no --toggle-collect=_PyEval_CallTracing \\
         --dump-after=_PyEval_CallTracing --callgrind-out-file=OUT.%p \\
-        python benchmarks/checks/session_end_cost.py replay ROOT END.pkl [--no-gc]
+        python benchmarks/parts/session_end_cost.py replay ROOT END.pkl [--no-gc]
 
 ``capture`` runs cost_line_check.py's synthetic suite (the tests' synthetic GPU) in this process with
 this checkout's plugin and pickles, once the run is over, what its end read: the settings, the

@@ -1,9 +1,9 @@
 """(CPU, deterministic) Instructions the receiver's spool and the session's end files cost a test.
 
-    python benchmarks/checks/session_end_cost.py capture END.pkl --tests 3000
+    python benchmarks/parts/session_end_cost.py capture END.pkl --tests 3000
     valgrind --tool=callgrind --collect-atstart=no --toggle-collect=_PyEval_CallTracing \\
         --dump-after=_PyEval_CallTracing --callgrind-out-file=OUT.%p \\
-        python benchmarks/checks/spool_cost.py ROOT END.pkl [--flush 100] [--no-gc]
+        python benchmarks/parts/spool_cost.py ROOT END.pkl [--flush 100] [--no-gc]
 
 Replays a captured run's records (session_end_cost.py's capture: the synthetic suite's records as the
 run made them) with ROOT's ``pytest_gpuutil`` (a checkout: ``git archive COMMIT | tar -x -C DIR``, its

@@ -1,6 +1,6 @@
 """(CPU, deterministic) Instructions a test costs, by callgrind, on the tests' synthetic GPU with a virtual clock.
 
-    python benchmarks/checks/teardown_cost.py ROOT [--tests 300 100] [--region all|teardown]
+    python benchmarks/parts/teardown_cost.py ROOT [--tests 300 100] [--region all|teardown]
         [--exclude MODULE:CLASS.METHOD ...] [--no-gc] [--torch] [-- PYTEST ARGS, e.g. --gpu-util]
 
 Writes cpu_per_test_cost.py's suite (four kernels and a host wait a test) with the tests' synthetic

@@ -19,29 +19,7 @@
 #include <Python.h>
 #include <string.h>
 
-typedef struct {
-    PyObject *bytes;
-    char *start;
-    Py_ssize_t len;
-    Py_ssize_t cap;
-} Out;
-
-static int room(Out *out, Py_ssize_t more) {
-    if (out->len + more <= out->cap) return 0;
-    Py_ssize_t cap = out->cap * 2;
-    if (cap < out->len + more) cap = out->len + more;
-    if (_PyBytes_Resize(&out->bytes, cap) < 0) return -1;
-    out->start = PyBytes_AS_STRING(out->bytes);
-    out->cap = cap;
-    return 0;
-}
-
-static int put(Out *out, const char *text, Py_ssize_t n) {
-    if (room(out, n) < 0) return -1;
-    memcpy(out->start + out->len, text, (size_t)n);
-    out->len += n;
-    return 0;
-}
+#include "../rundoc/_out_bytes.h"
 
 /* 1: written; 0: needs Python's rules (a carriage return or a NUL); -1: an error */
 static int put_text(Out *out, PyObject *text) {
@@ -58,8 +36,8 @@ static int put_text(Out *out, PyObject *text) {
         if (c == ',' || c == '"' || c == '\n') quote = 1;
         else if (c == '\r' || c == '\0') return 0;
     }
-    if (!quote) return put(out, s, n) < 0 ? -1 : 1;
-    if (room(out, 2 * n + 2) < 0) return -1;
+    if (!quote) return out_put(out, s, n) < 0 ? -1 : 1;
+    if (out_room(out, 2 * n + 2) < 0) return -1;
     char *o = out->start + out->len;
     *o++ = '"';
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -77,7 +55,7 @@ static int put_value(Out *out, PyObject *value) {
     if (PyFloat_CheckExact(value)) {
         char *text = PyOS_double_to_string(PyFloat_AS_DOUBLE(value), 'f', 6, 0, NULL);
         if (text == NULL) return -1;
-        int done = put(out, text, (Py_ssize_t)strlen(text));
+        int done = out_put(out, text, (Py_ssize_t)strlen(text));
         PyMem_Free(text);
         return done < 0 ? -1 : 1;
     }
@@ -90,7 +68,7 @@ static int put_value(Out *out, PyObject *value) {
             if (number == -1 && PyErr_Occurred()) return -1;
             char text[32];
             int n = snprintf(text, sizeof text, "%lld", number);
-            return put(out, text, n) < 0 ? -1 : 1;
+            return out_put(out, text, n) < 0 ? -1 : 1;
         }
     }
     PyObject *text = PyObject_Str(value);
@@ -117,10 +95,8 @@ static PyObject *rows(PyObject *self, PyObject *args) {
             return NULL;
         }
     }
-    Out out = {NULL, NULL, 0, 64 + n_rows * n_cols * 8};
-    out.bytes = PyBytes_FromStringAndSize(NULL, out.cap);
-    if (out.bytes == NULL) return NULL;
-    out.start = PyBytes_AS_STRING(out.bytes);
+    Out out;
+    if (out_open(&out, 64 + n_rows * n_cols * 8) < 0) return NULL;
     /* where each column's field stood in the last record's dict: records made alike keep their
      * fields in one order, so the next record's entry there is looked at first (its key the very
      * name: the field's; otherwise a lookup) */
@@ -133,7 +109,7 @@ static PyObject *rows(PyObject *self, PyObject *args) {
         PyObject *record = PyList_GET_ITEM(fields, r);
         if (!PyDict_Check(record)) goto python;
         for (Py_ssize_t c = 0; c < n_cols; c++) {
-            if (c > 0 && put(&out, ",", 1) < 0) goto fail;
+            if (c > 0 && out_put(&out, ",", 1) < 0) goto fail;
             PyObject *column = PyList_GET_ITEM(texts, c);
             PyObject *value;
             if (column == Py_None) {
@@ -162,11 +138,10 @@ static PyObject *rows(PyObject *self, PyObject *args) {
             if (done < 0) goto fail;
             if (done == 0) goto python;
         }
-        if (put(&out, "\n", 1) < 0) goto fail;
+        if (out_put(&out, "\n", 1) < 0) goto fail;
     }
     PyMem_Free(at);
-    if (_PyBytes_Resize(&out.bytes, out.len) < 0) return NULL;
-    return out.bytes;
+    return out_close(&out);
 python:
     PyMem_Free(at);
     Py_DECREF(out.bytes);

@@ -20,29 +20,14 @@
 #include <Python.h>
 #include <string.h>
 
-typedef struct {
-    PyObject *bytes;
-    char *start;
-    Py_ssize_t len;
-    Py_ssize_t cap;
-} Out;
-
-static int grow(Out *out, Py_ssize_t more) {
-    if (out->len + more <= out->cap) return 0;
-    Py_ssize_t cap = out->cap * 2;
-    if (cap < out->len + more) cap = out->len + more;
-    if (_PyBytes_Resize(&out->bytes, cap) < 0) return -1;
-    out->start = PyBytes_AS_STRING(out->bytes);
-    out->cap = cap;
-    return 0;
-}
+#include "_out_bytes.h"
 
 enum { SPACES = 32 };
 static const char SPACE_RUN[SPACES + 1] = "                                ";
 
 /* a newline and ``level`` spaces, with room made for ``more`` bytes after them (and SPACES of slack) */
 static int newline(Out *out, Py_ssize_t level, Py_ssize_t more) {
-    if (grow(out, level + 1 + SPACES + more) < 0) return -1;
+    if (out_room(out, level + 1 + SPACES + more) < 0) return -1;
     char *p = out->start + out->len;
     *p++ = '\n';
     memset(p, ' ', (size_t)level);
@@ -67,6 +52,24 @@ static const unsigned char ENDS_PLAIN[256] = {
 #define WORDS 0
 #endif
 
+/* value()'s newline at ``*o``: a newline and ``indent`` spaces, room first made (and ``*o``,
+ * ``*limit`` moved with the buffer) for them and twice the ``left`` input bytes still to come, as
+ * value() keeps it; 0, or -1 with an exception set */
+static inline int break_line(Out *out, char **o, char **limit, Py_ssize_t indent, Py_ssize_t left) {
+    if (*o + 1 + indent + SPACES + 2 * left + 2 > *limit) {
+        out->len = *o - out->start;
+        if (out_room(out, 1 + indent + SPACES + 2 * left + 2) < 0) return -1;
+        *o = out->start + out->len;
+        *limit = out->start + out->cap;
+    }
+    char *w = *o;
+    *w++ = '\n';
+    if (indent <= SPACES) memcpy(w, SPACE_RUN, SPACES);
+    else memset(w, ' ', (size_t)indent);
+    *o = w + indent;
+    return 0;
+}
+
 /* one JSON value, its first line already placed (``level``: its indentation). Each input byte gives
  * at most two output bytes, apart from the newlines and their spaces: room for twice the input
  * left (and SPACES more, which a string's word copy and a newline's spaces may write past their end)
@@ -74,7 +77,7 @@ static const unsigned char ENDS_PLAIN[256] = {
 static int value(Out *out, const unsigned char *in, Py_ssize_t n, Py_ssize_t level) {
     Py_ssize_t depth = 0;
     const unsigned char *p = in, *end = in + n;
-    if (grow(out, 2 * n + 2 + SPACES) < 0) return -1;
+    if (out_room(out, 2 * n + 2 + SPACES) < 0) return -1;
     char *o = out->start + out->len;
     char *limit = out->start + out->cap;
     const char *first = o;
@@ -131,16 +134,7 @@ static int value(Out *out, const unsigned char *in, Py_ssize_t n, Py_ssize_t lev
         case ']':
             if (depth == 0) goto unbalanced;
             depth--;
-            if (o + 1 + level + depth + SPACES + 2 * (end - p) + 2 > limit) {
-                out->len = o - out->start;
-                if (grow(out, 1 + level + depth + SPACES + 2 * (end - p) + 2) < 0) return -1;
-                o = out->start + out->len;
-                limit = out->start + out->cap;
-            }
-            *o++ = '\n';
-            if (level + depth <= SPACES) memcpy(o, SPACE_RUN, SPACES);
-            else memset(o, ' ', (size_t)(level + depth));
-            o += level + depth;
+            if (break_line(out, &o, &limit, level + depth, end - p) < 0) return -1;
             *o++ = (char)c;
             break;
         case ',':
@@ -161,16 +155,7 @@ static int value(Out *out, const unsigned char *in, Py_ssize_t n, Py_ssize_t lev
         }
         continue;
     newline:
-        if (o + 1 + level + depth + SPACES + 2 * (end - p) + 2 > limit) {
-            out->len = o - out->start;
-            if (grow(out, 1 + level + depth + SPACES + 2 * (end - p) + 2) < 0) return -1;
-            o = out->start + out->len;
-            limit = out->start + out->cap;
-        }
-        *o++ = '\n';
-        if (level + depth <= SPACES) memcpy(o, SPACE_RUN, SPACES);
-        else memset(o, ' ', (size_t)(level + depth));
-        o += level + depth;
+        if (break_line(out, &o, &limit, level + depth, end - p) < 0) return -1;
     }
     out->len = o - out->start;
     if (depth == 0 && o > first) return 0; /* (nothing but whitespace: no value) */
@@ -193,15 +178,13 @@ static PyObject *array(PyObject *self, PyObject *args) {
     if (seq == NULL) return NULL;
     Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
     PyObject **values = PySequence_Fast_ITEMS(seq);
-    Out out = {NULL, NULL, 0, 256};
-    out.bytes = PyBytes_FromStringAndSize(NULL, out.cap);
-    if (out.bytes == NULL) goto fail;
-    out.start = PyBytes_AS_STRING(out.bytes);
+    Out out = {NULL, NULL, 0, 0};
+    if (out_open(&out, 256) < 0) goto fail;
     out.start[out.len++] = '[';
     for (Py_ssize_t k = 0; k < count; k++) {
         Py_buffer view;
         if (PyObject_GetBuffer(values[k], &view, PyBUF_SIMPLE) < 0) goto fail;
-        int bad = (k > 0 && grow(&out, 1) < 0);
+        int bad = (k > 0 && out_room(&out, 1) < 0);
         if (!bad && k > 0) out.start[out.len++] = ',';
         bad = bad || newline(&out, depth + 1, 0) < 0 ||
               value(&out, (const unsigned char *)view.buf, view.len, depth + 1) < 0;
@@ -209,11 +192,10 @@ static PyObject *array(PyObject *self, PyObject *args) {
         if (bad) goto fail;
     }
     if (count > 0 && newline(&out, depth, 0) < 0) goto fail;
-    if (grow(&out, 1) < 0) goto fail;
+    if (out_room(&out, 1) < 0) goto fail;
     out.start[out.len++] = ']';
     Py_DECREF(seq);
-    if (_PyBytes_Resize(&out.bytes, out.len) < 0) return NULL;
-    return out.bytes;
+    return out_close(&out);
 fail:
     Py_DECREF(seq);
     Py_XDECREF(out.bytes);
