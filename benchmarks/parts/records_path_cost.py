@@ -27,7 +27,7 @@ ROOT = HERE.parents[1]
 
 
 def capture(out: Path, tests: int) -> None:
-    sys.path[:0] = [str(ROOT), str(HERE)]
+    sys.path[:0] = [str(ROOT), str(HERE), str(ROOT / "benchmarks" / "checks")]  # cost_line_check's folder
     import pytest
     from cost_line_check import SYNTHETIC_TESTS
 

@@ -59,7 +59,7 @@ class _Grab:
 
 
 def capture(out: Path, tests: int, extra: list[str]) -> None:
-    sys.path[:0] = [str(ROOT), str(HERE)]
+    sys.path[:0] = [str(ROOT), str(HERE), str(ROOT / "benchmarks" / "checks")]  # cost_line_check's folder
     import pytest
     from cost_line_check import SYNTHETIC_TESTS
 
@@ -103,23 +103,32 @@ class _Reporter:
         self.lines.append(f"{sep * 3} {title} {sep * 3}")
 
 
+def restored_session(got: dict[str, Any], folder: Path) -> Any:
+    """A GpuUtilSession as the captured run's was at its end (its files written under
+    ``folder/out``), not started, no record taken yet; pytest_gpuutil imported from sys.path."""
+    from pytest_gpuutil.session.state import GpuUtilSession
+
+    settings = dataclasses.replace(got["settings"], output_dir=str(folder / "out"))
+    state = GpuUtilSession(settings, folder)
+    state.machine, state._cuda, state._machine_saw_torch = got["machine"], got["cuda"], True
+    state.test_seconds = got["test_seconds"]
+    state.measuring.own_s = got["own_s"]
+    state.receiver.processes.update(got["processes"])
+    return state
+
+
 def replay(root: Path, end_path: Path, collect: bool = True) -> None:
     sys.path.insert(0, str(root))
     os.environ.pop("GITHUB_STEP_SUMMARY", None)
     got = pickle.loads(end_path.read_bytes())
     from pytest_gpuutil.report.terminal import write_summary
-    from pytest_gpuutil.session.state import GpuUtilSession
 
     with tempfile.TemporaryDirectory(prefix="session_end_replay_") as tmp:
         folder = Path(tmp)
         os.chdir(folder)  # the summary names the files it wrote from here
-        settings = dataclasses.replace(got["settings"], output_dir=str(folder / "out"))
-        state = GpuUtilSession(settings, folder)
-        state.machine, state._cuda, state._machine_saw_torch = got["machine"], got["cuda"], True
-        state.test_seconds = got["test_seconds"]
-        state.measuring.own_s = got["own_s"]
+        state = restored_session(got, folder)
+        settings = state.settings
         receiver = state.receiver
-        receiver.processes.update(got["processes"])
         receiver.thresholds_not_checked.extend(got["thresholds_not_checked"])
         receiver.threshold_failures.extend(got["threshold_failures"])
         receiver.metric_rows_written = got["metric_rows_written"]

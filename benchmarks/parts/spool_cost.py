@@ -18,7 +18,6 @@ can be checked to write the same bytes. Two capture sizes give the fixed part an
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import gc
 import hashlib
 import os
@@ -28,6 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
+
+from session_end_cost import restored_session  # noqa: E402 - this folder is the script's own
 
 
 class _Results(NamedTuple):
@@ -55,18 +56,11 @@ def replay(root: Path, end_path: Path, flush: int, collect: bool = True) -> None
     sys.path.insert(0, str(root))
     os.environ.pop("GITHUB_STEP_SUMMARY", None)
     got = pickle.loads(end_path.read_bytes())
-    from pytest_gpuutil.session.state import GpuUtilSession
-
     with tempfile.TemporaryDirectory(prefix="spool_cost_") as tmp:
         folder = Path(tmp)
         os.chdir(folder)
-        settings = dataclasses.replace(got["settings"], output_dir=str(folder / "out"))
-        state = GpuUtilSession(settings, folder)
-        state.machine, state._cuda, state._machine_saw_torch = got["machine"], got["cuda"], True
-        state.test_seconds = got["test_seconds"]
-        state.measuring.own_s = got["own_s"]
-        receiver = state.receiver
-        receiver.processes.update(got["processes"])
+        state = restored_session(got, folder)
+        settings, receiver = state.settings, state.receiver
         state.start()
         records = got["records"]
         results = _Results()

@@ -21,14 +21,14 @@ RECORDS = [
 ]
 
 
-def _row_by_row(records: list[TestRecord]) -> str:
+def _row_by_row(records: list[TestRecord], columns: tuple[str, ...] = CSV_COLUMNS) -> str:
     """The definition: each record's csv_row, each value through format_value."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
+    writer.writerow(columns)
     for record in records:
         row = record.csv_row()
-        writer.writerow([format_value(row[c]) for c in CSV_COLUMNS])
+        writer.writerow([format_value(row[c]) for c in columns])
     return out.getvalue()
 
 
@@ -63,13 +63,7 @@ def test_odd_values_are_written_as_csv_writes_them() -> None:
 def test_other_columns_and_one_column() -> None:
     for columns in (("test",), ("devices",), ("worker", "devices"), ("kernel_count", "findings")):
         for records in (ODD, RECORDS, [TestRecord("", "passed")]):
-            out = io.StringIO()
-            writer = csv.writer(out, lineterminator="\n")
-            writer.writerow(columns)
-            for record in records:
-                row = record.csv_row()
-                writer.writerow([format_value(row[c]) for c in columns])
-            assert records_csv(records, columns) == out.getvalue()
+            assert records_csv(records, columns) == _row_by_row(records, columns)
 
 
 def test_the_rows_written_in_c_are_the_same_bytes(monkeypatch) -> None:
