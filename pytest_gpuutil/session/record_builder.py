@@ -184,22 +184,23 @@ def memory_fields(memory: Optional[TestMemory], physical_id: Callable[[str], str
     """The record's memory fields: the largest peaks over devices, leaks and errors summed."""
     if memory is None or not memory.devices:
         return {}
-    devices = memory.devices
-    if len(devices) == 1:  # the one device of most runs: its figures as they are (a sum of one is 0 + it)
-        (d,) = devices
-        return {
-            "peak_alloc_mb": d.peak_alloc / MIB, "peak_reserved_mb": d.peak_reserved / MIB,
-            "leaked_mb": (0 + d.leaked) / MIB, "alloc_retries": 0 + d.alloc_retries, "ooms": 0 + d.ooms,
-            "memory_by_device": {physical_id(d.device): _device_figures(d)},
-        }
-    return {
-        "peak_alloc_mb": max(d.peak_alloc for d in devices) / MIB,
-        "peak_reserved_mb": max(d.peak_reserved for d in devices) / MIB,
-        "leaked_mb": sum(d.leaked for d in devices) / MIB,
-        "alloc_retries": sum(d.alloc_retries for d in devices),
-        "ooms": sum(d.ooms for d in devices),
-        "memory_by_device": {physical_id(d.device): _device_figures(d) for d in devices},
-    }
+    # one pass over the devices (most runs have one): the peaks' largest, as max() keeps the first of
+    # equals; the sums from 0 in the devices' order, as sum() adds
+    first = memory.devices[0]
+    peak_alloc, peak_reserved = first.peak_alloc, first.peak_reserved
+    leaked = alloc_retries = ooms = 0
+    by_device = {}
+    for d in memory.devices:
+        if d.peak_alloc > peak_alloc:
+            peak_alloc = d.peak_alloc
+        if d.peak_reserved > peak_reserved:
+            peak_reserved = d.peak_reserved
+        leaked += d.leaked
+        alloc_retries += d.alloc_retries
+        ooms += d.ooms
+        by_device[physical_id(d.device)] = _device_figures(d)
+    return {"peak_alloc_mb": peak_alloc / MIB, "peak_reserved_mb": peak_reserved / MIB, "leaked_mb": leaked / MIB,
+            "alloc_retries": alloc_retries, "ooms": ooms, "memory_by_device": by_device}
 
 
 def _device_figures(d: Any) -> dict[str, Any]:
@@ -213,8 +214,10 @@ def memory_note(memory: Optional[TestMemory]) -> str:
     """What was live when a call that ran out of GPU memory ended."""
     if memory is None:
         return ""
-    devices = memory.devices
-    if not (devices[0].ooms if len(devices) == 1 else any(d.ooms for d in devices)):
+    for d in memory.devices:  # (a loop, not any() over a generator: this runs for every record)
+        if d.ooms:
+            break
+    else:
         return ""
     return "; ".join(
         f"out of GPU memory on device {d.device}: {format_size(d.allocated_end)} allocated, "

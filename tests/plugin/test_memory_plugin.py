@@ -161,3 +161,23 @@ def test_big():
     said = " ".join(result.stdout.str().split())  # the summary wraps the line at the terminal's width
     assert ("gpu_util thresholds NOT CHECKED for 1 test (no GPU measurement, or only memory limits under "
             "--gpu-util-memory=off): test_m.py::test_big") in said
+
+
+def test_memory_fields_take_the_largest_peaks_and_sum_the_rest_over_devices() -> None:
+    """memory_fields' one pass over the devices gives what max() and sum() over them give (one device, several)."""
+    from pytest_gpuutil.capture.memory import MIB, DeviceMemory
+    from pytest_gpuutil.measurement.call_profile import TestMemory
+    from pytest_gpuutil.session.record_builder import memory_fields, memory_note
+
+    a = DeviceMemory("0", 3 * MIB, 8 * MIB, -MIB, 1, 0, MIB, 8 * MIB)
+    b = DeviceMemory("1", 5 * MIB, 6 * MIB, 2 * MIB, 0, 1, 4 * MIB, 6 * MIB)
+    c = DeviceMemory("2", 5 * MIB, 9 * MIB, 0, 2, 0, 0, 9 * MIB)
+    for devices in ((a,), (b,), (a, b), (b, a, c), (c, b)):
+        got = memory_fields(TestMemory(devices, None, 0.0), lambda d: f"gpu{d}")
+        assert got["peak_alloc_mb"] == max(d.peak_alloc for d in devices) / MIB
+        assert got["peak_reserved_mb"] == max(d.peak_reserved for d in devices) / MIB
+        assert got["leaked_mb"] == sum(d.leaked for d in devices) / MIB
+        assert (got["alloc_retries"], got["ooms"]) == (sum(d.alloc_retries for d in devices), sum(d.ooms for d in devices))
+        assert list(got["memory_by_device"]) == [f"gpu{d.device}" for d in devices]
+        assert bool(memory_note(TestMemory(devices, None, 0.0))) == any(d.ooms for d in devices)
+    assert memory_fields(TestMemory((), None, 0.0), str) == {} and memory_note(None) == ""
