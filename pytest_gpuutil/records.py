@@ -149,7 +149,7 @@ class TestRecord:
         for name in LIST_FIELDS:
             data[name] = [dict(item) for item in data[name]]
         if self.findings is not None:
-            data["findings"] = [{**f, "evidence": dict(f.get("evidence") or {})} for f in self.findings]
+            data["findings"] = findings_json(self.findings)
         return data
 
     def json_dict(self) -> dict[str, Any]:
@@ -173,7 +173,7 @@ class TestRecord:
                     data[name] = [dict(item) for item in data[name]]
                     break
         if self.findings is not None:
-            data["findings"] = [{**f, "evidence": dict(f.get("evidence") or {})} for f in self.findings]
+            data["findings"] = findings_json(self.findings)
         return data
 
     def findings_part(self) -> dict[str, Any]:
@@ -275,6 +275,11 @@ def kernel_row(value: Any) -> Optional[tuple[str, int, float]]:
 _JSON_AS_IS = frozenset({dict, float, int, str, bool, type(None), list, tuple})
 
 
+def findings_json(findings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """A record's findings as its JSON has them: each a new dict, its evidence a dict of its own."""
+    return [{**f, "evidence": dict(f.get("evidence") or {})} for f in findings]
+
+
 def json_dicts(records: Sequence[TestRecord]) -> list[dict[str, Any]]:
     """Each record's :meth:`~TestRecord.json_dict`, a batch at a time (the run's spool: a flush's
     records), for an encoder that refuses every type it does not know (an ``enc_hook`` that raises):
@@ -297,7 +302,7 @@ def json_dicts(records: Sequence[TestRecord]) -> list[dict[str, Any]]:
                 data["kernels"] = list(map(text, data["kernels"]))
                 found = data["findings"]
                 if found:
-                    data["findings"] = [{**f, "evidence": dict(f.get("evidence") or {})} for f in found]
+                    data["findings"] = findings_json(found)
                 out.append(data)
             return out
         except TypeError:  # a kernels row that is not hashable (a list): json_dict's own text
