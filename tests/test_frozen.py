@@ -189,7 +189,7 @@ def test_records_made_from_dicts_are_the_records_init_makes():
     from pytest_gpuutil.analysis.windows import WindowStats, stats_of_rows
     from pytest_gpuutil.capture.window_split import spans_of
     from pytest_gpuutil.frozen import records_of
-    from pytest_gpuutil.measurement.call_profile import TestProfile, profile_item, profile_items
+    from pytest_gpuutil.measurement.call_profile import TestProfile, profile_items
 
     (made,) = records_of(Window, [{"start_ns": 1, "end_ns": 5, "source": "test_call"}])
     assert made == Window(1, 5, "test_call") and list(made.__dict__) == list(Window.__record_fields__)
@@ -207,6 +207,8 @@ def test_records_made_from_dicts_are_the_records_init_makes():
     fields = [("t::a", 2.0, stats, "note", 0.5, None, (), None, (), None),
               ("t::b", 1.0, None, "not measured", 0.25, None, None, None, (), None)]
     for (key, profile), one in zip(profile_items(fields), fields):
-        expected_key, expected_profile = profile_item(*one)
+        expected_key, wall_ms, stats_, note, measure_ms, events, findings, syncs, processes, timeline = one
+        expected_profile = TestProfile(wall_ms, stats_, note, measure_ms, stats_.window if stats_ is not None else None,
+                                       events, None, findings, syncs, None, False, processes, timeline)
         assert key == expected_key and profile.__dict__ == expected_profile.__dict__
         assert list(profile.__dict__) == list(TestProfile.__record_fields__)

@@ -277,12 +277,11 @@ class ContinuousCapture:
         return time.perf_counter() - self._last_flush
 
     # -- flushing -------------------------------------------------------------------------------
-    def flush(self, make: Callable[..., Any] = WindowResult,
-              make_all: Optional[Callable[[list[tuple[Any, ...]]], list[Any]]] = None) -> list[Any]:
+    def flush(self, make_all: Optional[Callable[[list[tuple[Any, ...]]], list[Any]]] = None) -> list[Any]:
         """Figures for every window closed since the last flush, in the order they closed: a
-        :class:`WindowResult` each, or what ``make`` makes of the same fields in the same order, or
-        what ``make_all`` makes of every window's fields at once, a tuple each (the measurement
-        makes its profiles so, with no WindowResult between and no call per window)."""
+        :class:`WindowResult` each, or what ``make_all`` makes of every window's fields at once, a
+        tuple each in WindowResult's order (the measurement makes its profiles so, with no
+        WindowResult between and no call per window)."""
         began = time.perf_counter()
         windows, self._closed = self._closed, []
         self._last_flush = began
@@ -350,19 +349,17 @@ class ContinuousCapture:
         share = (time.perf_counter() - began) / len(windows)
         fields = window_results(windows, share, stats, events, findings, drawn, extras, (note, children_error),
                                 syncs if self.keep_events else None)
-        return make_all(fields) if make_all is not None else list(starmap(make, fields))
+        return make_all(fields) if make_all is not None else list(starmap(WindowResult, fields))
 
     @property
     def _records_waits(self) -> bool:
         """Whether the source records the host's waits (CUPTI with activity kind 38 does)."""
         return callable(getattr(self.source, "drain_syncs", None))
 
-    def close(self, make: Callable[..., Any] = WindowResult,
-              make_all: Optional[Callable[[list[tuple[Any, ...]]], list[Any]]] = None) -> list[Any]:
-        """Flush what is left and stop the source (the end of the session); ``make`` and ``make_all`` as
-        for :meth:`flush`."""
+    def close(self, make_all: Optional[Callable[[list[tuple[Any, ...]]], list[Any]]] = None) -> list[Any]:
+        """Flush what is left and stop the source (the end of the session); ``make_all`` as for :meth:`flush`."""
         self.end()
-        results = self.flush(make, make_all)
+        results = self.flush(make_all)
         self._pause()
         if self.places is not None:
             self.places.close()

@@ -74,18 +74,11 @@ class TestMemory:
     cost_ms: float
 
 
-def profile_item(key: str, wall_ms: float, stats: Optional[WindowStats], note: str, measure_ms: float,
-                 events: Optional[GpuColumns], findings: Optional[tuple[Finding, ...]], syncs: Optional[SyncColumns],
-                 processes: tuple[Any, ...], timeline: Optional[dict[str, Any]]) -> tuple[str, TestProfile]:
-    """(node id, its TestProfile) from what a continuous capture found for one window: what
-    ``ContinuousCapture.flush(make=profile_item)`` makes of each window instead of a WindowResult."""
-    return key, TestProfile(wall_ms, stats, note, measure_ms, stats.window if stats is not None else None, events,
-                            None, findings, syncs, None, False, processes, timeline)
-
-
 def profile_items(windows: list[tuple[Any, ...]]) -> list[tuple[str, TestProfile]]:
-    """:func:`profile_item` of every window's fields at once (what ``ContinuousCapture.flush(make_all=...)``
-    makes): the same profiles, made without a call per window."""
+    """(node id, its TestProfile) of every window's fields at once, from what a continuous capture found
+    (what ``ContinuousCapture.flush(make_all=...)`` makes of them instead of WindowResults): the profiles
+    ``TestProfile(wall_ms, stats, note, measure_ms, stats.window, events, None, findings, syncs, None,
+    False, processes, timeline)`` makes, made without a call per window."""
     profiles = records_of(TestProfile, [
         {"wall_ms": wall_ms, "stats": stats, "note": note, "measure_ms": measure_ms,
          "window": stats.window if stats is not None else None, "events": events, "profiler": None,
