@@ -340,6 +340,14 @@ step_in_test_probe() {
     --rounds "${PROBE_ROUNDS:-2}" --budget-s 90
 }
 
+defstep floor_probe "${FLOOR_LIMIT_S:-480}" 14 "the floor under issue 41's self-timed bars: benchmarks/checks/floor_probe.py, a plugin doing only the calls a measured test needs in its call (torch's synchronize and CUPTI's clock at both edges; with memory the allocator's reset and read), self-timed, beside plain and ours (default, lean) on 500 and 5,000 small tests, \$FLOOR_ROUNDS (5) interleaved rounds within \$FLOOR_LIMIT_S (480) less 20 s (floor_probe/)"
+step_floor_probe() {
+  unset PYTHONDONTWRITEBYTECODE
+  python3 benchmarks/checks/floor_probe.py --out "$W/floor_probe" --rounds "${FLOOR_ROUNDS:-5}" \
+    --deadline-s $((${STEP_LIMIT_S:-480} - 20))
+  rm -rf "$W/floor_probe/work"
+}
+
 defstep launch_cost 200 10 "what CUPTI's activity tracing adds to each kernel launch and to a small test's body, each configuration in a fresh process: benchmarks/diagnostics/cupti_launch_cost.py (launch_cost/)"
 step_launch_cost() {
   python3 benchmarks/diagnostics/cupti_launch_cost.py --out "$W/launch_cost" --rounds "${LAUNCH_ROUNDS:-3}"
