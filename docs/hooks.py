@@ -442,9 +442,31 @@ def _median_range(value: Any, digits: int) -> str:
     return text + (f" ({_fmt(low, digits)} to {_fmt(high, digits)})" if low is not None and high is not None else "")
 
 
-def cost_markdown(path: Path | None = None) -> str:
-    """The cost model from the newest ``cost.json``: its provenance, one table, a worked example."""
-    path = path or newest("cost.json")
+def floor_markdown(path: Path) -> str:
+    """The floor under the per-test figures, from a ``floor_probe.json`` (benchmarks/checks/floor_probe.py)."""
+    doc = _load(path)
+    got = doc.get("summary") or {}
+
+    def own(config: str) -> str:
+        return _median_range((got.get(config) or {}).get("self_per_test_us"), 1)
+
+    return (f"The floor under the per-test figures: a plugin that does nothing but the calls every measured test "
+            f"needs inside its call (torch's synchronize and CUPTI's clock at both edges; with memory on, the "
+            f"allocator's reset and its one read) costs **{own('floor_default')} µs a test** self-timed, "
+            f"{own('floor_lean')} without memory, against {own('default')} and {own('lean')} for this plugin's default "
+            f"and lean configurations in the same rounds ({doc.get('gpu', 'unknown GPU')}, torch {doc.get('torch', '?')}, "
+            f"{str(doc.get('date', '?'))[:10]}, {doc.get('rounds', '?')} interleaved rounds; file: {_where(path)}).")
+
+
+def cost_markdown(path: Path | None = None, floor: Path | None = None) -> str:
+    """The cost model from the newest ``cost.json``: its provenance, one table, a worked example; and, on
+    the page (no ``path`` given) or with ``floor``, the floor from the newest ``floor_probe.json``."""
+    if path is None:
+        path = newest("cost.json")
+        try:
+            floor = floor or newest("floor_probe.json")
+        except DocsError:
+            floor = None
     doc = _load(path)
     configs = doc["configs"]
     has_self = any("self_per_test_us" in c for c in configs.values())
@@ -490,6 +512,8 @@ def cost_markdown(path: Path | None = None) -> str:
                   f"{kernels:,} kernels in all takes about {startup:.2f} + {tests:,} × "
                   f"{default['per_test_us']:.0f} µs + {kernels:,} × {default['per_kernel_us']:.2f} µs ≈ "
                   f"**{extra:.1f} s** longer than without the plugin."]
+    if floor is not None:
+        lines += ["", floor_markdown(floor)]
     return "\n".join(lines)
 
 

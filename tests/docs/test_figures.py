@@ -168,6 +168,23 @@ def test_the_cost_model_renders_self_timed_and_slope_figures_and_the_counters_th
     assert "self-timed" not in hooks.cost_markdown(write(tmp_path / "old" / "cost.json", old))
 
 
+FLOOR = {"gpu": "NVIDIA H200", "torch": "2.11.0+cu130", "date": "2026-11-27T21:11:10+00:00", "rounds": 5,
+         "summary": {"floor_default": {"self_per_test_us": {"median": 47.5, "range": [43.4, 53.1]}},
+                     "floor_lean": {"self_per_test_us": {"median": 19.3, "range": [17.0, 22.6]}},
+                     "default": {"self_per_test_us": {"median": 258.1, "range": [207.8, 289.4]}},
+                     "lean": {"self_per_test_us": {"median": 157.0, "range": [129.3, 168.4]}}}}
+
+
+def test_the_cost_model_says_the_floor_from_the_floor_probe_beside_ours(tmp_path):
+    cost = write(tmp_path / "2026-11-27_h200" / "cost.json", COST)
+    text = hooks.cost_markdown(cost, floor=write(tmp_path / "2026-11-27_h200" / "floor_probe.json", FLOOR))
+    floor = text.splitlines()[-1]
+    assert "**47.5 (43.4 to 53.1) µs a test** self-timed, 19.3 (17.0 to 22.6) without memory" in floor
+    assert "against 258.1 (207.8 to 289.4) and 157.0 (129.3 to 168.4)" in floor
+    assert "NVIDIA H200, torch 2.11.0+cu130, 2026-11-27, 5 interleaved rounds" in floor
+    assert "floor" not in hooks.cost_markdown(cost)  # a file named: no floor unless one is named too
+
+
 def test_env_lines_of_device_runs_are_read():
     assert hooks.parse_env("torch 2.11.0+cu130 cuda 13.0 NVIDIA H100 80GB HBM3 x 2 python 3.12.3 cpus 32") == {
         "torch": "2.11.0+cu130", "cuda": "13.0", "gpu": "NVIDIA H100 80GB HBM3", "count": "2"}
