@@ -96,17 +96,37 @@ REPORTED = re.compile(r"\bin ([0-9.]+)s\b")
 STARTUP = re.compile(r"profiler start-up ([0-9.]+) s")
 COUNTERS_STARTUP = re.compile(r"hardware counters start-up ([0-9.]+) s")
 MEASURE = re.compile(r"measurement cost ([0-9.]+) s")
+#: the garbage collector among the tests: its seconds, collections and full collections (the conftest's line)
+GC = re.compile(r"^COSTGC ([0-9.]+) (\d+) (\d+)$", re.M)
 #: the bases fitted, the first one the model's (run_s: the span less pytest's collection, see the module)
 BASES = ("run_s", "cpu_s", "tests_s", "span_s", "wall_s", "session_s")
 
 CONFTEST = '''\
 """Stamps the run's span for benchmarks/cost_model.py; creates the CUDA context before the tests."""
+import gc
 import time
 
 import pytest
 import torch
 
 _T = {}
+#: the garbage collector's work between the first test's setup and the session's end
+_GC = {"s": 0.0, "n": 0, "full": 0, "began": None, "generation": 0}
+
+
+def _gc_timer(phase, info):
+    if "first_test" not in _T or "tests_done" in _T:
+        return
+    if phase == "start":
+        _GC["began"], _GC["generation"] = time.perf_counter(), info["generation"]
+    elif _GC["began"] is not None:
+        _GC["s"] += time.perf_counter() - _GC["began"]
+        _GC["n"] += 1
+        _GC["full"] += _GC["generation"] == 2
+        _GC["began"] = None
+
+
+gc.callbacks.append(_gc_timer)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -118,6 +138,11 @@ def pytest_configure(config):
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     _T.setdefault("first_test", time.perf_counter())
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    _T.setdefault("tests_done", time.perf_counter())
 
 
 def pytest_sessionstart(session):
@@ -139,6 +164,7 @@ def pytest_unconfigure(config):
     print(f"COSTCOLLECTION {_T.get('collection', 0.0):.6f}")
     print(f"COSTCPU {time.process_time() - _T['configure_cpu'] - _T.get('collection_cpu', 0.0):.6f}")
     print(f"COSTTESTS {time.perf_counter() - _T['first_test'] if 'first_test' in _T else 0.0:.6f}")
+    print(f"COSTGC {_GC['s']:.6f} {_GC['n']} {_GC['full']}")
 '''
 
 SMALL_SUITE = '''\
@@ -250,6 +276,10 @@ def parse_run(output: str, wall_s: float, run_doc: Optional[dict[str, Any]] = No
                            "startup_s": first_float(STARTUP, output),
                            "counters_startup_s": first_float(COUNTERS_STARTUP, output),
                            "measure_s": first_float(MEASURE, output)}
+    collected = GC.search(output)
+    if collected:
+        got["gc_s"], got["gc_collections"], got["gc_full"] = (float(collected.group(1)), int(collected.group(2)),
+                                                               int(collected.group(3)))
     if run_doc:
         totals, machine = _totals(run_doc), run_doc.get("machine_info") or {}
         if totals.get("measure_ms") is not None:  # the run document's field (the summary line rounds it)
@@ -473,6 +503,8 @@ def document(rounds: Rounds, suites: Sequence[Suite], configs: Sequence[str], bo
         entry["reported_counters_startup_s"] = _median_of(rounds, config, "counters_startup_s")
         entry["self_per_test_us"] = slope_per_round(rounds, suites, config, "measure_s", minus_plain=False)
         entry["slope_per_test_us"] = slope_per_round(rounds, suites, config, BASES[0], minus_plain=True)
+        # the garbage collector's seconds among the tests beyond plain's: part of what no timer of the plugin's sees
+        entry["gc_per_test_us"] = slope_per_round(rounds, suites, config, "gc_s", minus_plain=True)
     cpu = _median_of(rounds, "counters", "counters_thread_cpu_pct")
     if cpu is not None:
         doc["counters_thread_cpu_pct"] = cpu
@@ -541,7 +573,7 @@ def acceptance_table(doc: dict[str, Any]) -> str:
         met = "n/a" if row["met"] is None else ("yes" if row["met"] else "NO")
         lines.append(f"{row['what']:62} {shown:>8} {row['unit']:<2}{'<= ' + format(row['bar'], 'g'):>7} {row['unit']:<2} {met}")
     for config, fitted in doc["configs"].items():
-        for key in ("self_per_test_us", "slope_per_test_us"):
+        for key in ("self_per_test_us", "slope_per_test_us", "gc_per_test_us"):
             got = fitted.get(key)
             if got:
                 lines.append(f"  {config:9} {key:18} median {got['median']:8.1f} µs, range {got['range'][0]:.1f}.."

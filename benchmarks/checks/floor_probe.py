@@ -21,7 +21,8 @@ copy a test) at each size of ``--small``, each run a fresh process, the order sh
 
 Per configuration, per round: the self-timed slope (µs a test: the floor plugin's own seconds, or
 our run document's measurement cost less its unseen part) and the session-time slope beyond
-plain (cost_model.py's run_s basis), then the median and range over rounds. Writes
+plain (cost_model.py's run_s basis), and the garbage collector's seconds among the tests beyond
+plain's, then the median and range over rounds. Writes
 DIR/floor_probe.json and DIR/floor_probe.txt.
 """
 from __future__ import annotations
@@ -145,7 +146,8 @@ def summary(rounds: cost_model.Rounds, suites: list[cost_model.Suite]) -> dict[s
             out[config] = {"run_s_per_test_us": cost_model.slope_per_round(rounds, suites, config, "run_s", minus_plain=False)}
             continue
         out[config] = {"self_per_test_us": cost_model.slope_per_round(rounds, suites, config, "measure_s", minus_plain=False),
-                       "slope_per_test_us": cost_model.slope_per_round(rounds, suites, config, "run_s", minus_plain=True)}
+                       "slope_per_test_us": cost_model.slope_per_round(rounds, suites, config, "run_s", minus_plain=True),
+                       "gc_per_test_us": cost_model.slope_per_round(rounds, suites, config, "gc_s", minus_plain=True)}
     return out
 
 

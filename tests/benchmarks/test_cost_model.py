@@ -197,6 +197,18 @@ def test_the_suites_hold_the_tests_and_kernels_they_say(tmp_path: Path):
     assert "range(20000)" in found[5].path.read_text()
 
 
+def test_the_conftest_counts_the_garbage_collectors_work_among_the_tests_only(tmp_path: Path):
+    cost_model.write_suites(tmp_path, small=(), launch=(), device="cpu")
+    (tmp_path / "test_gc.py").write_text("import gc\n\ngc.disable()\n\n\ndef test_collects():\n    gc.collect()\n"
+                                         "    gc.collect(0)\n")
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_gc.py", "--rootdir",
+                          str(tmp_path)], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    got = cost_model.parse_run(out.stdout, 1.0)
+    # automatic collections are off from the import on: the test's own two, one of them full
+    assert (got["gc_collections"], got["gc_full"]) == (2, 1), out.stdout[-2000:]
+    assert got["gc_s"] > 0
+
+
 def test_one_runs_output_is_read(tmp_path: Path):
     output = ("....\n300 passed in 1.23s\n--- gpu-util ---\nprofiler start-up 0.052 s (CUPTI), not charged to any test\n"
               "measurement cost 0.041 s (0.030 s with the tests, the rest at the end)\n"
