@@ -445,16 +445,26 @@ def synchronize_if_used(torch: Any, quiet: Optional[Callable[[bool], None]] = No
     # torch.cuda.synchronize() of the current device without its Python wrapper (a device context
     # manager around this call: ~8 of its ~10 microseconds on an H100 host)
     device_synchronize = getattr(torch._C, "_cuda_synchronize", None) or cuda.synchronize
+    getpid = os.getpid
+    #: the process in which CUDA was seen up: it stays up there, so only the pid is asked at each edge (a
+    #: forked child, where torch calls CUDA not initialised in a bad fork, asks torch again)
+    up_in = [0]
+
+    def up() -> bool:
+        if cuda.is_initialized():
+            up_in[0] = getpid()
+            return True
+        return False
 
     if quiet is None:
         def synchronize() -> None:
-            if cuda.is_initialized():
+            if up_in[0] == getpid() or up():
                 device_synchronize()
 
         return synchronize
 
     def synchronize_quietly() -> None:
-        if cuda.is_initialized():
+        if up_in[0] == getpid() or up():
             quiet(True)
             try:
                 device_synchronize()

@@ -1,6 +1,7 @@
 """The continuous capture and its flush policy, in process, with a synthetic event source."""
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -408,3 +409,31 @@ def test_torchs_calls_at_the_edges_are_timed_and_the_memory_kept_as_the_window_c
     cap.begin("t3")
     cap.close()
     assert "t3" not in kept  # a call the session's end left open: no memory figures
+
+
+@pytest.mark.parametrize("quietly", [False, True])
+def test_the_edges_synchronize_once_cuda_is_up_and_a_forked_child_asks_torch_again(quietly, monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from pytest_gpuutil.capture.continuous import synchronize_if_used
+
+    pid, up, asked, calls = [100], [False], [], []
+
+    def is_initialized() -> bool:
+        asked.append(1)
+        return up[0]
+
+    monkeypatch.setattr(os, "getpid", lambda: pid[0])
+    torch = SimpleNamespace(cuda=SimpleNamespace(is_initialized=is_initialized),
+                            _C=SimpleNamespace(_cuda_synchronize=lambda: calls.append("sync")))
+    sync = synchronize_if_used(torch, calls.append if quietly else None)
+    sync()
+    assert calls == [] and len(asked) == 1  # CUDA not up: no synchronize (it would bring CUDA up)
+    up[0] = True
+    sync()
+    sync()
+    assert calls.count("sync") == 2 and len(asked) == 2  # up: torch asked once more, then known in this process
+    assert calls[:3] == ([True, "sync", False] if quietly else ["sync", "sync"])[:3]
+    pid[0], up[0] = 101, False  # a forked child: torch says not initialised there (a bad fork)
+    sync()
+    assert calls.count("sync") == 2 and len(asked) == 3
