@@ -44,7 +44,9 @@ keeps what it had. With the counters on, their sampling thread's CPU time over t
 Per configuration cost.json also gives, from each round's small suites (``--sizes``, e.g. 500 and
 5,000 tests), a slope per round, then their median and range over the rounds:
 ``self_per_test_us``, the plugin's self-timed work per test (the run document's measurement cost,
-``totals.measure_ms``), and ``slope_per_test_us``, the run's time beyond plain per test. With
+``totals.measure_ms``), split into ``torch_calls_per_test_us`` (torch's synchronizes and allocator reads at
+the tests' edges, ``totals.torch_calls_ms``) and ``own_beyond_torch_per_test_us`` (the rest: the plugin's own
+Python), and ``slope_per_test_us``, the run's time beyond plain per test. With
 ``--busy-tests`` a suite of that many bf16 matmul tests of ``--busy-seconds`` each runs with the
 counters on (``counters_busy``, once before the rounds): ``counters_thread_pct_busy`` is the
 sampling thread's CPU over its life, % of one core (``totals.counters_thread_pct``). ``acceptance``
@@ -288,6 +290,9 @@ def parse_run(output: str, wall_s: float, run_doc: Optional[dict[str, Any]] = No
             unseen_ms = totals.get("measure_unseen_ms") or 0.0
             got["measure_s"] = (totals["measure_ms"] - unseen_ms) / 1000.0
             got["unseen_s"] = unseen_ms / 1000.0
+            if totals.get("torch_calls_ms") is not None:  # of the self-timed work, torch's calls at the edges
+                got["torch_calls_s"] = totals["torch_calls_ms"] / 1000.0
+                got["own_beyond_torch_s"] = got["measure_s"] - got["torch_calls_s"]
         cpu, test_s = totals.get("counters_thread_cpu_s"), totals.get("test_s")
         if cpu is not None and test_s:
             got["counters_thread_cpu_pct"] = 100.0 * cpu / test_s
@@ -503,6 +508,10 @@ def document(rounds: Rounds, suites: Sequence[Suite], configs: Sequence[str], bo
         entry["reported_counters_startup_s"] = _median_of(rounds, config, "counters_startup_s")
         entry["self_per_test_us"] = slope_per_round(rounds, suites, config, "measure_s", minus_plain=False)
         entry["slope_per_test_us"] = slope_per_round(rounds, suites, config, BASES[0], minus_plain=True)
+        # the self-timed work split: torch's synchronizes and allocator reads at the edges, and the plugin's own rest
+        for key, figure in (("torch_calls_per_test_us", "torch_calls_s"),
+                            ("own_beyond_torch_per_test_us", "own_beyond_torch_s")):
+            entry[key] = slope_per_round(rounds, suites, config, figure, minus_plain=False)
         # the garbage collector's seconds among the tests beyond plain's: part of what no timer of the plugin's sees
         entry["gc_per_test_us"] = slope_per_round(rounds, suites, config, "gc_s", minus_plain=True)
     cpu = _median_of(rounds, "counters", "counters_thread_cpu_pct")
@@ -573,7 +582,8 @@ def acceptance_table(doc: dict[str, Any]) -> str:
         met = "n/a" if row["met"] is None else ("yes" if row["met"] else "NO")
         lines.append(f"{row['what']:62} {shown:>8} {row['unit']:<2}{'<= ' + format(row['bar'], 'g'):>7} {row['unit']:<2} {met}")
     for config, fitted in doc["configs"].items():
-        for key in ("self_per_test_us", "slope_per_test_us", "gc_per_test_us"):
+        for key in ("self_per_test_us", "slope_per_test_us", "torch_calls_per_test_us", "own_beyond_torch_per_test_us",
+                    "gc_per_test_us"):
             got = fitted.get(key)
             if got:
                 lines.append(f"  {config:9} {key:18} median {got['median']:8.1f} µs, range {got['range'][0]:.1f}.."

@@ -360,19 +360,19 @@ class TestHooks:
         measuring = state.measuring
         began = _clock()
         results = _results(item)
-        if state.settings.enabled:
-            measuring.begin_test(item.nodeid, results)
-        measuring.own_s += _clock() - began
+        # the measuring hands back its last clock reading: the plugin's own time ends there
+        measuring.own_s += (measuring.begin_test(item.nodeid, results, began) if state.settings.enabled
+                            else _clock()) - began
         try:
             got = yield  # new style: the call's result, or its exception raised here; old style: pluggy's Result
         finally:
             began = _clock()
-            if state.settings.enabled:
-                measuring.end_test(item.nodeid, results)
-                # limits are checked right after the call (no limit in this run: no test's is asked)
-                if self._limits is not None and self.timing.needs_profile_at_call(item):
-                    measuring.flush(wait=self.timing.needs_counters_at_call(item))
-            measuring.own_s += _clock() - began
+            ended = measuring.end_test(item.nodeid, results, began) if state.settings.enabled else _clock()
+            # limits are checked right after the call (no limit in this run: no test's is asked)
+            if state.settings.enabled and self._limits is not None and self.timing.needs_profile_at_call(item):
+                measuring.flush(wait=self.timing.needs_counters_at_call(item))
+                ended = _clock()
+            measuring.own_s += ended - began
         return got  # a new-style wrapper hands the result on (an old-style one's is ignored)
 
     @pytest.hookimpl(tryfirst=True)

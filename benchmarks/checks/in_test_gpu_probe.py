@@ -9,8 +9,10 @@ floats made and multiplied five times: six small kernels), with a timing plugin 
 suite) that wraps the in-test calls with a ``perf_counter`` pair each: ``Measuring.begin_test`` /
 ``end_test`` (the whole before/after of the call hook, less the hook's own two lines),
 ``ContinuousCapture.begin`` / ``end``, the window edges' synchronize (at begin and at end apart),
-``MemoryReads.begin`` / ``end``, ``HostPlaces.begin`` / ``end`` (the stack sampler's), and the test's
-body (``pytest_pyfunc_call``). After the last test, still inside the session, the same capture's
+``MemoryReads.begin`` / ``end`` (called per test only where the capture does not read the meter at its
+own edges), ``MemoryMeter.begin`` / ``read``, ``HostPlaces.begin`` / ``end`` (the stack sampler's), and the
+test's body (``pytest_pyfunc_call``); "torch calls" is the capture's own timing of torch's calls at the edges
+(``torch_s`` over the suite's windows: what the run document's ``torch_calls_ms`` sums). After the last test, still inside the session, the same capture's
 ``begin``+``end``, the synchronize and the memory meter's calls run 300 times in a loop.
 
 The variants (interleaved, ``--rounds`` rounds, as many as ``--budget-s`` allows):
@@ -146,21 +148,21 @@ timed(host.HostPlaces, "end", "HostPlaces.end")
 _begin, _end = continuous.ContinuousCapture.begin, continuous.ContinuousCapture.end
 
 
-def capture_begin(self, key):
+def capture_begin(self, key, began_at=None):
     SEEN.setdefault("capture", self)
     EDGE["at"] = "begin"
     began = clock()
     try:
-        return _begin(self, key)
+        return _begin(self, key, began_at)
     finally:
         TIMES.setdefault("ContinuousCapture.begin", []).append(clock() - began)
 
 
-def capture_end(self):
+def capture_end(self, began_at=None):
     EDGE["at"] = "end"
     began = clock()
     try:
-        return _end(self)
+        return _end(self, began_at)
     finally:
         TIMES.setdefault("ContinuousCapture.end", []).append(clock() - began)
 
@@ -220,6 +222,7 @@ def pytest_runtestloop(session):
         loop("synchronize", sync)
     if capture is not None:
         kept = len(capture._closed)
+        SEEN["torch_s"] = getattr(capture, "torch_s", None)  # the suite's, before the loop's windows add to it
 
         def window():
             capture.begin("probe-loop")
@@ -244,6 +247,9 @@ def pytest_unconfigure(config):
     sampled = getattr(places, "sampler", None)
     out["sampler"] = {"samples": getattr(sampled, "samples_taken", None), "cpu_s": getattr(sampled, "cpu_s", None),
                       "GIL turns": TURNS[0] if sampled is not None else None}
+    windows = len(TIMES.get("ContinuousCapture.begin", ()))
+    if SEEN.get("torch_s") is not None and windows:  # the capture's own timing of torch's calls at the edges
+        out["torch calls"] = {"per_window_us": SEEN["torch_s"] / windows * 1e6}
     usage = resource.getrusage(resource.RUSAGE_SELF)
     out["process"] = {"voluntary_switches": usage.ru_nvcsw, "involuntary_switches": usage.ru_nivcsw,
                       "cpu_s": usage.ru_utime + usage.ru_stime}
@@ -275,7 +281,7 @@ def summary(runs: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
                 by_variant[run["variant"]].setdefault(name + " [mean]", []).append(figures["mean_us"])
     for run in runs:
         figures = run.get("figures", {})
-        for group in ("process", "sampler"):
+        for group in ("process", "sampler", "torch calls"):
             for name, value in (figures.get(group) or {}).items():
                 if isinstance(value, (int, float)):
                     by_variant.setdefault(run["variant"], {}).setdefault(f"{group}: {name} (a run)", []).append(value)

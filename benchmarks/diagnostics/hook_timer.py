@@ -28,6 +28,7 @@ METHODS = (
                                                        "payload")),
     ("pytest_gpuutil.measurement.process", "Measurement", ("begin", "end", "flush", "_completed")),
     ("pytest_gpuutil.measurement.memory_reads", "MemoryReads", ("begin", "end")),
+    ("pytest_gpuutil.measurement.windows", "ContinuousWindows", ("begin_at", "end_at")),
     ("pytest_gpuutil.measurement.counter_reads", "CounterReads", ("begin", "opened", "end", "complete")),
     ("pytest_gpuutil.capture.continuous", "ContinuousCapture", ("begin", "end", "flush", "ensure_started")),
     ("pytest_gpuutil.capture.window_split", "FirstUses", ("contexts",)),

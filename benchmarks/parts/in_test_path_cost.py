@@ -6,8 +6,9 @@ shape torch._C._cuda_memoryStats returns; a synthetic event source; children off
         nofindings|findings N memory|nomemory LEVEL
 
 LEVEL: none (only the items), hook (TestHooks.pytest_runtest_call before and after, pluggy apart),
-measuring (Measuring.begin_test+end_test), measurement, capture (ContinuousCapture.begin+end), memreads
-(MemoryReads.begin+end), memreads_pop (and the record's pop of its memory), meterbegin, meterread, clock.
+measuring (Measuring.begin_test+end_test), measurement, capture (ContinuousCapture.begin+end: with memory, the
+meter's reset and read at its edges since 41n), memreads (MemoryReads.begin+end: per test only without a continuous
+capture since 41n), memreads_pop (and the record's pop of its memory), meterbegin, meterread, clock.
 A level's instructions a test: (N=5000 less N=1000) / 4000, less the same of ``none`` (issue 41b:
 benchmarks/results/2026-11-27_dev/in_test_41b.txt). Set OPENBLAS_NUM_THREADS=1 (numpy's threads spin).
 """

@@ -33,6 +33,8 @@ from pytest_gpuutil.analysis import timeline as timelines
 from pytest_gpuutil.capture.window_split import FirstUses, attribute_rows, findings_of, spans_of, syncs_of, timelines_of
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns
 
+_clock = time.perf_counter
+
 ALREADY_ACTIVE = "a torch.profiler session was already active"
 FOREIGN_PROFILER = "the test started its own torch.profiler session"
 
@@ -74,15 +76,18 @@ class WindowResult:
 
 class _Window:
     """One call's window while it waits for a flush (slots: no ``__dict__`` for Python's collector to
-    track across the flush's hundred tests)."""
+    track across the flush's hundred tests). Made with every field by position (keywords to this
+    __init__ cost ~1.2k instructions more a window)."""
 
     __slots__ = ("key", "start_ns", "perf_start", "note", "end_ns", "wall_ms", "own_s", "remark", "sync_end_ns",
-                 "cuda_came_up", "began_ns")
+                 "cuda_came_up", "began_ns", "memory")
 
     def __init__(self, key: Any, start_ns: int, perf_start: float, note: str, end_ns: int = 0, wall_ms: float = 0.0,
                  own_s: float = 0.0, remark: str = "", sync_end_ns: Optional[int] = None, cuda_came_up: bool = False,
-                 began_ns: int = 0):
+                 began_ns: int = 0, memory: Any = None):
         self.key, self.start_ns, self.perf_start, self.note = key, start_ns, perf_start, note
+        #: the allocator meter's start of this call (None: no meter, or its begin failed)
+        self.memory = memory
         self.end_ns, self.wall_ms, self.own_s = end_ns, wall_ms, own_s
         #: a remark about the window's figures (not a reason they are missing; that is ``note``)
         self.remark = remark
@@ -141,6 +146,12 @@ class ContinuousCapture:
     #: whether a window's end reads the clock before its closing synchronize (findings, and a source
     #: that records the host's waits); None until the first window ends
     _stamps_sync_end: Optional[bool] = None
+    #: a MemoryMeter read at the windows' edges (begin() before the opening synchronize, read() after the
+    #: closing one), or None; ``keep_memory(key, (start, reads, seconds))`` takes each call's as it closes
+    allocator: Any = None
+    keep_memory: Callable[[Any, tuple[Any, Any, float]], None] = lambda key, call: None
+    #: seconds in torch's calls at the edges so far (synchronizes, the allocator's reset and read)
+    torch_s: float = 0.0
 
     # -- the source -----------------------------------------------------------------------------
     def ensure_started(self) -> bool:
@@ -218,23 +229,34 @@ class ContinuousCapture:
         self._pause()
 
     # -- windows --------------------------------------------------------------------------------
-    def begin(self, key: Any) -> None:
-        clock = time.perf_counter
-        began = clock()
+    def begin(self, key: Any, began: Optional[float] = None) -> float:
+        """Open ``key``'s window from the caller's clock ``began``; the clock when its call's wall time starts."""
+        clock = _clock
+        if began is None:
+            began = clock()
         note = ""
         # the source running and no other profiler: ensure_started's answer without its call
         if not (self.started and not self.broken and not self.profiler_active()) and not self.ensure_started():
             note = self.broken or ALREADY_ACTIVE
+        meter = self.allocator
+        torch_began = clock()
+        start = None
+        if meter is not None:
+            try:
+                start = meter.begin()
+            except Exception:  # noqa: BLE001 - memory figures are then missing, the test runs on
+                start = None
         start_ns = 0
         if not note:
             self.synchronize()
             start_ns = self.source.now()
-        window = _Window(key, start_ns, 0.0, note)
+        perf_start = clock()
+        self.torch_s += perf_start - torch_began
         if self.places is not None and not note:
             self.places.begin()
-        window.perf_start = clock()  # the call's wall clock starts after the plugin's own work
-        window.own_s = window.perf_start - began
-        self._open = window
+            perf_start = clock()  # the call's wall clock starts after the plugin's own work
+        self._open = _Window(key, start_ns, perf_start, note, 0, 0.0, perf_start - began, "", None, False, 0, start)
+        return perf_start
 
     def step_aside(self, reason: str) -> None:
         """Stop measuring the open window (someone else needs the profiler or a quiet GPU)."""
@@ -244,15 +266,18 @@ class ContinuousCapture:
         window.note = reason
         self._pause()
 
-    def end(self) -> None:
+    def end(self, began: Optional[float] = None) -> float:
+        """Close the open window from the caller's clock ``began`` (the call's end); the clock when its work ended."""
+        clock = _clock
+        if began is None:
+            began = clock()
         window = self._open
         if window is None:
-            return
+            return began
         self._open = None
-        clock = time.perf_counter
-        began = clock()
         if self.places is not None:
             self.places.end()
+        torch_began = clock()
         if not window.note:
             source = self.source
             stamps = self._stamps_sync_end
@@ -262,9 +287,18 @@ class ContinuousCapture:
                 window.sync_end_ns = source.now()
             self.synchronize()
             window.end_ns = source.now()
+        start, meter = window.memory, self.allocator
+        if start is not None and meter is not None:
+            try:
+                self.keep_memory(window.key, (start, meter.read(), 0.0))  # its seconds are the window's own
+            except Exception:  # noqa: BLE001 - memory figures are then missing
+                pass
+        ended = clock()
+        self.torch_s += ended - torch_began
         window.wall_ms = (began - window.perf_start) * 1000
-        window.own_s += clock() - began
+        window.own_s += ended - began
         self._closed.append(window)
+        return ended
 
     @property
     def pending_tests(self) -> int:
@@ -358,6 +392,7 @@ class ContinuousCapture:
 
     def close(self, make_all: Optional[Callable[[list[tuple[Any, ...]]], list[Any]]] = None) -> list[Any]:
         """Flush what is left and stop the source (the end of the session); ``make_all`` as for :meth:`flush`."""
+        self.allocator = None  # a call the session's end left open gets no memory figures
         self.end()
         results = self.flush(make_all)
         self._pause()
@@ -410,16 +445,26 @@ def synchronize_if_used(torch: Any, quiet: Optional[Callable[[bool], None]] = No
     # torch.cuda.synchronize() of the current device without its Python wrapper (a device context
     # manager around this call: ~8 of its ~10 microseconds on an H100 host)
     device_synchronize = getattr(torch._C, "_cuda_synchronize", None) or cuda.synchronize
+    getpid = os.getpid
+    #: the process in which CUDA was seen up: it stays up there, so only the pid is asked at each edge (a
+    #: forked child, where torch calls CUDA not initialised in a bad fork, asks torch again)
+    up_in = [0]
+
+    def up() -> bool:
+        if cuda.is_initialized():
+            up_in[0] = getpid()
+            return True
+        return False
 
     if quiet is None:
         def synchronize() -> None:
-            if cuda.is_initialized():
+            if up_in[0] == getpid() or up():
                 device_synchronize()
 
         return synchronize
 
     def synchronize_quietly() -> None:
-        if cuda.is_initialized():
+        if up_in[0] == getpid() or up():
             quiet(True)
             try:
                 device_synchronize()

@@ -77,16 +77,24 @@ class MemoryReads(MeasurementPart):
         self._keep = self.memory._calls.__setitem__
         #: the call begun and not ended yet: (node id, the meter's start, the seconds its begin took)
         self._open: Optional[tuple[str, Any, float]] = None
+        #: the continuous capture reads the meter at its windows' edges (no call of this part per test)
+        self._at_edges = False
+        #: seconds of the allocator's calls made here (not at the capture's edges): torch's part of the cost
+        self.torch_s = 0.0
 
     def start(self, setup: Setup) -> None:
         if setup.cuda and self._on:
             from pytest_gpuutil.capture.memory import MemoryMeter
 
             self.meter = MemoryMeter(setup.torch, history=self._history)
+            capture = getattr(setup.windows, "capture", None)
+            if capture is not None:  # its window's edges call the meter, in this part's order (before and after them)
+                capture.allocator, capture.keep_memory = self.meter, self._keep
+                self._at_edges = True
 
     @property
     def per_test(self) -> bool:
-        return self.meter is not None
+        return self.meter is not None and not self._at_edges
 
     def begin(self, nodeid: str) -> None:
         meter = self.meter
@@ -97,6 +105,8 @@ class MemoryReads(MeasurementPart):
             self._open = (nodeid, meter.begin(), _clock() - began)
         except Exception:  # noqa: BLE001 - memory figures are then missing, the test runs on
             self._open = None
+        else:
+            self.torch_s += self._open[2]
 
     def end(self, nodeid: str) -> None:
         opened = self._open
@@ -108,4 +118,6 @@ class MemoryReads(MeasurementPart):
             reads = self.meter.read()
         except Exception:  # noqa: BLE001
             return
-        self._keep(nodeid, (opened[1], reads, opened[2] + _clock() - began))
+        seconds = _clock() - began
+        self.torch_s += seconds
+        self._keep(nodeid, (opened[1], reads, opened[2] + seconds))

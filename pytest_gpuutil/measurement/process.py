@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from pytest_gpuutil.hardware.capture import CounterCapture
     from pytest_gpuutil.measurement.call_profile import TestProfile
     from pytest_gpuutil.measurement.memory_reads import CallMemories
+    from pytest_gpuutil.measurement.windows import ContinuousWindows
 
 
 class Measurement:
@@ -57,6 +58,9 @@ class Measurement:
         self._openers = _overriding(self.parts, "opened")
         self._enders = _overriding(self.parts, "end")
         self._waiters = _overriding(self.parts, "waiting")
+        #: the continuous windows when nothing but them acts at a call's edges (the memory meter is read
+        #: at the capture's own edges): the measuring calls them straight, else None
+        self.edges: Optional[ContinuousWindows] = None
         self.cuda = False
         #: what measuring costs inside the tests where no timer sees it (CUPTI's records, the sampler)
         self.unseen = UnseenCost()
@@ -138,6 +142,8 @@ class Measurement:
         self._openers = _overriding(active, "opened")
         self._enders = _overriding(active, "end")
         self._waiters = _overriding(active, "waiting")
+        alone = self.continuous and not (self._begins or self._openers or self._enders)
+        self.edges = self.windows if alone else None  # type: ignore[assignment]
 
     # -- per test ---------------------------------------------------------------------------------
     def begin(self, nodeid: str, results: Any) -> Optional[TestProfile]:
@@ -214,7 +220,13 @@ class Measurement:
         """What the summary says of the parts in this process (JSON-able): the counters' keys, then
         ``children``."""
         return {**self.counter_reads.info(), "children": self.child_processes.info(),
-                **self.unseen.info(self._sampler_cpu_s())}
+                **self.unseen.info(self._sampler_cpu_s()), "torch_calls_s": self.torch_calls_s()}
+
+    def torch_calls_s(self) -> float:
+        """Seconds of torch's own calls at the calls' edges so far (the synchronizes, the allocator's reset
+        and read): the part of the plugin's own time that any measuring of each test pays."""
+        capture = self.capture
+        return (capture.torch_s if capture is not None else 0.0) + self.memory_reads.torch_s
 
     def _sampler_cpu_s(self) -> float:
         """The findings' stack sampler's CPU time so far (0 without places)."""

@@ -235,6 +235,10 @@ def measurement_lines(state: RunState) -> list[str]:
             f"the rest at the end), {t['measure_share_pct']:.1f}% of the {t['test_s']:.2f} s the tests took "
             f"({_count(t['profiled'], 'test')} measured)"
         )
+        torch_ms = t.get("torch_calls_ms")
+        if torch_ms:
+            lines.append(f"  (of which torch's synchronize and allocator reads {torch_ms / 1000:.3f} s, at the tests' "
+                         "edges: what any per-test measuring pays; docs: cost)")
         unseen = t.get("measure_unseen_ms") or 0.0
         if unseen >= 1.0:
             lines.append(f"  ({unseen / 1000:.3f} s of it estimated inside the tests, where no timer of the plugin's "

@@ -30,6 +30,8 @@ def totals(records: Sequence[TestRecord], processes: Mapping[str, Mapping[str, A
     if own_ms is not None and in_tests_ms:
         measure_ms = own_ms + unseen_ms
         in_tests_ms += unseen_ms
+    # of the hooks' time, torch's own calls at the tests' edges (the synchronizes, the allocator's reset and read)
+    torch_calls = [p["torch_calls_s"] for p in processes.values() if isinstance(p.get("torch_calls_s"), (int, float))]
     startups = [p["startup_s"] for p in processes.values() if p.get("startup_s") is not None]
     return {
         "tests": figures.pop("tests"),
@@ -37,6 +39,7 @@ def totals(records: Sequence[TestRecord], processes: Mapping[str, Mapping[str, A
         "measure_in_tests_ms": in_tests_ms,
         "measure_hooks_ms": own_ms,
         "measure_unseen_ms": unseen_ms if own_ms is not None and in_tests_ms else 0.0,
+        "torch_calls_ms": sum(torch_calls) * 1000 if torch_calls else None,
         "test_s": test_s,
         "measure_share_pct": 100.0 * measure_ms / 1000 / test_s if test_s > 0 else 0.0,
         "startup_s": max(startups) if startups else None,

@@ -125,19 +125,31 @@ class Measuring:
         opened = self.own_open
         return self.own_s + (time.perf_counter() - opened if opened is not None else 0.0)
 
-    def begin_test(self, nodeid: str, results: TestResults) -> None:
+    def begin_test(self, nodeid: str, results: TestResults, began: Optional[float] = None) -> float:
+        """Open the test's window (``began``: the caller's clock when its own work began); the clock when
+        the plugin's work for it ended."""
         measurement = self.measurement
+        edges = measurement.edges
+        if edges is not None:  # the continuous windows alone: called straight
+            self.windowed.add(nodeid)
+            return edges.begin_at(nodeid, results, began)
         if measurement.continuous:
             self.windowed.add(nodeid)
         profile = measurement.begin(nodeid, results)
         if profile is not None:
             self.windowed.discard(nodeid)
             self.profiles[nodeid] = profile
+        return time.perf_counter()
 
-    def end_test(self, nodeid: str, results: TestResults) -> None:
+    def end_test(self, nodeid: str, results: TestResults, began: Optional[float] = None) -> float:
+        """Close it; the clock when the plugin's work for it ended."""
+        edges = self.measurement.edges
+        if edges is not None:
+            return edges.end_at(nodeid, results, began)
         profile = self.measurement.end(nodeid, results)
         if profile is not None:
             self.profiles[nodeid] = profile
+        return time.perf_counter()
 
     def flush(self, wait: bool = True) -> None:
         """Turn the capture so far into profiles (``wait=False``: the last tests' hardware counters may

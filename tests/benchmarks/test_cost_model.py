@@ -239,6 +239,9 @@ def acceptance_runner(clock: FakeClock):
     def run(suite: cost_model.Suite, config: str, left: float) -> dict:
         got = inner(suite, config, left)
         got["measure_s"] = None if config == "plain" else 0.004 + suite.tests * SELF_US[config] * 1e-6
+        if config == "default":  # of it torch's calls at the edges, 20 µs a test (what parse_run reads of the document)
+            got["torch_calls_s"] = 0.001 + suite.tests * 20e-6
+            got["own_beyond_torch_s"] = got["measure_s"] - got["torch_calls_s"]
         return got
 
     run.calls = inner.calls  # type: ignore[attr-defined]
@@ -265,6 +268,9 @@ def test_the_acceptance_shape_gives_each_configs_self_and_slope_per_test_with_th
     assert default["self_per_test_us"]["range"] == [pytest.approx(35.0), pytest.approx(35.0)]
     assert default["slope_per_test_us"]["median"] == pytest.approx(TRUTH["default"][1] * 1e6 + 5 * TRUTH["default"][2] * 1e6)
     assert lean["self_per_test_us"]["median"] == pytest.approx(20.0)
+    assert default["torch_calls_per_test_us"]["median"] == pytest.approx(20.0)
+    assert default["own_beyond_torch_per_test_us"]["median"] == pytest.approx(15.0)
+    assert lean["torch_calls_per_test_us"] is None  # its runs' documents without the figure: none
     assert default["per_kernel_us"] == pytest.approx(1.2) and default["startup_s"] == pytest.approx(0.08)
     # lean ran the small suites only: its kernels follow its tests, so no µs a kernel
     assert lean["per_kernel_us"] is None and lean["suites"] == ["small_500", "small_5000"]
@@ -278,14 +284,17 @@ def test_the_acceptance_shape_gives_each_configs_self_and_slope_per_test_with_th
     assert met["counters: their start-up, more than the default's"] is True  # 0.13 s, the busy runs' median
     text = cost_model.acceptance_table(doc)
     assert "<= 50 µs" in text and "self_per_test_us" in text and "range" in text
+    assert "torch_calls_per_test_us median     20.0" in text and "own_beyond_torch_per_test_us median     15.0" in text
     assert "(one suite: no fit)" in cost_model.table(doc)
 
 
 def test_a_run_documents_measurement_cost_and_counters_thread_are_read():
     doc = {"totals": {"measure_ms": 123.0, "counters_thread_cpu_s": 0.5, "test_s": 10.0, "counters_thread_pct": 4.5,
-                      "counters_thread_parts_cpu_s": {"poll": 0.3}, "counters": ["cupti_pm_sampling"]}}
+                      "counters_thread_parts_cpu_s": {"poll": 0.3}, "counters": ["cupti_pm_sampling"],
+                      "measure_unseen_ms": 3.0, "torch_calls_ms": 20.0}}
     got = cost_model.parse_run("measurement cost 0.100 s\n", 1.0, doc)
-    assert got["measure_s"] == pytest.approx(0.123)  # the document's field, not the summary's rounded line
+    assert got["measure_s"] == pytest.approx(0.120)  # the document's field, not the summary's rounded line
+    assert got["torch_calls_s"] == pytest.approx(0.020) and got["own_beyond_torch_s"] == pytest.approx(0.100)
     assert got["counters_thread_pct"] == 4.5 and got["counters_thread_cpu_pct"] == pytest.approx(5.0)
     assert got["counters_thread_parts_cpu_s"] == {"poll": 0.3} and got["counters"] == ["cupti_pm_sampling"]
 

@@ -1,6 +1,9 @@
 """The continuous capture and its flush policy, in process, with a synthetic event source."""
 from __future__ import annotations
 
+import os
+import time
+
 import pytest
 
 from pytest_gpuutil import GpuColumns, GpuEvent, KernelClassifier
@@ -364,3 +367,73 @@ def test_each_windows_waits_are_those_that_overlap_it_and_began_before_its_closi
         for w, span, found in zip(windows, spans, got):
             limit = span.end_ns if w.sync_end_ns is None else min(span.end_ns, w.sync_end_ns)
             assert found == [i for i, (s, d) in enumerate(waits) if s < limit and s + d > span.start_ns]
+
+
+class Meter:
+    """The allocator meter's two calls, each taking ``seconds``; its read fails when told to."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.fail_read = False
+
+    def begin(self) -> str:
+        time.sleep(self.seconds)
+        return "start"
+
+    def read(self) -> tuple:
+        time.sleep(self.seconds)
+        if self.fail_read:
+            raise RuntimeError("allocator gone")
+        return ((0, (1, 2, 3, 4, 0, 0, 1)),)
+
+
+def test_torchs_calls_at_the_edges_are_timed_and_the_memory_kept_as_the_window_closes() -> None:
+    source = ScriptedSource()
+    kept: dict = {}
+    cap = ContinuousCapture(source, KernelClassifier(), synchronize=lambda: time.sleep(0.002))
+    cap.allocator, cap.keep_memory = Meter(0.001), kept.__setitem__
+    cap.ensure_started()
+    began = time.perf_counter()
+    opened = cap.begin("t1", began)
+    assert opened >= began + 0.003
+    ended = cap.end()
+    assert kept == {"t1": ("start", ((0, (1, 2, 3, 4, 0, 0, 1)),), 0.0)}  # its seconds are the window's own
+    # two synchronizes and the meter's two calls: torch's part, within the window's own time
+    (window,) = cap._closed
+    assert 0.006 <= cap.torch_s <= window.own_s <= ended - began
+    cap.allocator.fail_read = True
+    cap.begin("t2")
+    cap.end()
+    assert "t2" not in kept and len(cap.flush()) == 2  # a read that fails: no memory, the window stands
+    cap.allocator.fail_read = False
+    cap.begin("t3")
+    cap.close()
+    assert "t3" not in kept  # a call the session's end left open: no memory figures
+
+
+@pytest.mark.parametrize("quietly", [False, True])
+def test_the_edges_synchronize_once_cuda_is_up_and_a_forked_child_asks_torch_again(quietly, monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from pytest_gpuutil.capture.continuous import synchronize_if_used
+
+    pid, up, asked, calls = [100], [False], [], []
+
+    def is_initialized() -> bool:
+        asked.append(1)
+        return up[0]
+
+    monkeypatch.setattr(os, "getpid", lambda: pid[0])
+    torch = SimpleNamespace(cuda=SimpleNamespace(is_initialized=is_initialized),
+                            _C=SimpleNamespace(_cuda_synchronize=lambda: calls.append("sync")))
+    sync = synchronize_if_used(torch, calls.append if quietly else None)
+    sync()
+    assert calls == [] and len(asked) == 1  # CUDA not up: no synchronize (it would bring CUDA up)
+    up[0] = True
+    sync()
+    sync()
+    assert calls.count("sync") == 2 and len(asked) == 2  # up: torch asked once more, then known in this process
+    assert calls[:3] == ([True, "sync", False] if quietly else ["sync", "sync"])[:3]
+    pid[0], up[0] = 101, False  # a forked child: torch says not initialised there (a bad fork)
+    sync()
+    assert calls.count("sync") == 2 and len(asked) == 3

@@ -50,7 +50,8 @@ def _process(worker: str, n: int) -> dict[str, Any]:
             "children": {"processes": n, "measured": n, "by": {"python": n, "injection": 0},
                          "startup_ms": [100.0 + 10 * i for i in range(n)], "unmeasured_gpu_processes": 0,
                          "injection": "", "notes": []},
-            "unseen_s": 0.01 * n, "unseen": {"records": 1000, "sampler_cpu_s": 0.0, "note": "", "record_cost": None}}
+            "unseen_s": 0.01 * n, "unseen": {"records": 1000, "sampler_cpu_s": 0.0, "note": "", "record_cost": None},
+            "torch_calls_s": 0.1 + n / 40}
 
 
 def _records(case: str) -> tuple[list[TestRecord], dict[str, dict[str, Any]]]:
