@@ -148,6 +148,10 @@ def summary(rounds: cost_model.Rounds, suites: list[cost_model.Suite]) -> dict[s
         out[config] = {"self_per_test_us": cost_model.slope_per_round(rounds, suites, config, "measure_s", minus_plain=False),
                        "slope_per_test_us": cost_model.slope_per_round(rounds, suites, config, "run_s", minus_plain=True),
                        "gc_per_test_us": cost_model.slope_per_round(rounds, suites, config, "gc_s", minus_plain=True)}
+        if config not in FLOORS:  # ours: its self-timed work split into torch's calls at the edges and the rest
+            for key, figure in (("torch_calls_per_test_us", "torch_calls_s"), ("own_beyond_torch_per_test_us",
+                                                                               "own_beyond_torch_s")):
+                out[config][key] = cost_model.slope_per_round(rounds, suites, config, figure, minus_plain=False)
     return out
 
 
@@ -159,7 +163,7 @@ def table(doc: dict[str, Any]) -> str:
     for config, got in doc["summary"].items():
         for key, fitted in got.items():
             if fitted:
-                lines.append(f"  {config:14} {key:20} {fitted['median']:9.1f}  [{fitted['range'][0]:.1f} .. "
+                lines.append(f"  {config:14} {key:28} {fitted['median']:9.1f}  [{fitted['range'][0]:.1f} .. "
                              f"{fitted['range'][1]:.1f}]  ({fitted['rounds']} rounds)")
     return "\n".join(lines)
 
