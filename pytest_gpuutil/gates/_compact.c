@@ -1,0 +1,203 @@
+/* A record's ``kernels`` in C (pytest_gpuutil/gates/kernel_families.py's compact_kernels).
+ *
+ * Every measured test's record keeps its call's kernels compacted: most time first, the rows that
+ * make KEPT_SHARE of the time (at most KEPT_ROWS), the rest summed in one OTHERS row. In Python that
+ * was ~30k instructions a test of four kernels (a list made, a sort with a key, a Python call a row
+ * to round the time); here one call:
+ *
+ *   compact(rows, stored_name) -> tuple or None
+ *
+ * ``rows``: a list or tuple of (name, count, total µs) tuples, each exactly (str, int, float) with a
+ * finite time; ``stored_name``: the Python function that names a kept row (it keeps its answers).
+ * Each figure is the one the Python gives: the sort is stable, most time first (Python's sort with
+ * reverse=True); the rows' total and the OTHERS row's sums are Python's own sum() (called here, so
+ * the same floats on every Python version); the running share the same sequence of additions; a
+ * kept row's time round(t, 1) as round_tenth computes it, Python's round() where that says so.
+ * Any other input (a row of another shape or type, a NaN or an infinite time) answers None, and
+ * the caller computes it in Python.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+
+#define KEPT_ROWS 16
+#define KEPT_SHARE 0.99
+#define OTHERS "(other kernels)"
+
+static PyObject *builtin_sum;   /* builtins.sum */
+static PyObject *builtin_round; /* builtins.round */
+static PyObject *others_name;   /* OTHERS */
+
+/* round_tenth: round(value, 1), the same float (see kernel_families.round_tenth) */
+static PyObject *round_tenth(PyObject *total) {
+    double value = PyFloat_AS_DOUBLE(total);
+    if (-1e8 < value && value < 1e8) {
+        double tenths = value * 10.0;
+        double nearest = round(tenths); /* float.__round__(): half away from zero, then ties to even */
+        if (fabs(tenths - nearest) == 0.5) nearest = 2.0 * round(tenths / 2.0);
+        if (nearest != 0.0 && fabs(tenths - nearest) < 0.4999) return PyFloat_FromDouble(nearest / 10.0);
+    }
+    PyObject *one = PyLong_FromLong(1);
+    if (one == NULL) return NULL;
+    PyObject *got = PyObject_CallFunctionObjArgs(builtin_round, total, one, NULL);
+    Py_DECREF(one);
+    return got;
+}
+
+/* (stored_name(name), count, round_tenth(total)) */
+static PyObject *kept_row(PyObject *row, PyObject *stored_name) {
+    PyObject *name = PyObject_CallOneArg(stored_name, PyTuple_GET_ITEM(row, 0));
+    if (name == NULL) return NULL;
+    PyObject *total = round_tenth(PyTuple_GET_ITEM(row, 2));
+    if (total == NULL) {
+        Py_DECREF(name);
+        return NULL;
+    }
+    PyObject *count = PyTuple_GET_ITEM(row, 1);
+    Py_INCREF(count);
+    PyObject *out = PyTuple_New(3);
+    if (out == NULL) {
+        Py_DECREF(name);
+        Py_DECREF(total);
+        Py_DECREF(count);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(out, 0, name);
+    PyTuple_SET_ITEM(out, 1, count);
+    PyTuple_SET_ITEM(out, 2, total);
+    return out;
+}
+
+/* builtins.sum over item ``index`` of rows[begin:end] */
+static PyObject *sum_of(PyObject **rows, Py_ssize_t begin, Py_ssize_t end, Py_ssize_t index) {
+    PyObject *items = PyList_New(end - begin);
+    if (items == NULL) return NULL;
+    for (Py_ssize_t i = begin; i < end; i++) {
+        PyObject *item = PyTuple_GET_ITEM(rows[i], index);
+        Py_INCREF(item);
+        PyList_SET_ITEM(items, i - begin, item);
+    }
+    PyObject *got = PyObject_CallOneArg(builtin_sum, items);
+    Py_DECREF(items);
+    return got;
+}
+
+static PyObject *compacted(PyObject **ordered, Py_ssize_t n, PyObject *stored_name) {
+    PyObject *total_obj = sum_of(ordered, 0, n, 2);
+    if (total_obj == NULL) return NULL;
+    double total = PyFloat_AsDouble(total_obj);
+    Py_DECREF(total_obj);
+    if (total == -1.0 && PyErr_Occurred()) return NULL;
+    double enough = total > 0 ? KEPT_SHARE * total : Py_HUGE_VAL;
+    Py_ssize_t kept = 0;
+    double covered = 0.0;
+    while (kept < n && kept < KEPT_ROWS && !(covered >= enough)) {
+        covered += PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(ordered[kept], 2));
+        kept++;
+    }
+    PyObject *out = PyTuple_New(kept < n ? kept + 1 : kept);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < kept; i++) {
+        PyObject *row = kept_row(ordered[i], stored_name);
+        if (row == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, i, row);
+    }
+    if (kept < n) { /* (OTHERS, sum of their counts, round(sum of their times, 1)) */
+        PyObject *counts = sum_of(ordered, kept, n, 1);
+        PyObject *times = counts == NULL ? NULL : sum_of(ordered, kept, n, 2);
+        PyObject *one = times == NULL ? NULL : PyLong_FromLong(1);
+        PyObject *rounded = one == NULL ? NULL : PyObject_CallFunctionObjArgs(builtin_round, times, one, NULL);
+        Py_XDECREF(one);
+        Py_XDECREF(times);
+        if (rounded == NULL) {
+            Py_XDECREF(counts);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_INCREF(others_name);
+        PyObject *row = PyTuple_Pack(3, others_name, counts, rounded);
+        Py_DECREF(others_name);
+        Py_DECREF(counts);
+        Py_DECREF(rounded);
+        if (row == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, kept, row);
+    }
+    return out;
+}
+
+static PyObject *compact(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "compact(rows, stored_name)");
+        return NULL;
+    }
+    PyObject *rows = args[0], *stored_name = args[1];
+    if (!PyList_CheckExact(rows) && !PyTuple_CheckExact(rows)) Py_RETURN_NONE;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(rows);
+    PyObject **items = PySequence_Fast_ITEMS(rows);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = items[i];
+        if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 3 || !PyUnicode_CheckExact(PyTuple_GET_ITEM(row, 0))
+            || !PyLong_CheckExact(PyTuple_GET_ITEM(row, 1)) || !PyFloat_CheckExact(PyTuple_GET_ITEM(row, 2))
+            || !isfinite(PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(row, 2))))
+            Py_RETURN_NONE;
+    }
+    if (n == 1) { /* one kernel: kept whatever its time */
+        PyObject *row = kept_row(items[0], stored_name);
+        if (row == NULL) return NULL;
+        PyObject *out = PyTuple_New(1);
+        if (out == NULL) {
+            Py_DECREF(row);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, 0, row);
+        return out;
+    }
+    PyObject *small[32];
+    PyObject **ordered = n <= 32 ? small : PyMem_New(PyObject *, n);
+    if (ordered == NULL) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) { /* a stable insertion sort, most time first */
+        PyObject *row = items[i];
+        double t = PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(row, 2));
+        Py_ssize_t j = i;
+        while (j > 0 && PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(ordered[j - 1], 2)) < t) {
+            ordered[j] = ordered[j - 1];
+            j--;
+        }
+        ordered[j] = row;
+    }
+    PyObject *out = compacted(ordered, n, stored_name);
+    if (ordered != small) PyMem_Free(ordered);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"compact", (PyCFunction)(void (*)(void))compact, METH_FASTCALL, "A record's kernels, compacted (or None)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_compact", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__compact(void) {
+    PyObject *builtins = PyImport_ImportModule("builtins");
+    if (builtins == NULL) return NULL;
+    builtin_sum = PyObject_GetAttrString(builtins, "sum");
+    builtin_round = PyObject_GetAttrString(builtins, "round");
+    Py_DECREF(builtins);
+    others_name = PyUnicode_FromString(OTHERS);
+    if (builtin_sum == NULL || builtin_round == NULL || others_name == NULL) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddIntConstant(m, "KEPT_ROWS", KEPT_ROWS) < 0
+        || PyModule_AddObject(m, "KEPT_SHARE", PyFloat_FromDouble(KEPT_SHARE)) < 0
+        || PyModule_AddStringConstant(m, "OTHERS", OTHERS) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
