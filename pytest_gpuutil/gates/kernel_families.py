@@ -136,7 +136,7 @@ def compact_kernels(rows: Iterable[tuple[str, int, float]]) -> tuple[tuple[str, 
     """A record's ``kernels`` from every (name, count, µs) of its call, most time first: short names
     (gemm and convolution names kept whole up to NAME_WIDTH, so their precision still reads), the
     rows that make KEPT_SHARE of the time (at most KEPT_ROWS), the rest summed in one OTHERS row.
-    In C where it is built (gates/_compact.c: rows of exact (str, int, float) with finite times, the
+    In C where it is built (gates/_record_parts.c: rows of exact (str, int, float) with finite times, the
     same tuples), else :func:`compact_kernels_py`."""
     if _COMPACT is not None:
         done = _COMPACT(rows, stored_name)
@@ -197,7 +197,7 @@ def stored_name(name: str) -> str:
     return short_name(name, NAME_WIDTH)
 
 
-try:  # a record's kernels in C (gates/_compact.c, built at install where a C compiler is found)
-    from pytest_gpuutil.gates._compact import compact as _COMPACT
+try:  # a record's kernels in C (gates/_record_parts.c, built at install where a C compiler is found)
+    from pytest_gpuutil.gates._record_parts import compact as _COMPACT
 except ImportError:  # pragma: no cover - without a compiler: compact_kernels_py
     _COMPACT = None

@@ -159,8 +159,8 @@ def test_compact_kernels_in_c_gives_the_same_tuples_as_python():
     from pytest_gpuutil.gates import kernel_families as kf
 
     if kf._COMPACT is None:
-        pytest.skip("gates/_compact.c is not built here")
-    from pytest_gpuutil.gates import _compact
+        pytest.skip("gates/_record_parts.c is not built here")
+    from pytest_gpuutil.gates import _record_parts as _compact
 
     assert (_compact.KEPT_ROWS, _compact.KEPT_SHARE, _compact.OTHERS) == (kf.KEPT_ROWS, kf.KEPT_SHARE, kf.OTHERS)
 
@@ -191,7 +191,7 @@ def test_compact_kernels_leaves_rows_it_cannot_take_to_python(rows):
     from pytest_gpuutil.gates import kernel_families as kf
 
     if kf._COMPACT is None:
-        pytest.skip("gates/_compact.c is not built here")
+        pytest.skip("gates/_record_parts.c is not built here")
     assert kf._COMPACT(rows, kf.stored_name) is None
     assert kf._COMPACT(iter(rows), kf.stored_name) is None
     assert repr(kf.compact_kernels(rows)) == repr(kf.compact_kernels_py(rows))

@@ -1,4 +1,7 @@
-/* A record's ``kernels`` in C (pytest_gpuutil/gates/kernel_families.py's compact_kernels).
+/* Parts of a measured test's record in C: its ``kernels`` compacted (gates/kernel_families.py's
+ * compact_kernels), its rows of plain values as dicts (session/record_builder.py) and its kernels'
+ * text lines for the files (records.py's json_dicts). Each answers None where its input is not
+ * what it takes, and the caller then does it in Python (the same values).
  *
  * Every measured test's record keeps its call's kernels compacted: most time first, the rows that
  * make KEPT_SHARE of the time (at most KEPT_ROWS), the rest summed in one OTHERS row. In Python that
@@ -176,14 +179,139 @@ static PyObject *compact(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     return out;
 }
 
+/* The rows' checked shape: a list or tuple of tuples of exactly ``width`` items; 0 if not */
+static int rows_of(PyObject *rows, Py_ssize_t width) {
+    if (!PyList_CheckExact(rows) && !PyTuple_CheckExact(rows)) return 0;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(rows);
+    PyObject **items = PySequence_Fast_ITEMS(rows);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!PyTuple_CheckExact(items[i]) || PyTuple_GET_SIZE(items[i]) != width) return 0;
+    return 1;
+}
+
+/* keys (a tuple of str), places (a tuple of ints, one a key: which item of a row is its value) */
+static int keys_of(PyObject *keys, PyObject *places, Py_ssize_t width, Py_ssize_t *at) {
+    if (!PyTuple_CheckExact(keys) || !PyTuple_CheckExact(places) || PyTuple_GET_SIZE(keys) != PyTuple_GET_SIZE(places)
+        || PyTuple_GET_SIZE(keys) > 16)
+        return 0;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(keys); k++) {
+        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(keys, k))) return 0;
+        Py_ssize_t place = PyLong_AsSsize_t(PyTuple_GET_ITEM(places, k));
+        if (place < 0 || place >= width) {
+            PyErr_Clear();
+            return 0;
+        }
+        at[k] = place;
+    }
+    return 1;
+}
+
+static PyObject *row_dict(PyObject *row, PyObject *keys, Py_ssize_t *at) {
+    Py_ssize_t n = PyTuple_GET_SIZE(keys);
+    PyObject *out = PyDict_New();
+    if (out == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (PyDict_SetItem(out, PyTuple_GET_ITEM(keys, k), PyTuple_GET_ITEM(row, at[k])) < 0) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+/* dicts(keys, places, width, rows) -> tuple of dicts or None: for each row (a tuple of exactly
+ * ``width`` items), {keys[k]: row[places[k]]}, as a comprehension that unpacks the row writes it */
+static PyObject *dicts(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "dicts(keys, places, width, rows)");
+        return NULL;
+    }
+    Py_ssize_t width = PyLong_AsSsize_t(args[2]), at[16];
+    if (width == -1 && PyErr_Occurred()) return NULL;
+    if (!keys_of(args[0], args[1], width, at) || !rows_of(args[3], width)) Py_RETURN_NONE;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(args[3]);
+    PyObject **rows = PySequence_Fast_ITEMS(args[3]);
+    PyObject *out = PyTuple_New(n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *one = row_dict(rows[i], args[0], at);
+        if (one == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(out, i, one);
+    }
+    return out;
+}
+
+/* keyed(keys, places, width, rows) -> dict or None: {row[0]: {keys[k]: row[places[k]]}} in the rows'
+ * order (a later row of the same name replaces the value, in the first one's place: a dict comprehension) */
+static PyObject *keyed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "keyed(keys, places, width, rows)");
+        return NULL;
+    }
+    Py_ssize_t width = PyLong_AsSsize_t(args[2]), at[16];
+    if (width == -1 && PyErr_Occurred()) return NULL;
+    if (width < 1 || !keys_of(args[0], args[1], width, at) || !rows_of(args[3], width)) Py_RETURN_NONE;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(args[3]);
+    PyObject **rows = PySequence_Fast_ITEMS(args[3]);
+    PyObject *out = PyDict_New();
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *one = row_dict(rows[i], args[0], at);
+        if (one == NULL || PyDict_SetItem(out, PyTuple_GET_ITEM(rows[i], 0), one) < 0) {
+            Py_XDECREF(one);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(one);
+    }
+    return out;
+}
+
+/* texts(rows) -> list of str or None: each (name, count, total µs) row as ``f"{count} {total:g} {name}"``
+ * (records.kernel_text) where each is exactly (str, int, float) */
+static PyObject *texts(PyObject *self, PyObject *rows) {
+    if (!rows_of(rows, 3)) Py_RETURN_NONE;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(rows);
+    PyObject **items = PySequence_Fast_ITEMS(rows);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(items[i], 0)) || !PyLong_CheckExact(PyTuple_GET_ITEM(items[i], 1))
+            || !PyFloat_CheckExact(PyTuple_GET_ITEM(items[i], 2)))
+            Py_RETURN_NONE;
+    }
+    PyObject *out = PyList_New(n);
+    if (out == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = items[i];
+        char *total = PyOS_double_to_string(PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(row, 2)), 'g', 6, 0, NULL);
+        if (total == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyObject *text = PyUnicode_FromFormat("%S %s %U", PyTuple_GET_ITEM(row, 1), total, PyTuple_GET_ITEM(row, 0));
+        PyMem_Free(total);
+        if (text == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, text);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"compact", (PyCFunction)(void (*)(void))compact, METH_FASTCALL, "A record's kernels, compacted (or None)."},
+    {"dicts", (PyCFunction)(void (*)(void))dicts, METH_FASTCALL, "Rows as dicts of the keys given (or None)."},
+    {"keyed", (PyCFunction)(void (*)(void))keyed, METH_FASTCALL, "Rows as dicts, keyed by their first item (or None)."},
+    {"texts", (PyCFunction)texts, METH_O, "Kernel rows as the files' text lines (or None)."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_compact", NULL, -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_record_parts", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__compact(void) {
+PyMODINIT_FUNC PyInit__record_parts(void) {
     PyObject *builtins = PyImport_ImportModule("builtins");
     if (builtins == NULL) return NULL;
     builtin_sum = PyObject_GetAttrString(builtins, "sum");
