@@ -1,7 +1,7 @@
 /* Parts of a measured test's record in C: its ``kernels`` compacted (gates/kernel_families.py's
- * compact_kernels), its rows of plain values as dicts (session/record_builder.py) and its kernels'
- * text lines for the files (records.py's json_dicts). Each answers None where its input is not
- * what it takes, and the caller then does it in Python (the same values).
+ * compact_kernels) and its rows of plain values as dicts (session/record_builder.py). Each
+ * answers None where its input is not what it takes, and the caller then does it in Python (the
+ * same values).
  *
  * Every measured test's record keeps its call's kernels compacted: most time first, the rows that
  * make KEPT_SHARE of the time (at most KEPT_ROWS), the rest summed in one OTHERS row. In Python that
@@ -270,42 +270,10 @@ static PyObject *keyed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     return out;
 }
 
-/* texts(rows) -> list of str or None: each (name, count, total µs) row as ``f"{count} {total:g} {name}"``
- * (records.kernel_text) where each is exactly (str, int, float) */
-static PyObject *texts(PyObject *self, PyObject *rows) {
-    if (!rows_of(rows, 3)) Py_RETURN_NONE;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(rows);
-    PyObject **items = PySequence_Fast_ITEMS(rows);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(items[i], 0)) || !PyLong_CheckExact(PyTuple_GET_ITEM(items[i], 1))
-            || !PyFloat_CheckExact(PyTuple_GET_ITEM(items[i], 2)))
-            Py_RETURN_NONE;
-    }
-    PyObject *out = PyList_New(n);
-    if (out == NULL) return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *row = items[i];
-        char *total = PyOS_double_to_string(PyFloat_AS_DOUBLE(PyTuple_GET_ITEM(row, 2)), 'g', 6, 0, NULL);
-        if (total == NULL) {
-            Py_DECREF(out);
-            return NULL;
-        }
-        PyObject *text = PyUnicode_FromFormat("%S %s %U", PyTuple_GET_ITEM(row, 1), total, PyTuple_GET_ITEM(row, 0));
-        PyMem_Free(total);
-        if (text == NULL) {
-            Py_DECREF(out);
-            return NULL;
-        }
-        PyList_SET_ITEM(out, i, text);
-    }
-    return out;
-}
-
 static PyMethodDef methods[] = {
     {"compact", (PyCFunction)(void (*)(void))compact, METH_FASTCALL, "A record's kernels, compacted (or None)."},
     {"dicts", (PyCFunction)(void (*)(void))dicts, METH_FASTCALL, "Rows as dicts of the keys given (or None)."},
     {"keyed", (PyCFunction)(void (*)(void))keyed, METH_FASTCALL, "Rows as dicts, keyed by their first item (or None)."},
-    {"texts", (PyCFunction)texts, METH_O, "Kernel rows as the files' text lines (or None)."},
     {NULL, NULL, 0, NULL},
 };
 
