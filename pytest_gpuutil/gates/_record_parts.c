@@ -91,7 +91,7 @@ static PyObject *compacted(PyObject **ordered, Py_ssize_t n, PyObject *stored_na
     double total = PyFloat_AsDouble(total_obj);
     Py_DECREF(total_obj);
     if (total == -1.0 && PyErr_Occurred()) return NULL;
-    double enough = total > 0 ? KEPT_SHARE * total : Py_HUGE_VAL;
+    double enough = total > 0 ? KEPT_SHARE * total : HUGE_VAL;
     Py_ssize_t kept = 0;
     double covered = 0.0;
     while (kept < n && kept < KEPT_ROWS && !(covered >= enough)) {
@@ -120,9 +120,7 @@ static PyObject *compacted(PyObject **ordered, Py_ssize_t n, PyObject *stored_na
             Py_DECREF(out);
             return NULL;
         }
-        Py_INCREF(others_name);
         PyObject *row = PyTuple_Pack(3, others_name, counts, rounded);
-        Py_DECREF(others_name);
         Py_DECREF(counts);
         Py_DECREF(rounded);
         if (row == NULL) {
