@@ -13,8 +13,8 @@
 - ``pytest_gpuutil.report._csv_rows``: gpu_util.csv's rows in one call; without it a column at a
   time in Python (the same bytes, slower).
 - ``pytest_gpuutil.gates._record_parts``: parts of each measured test's record in one call each (its
-  ``kernels`` compacted, its rows of plain values as dicts); without it the same tuples and dicts in
-  Python.
+  ``kernels`` compacted, its rows of plain values as dicts) and the spool's check of a flush's records'
+  list fields; without it the same tuples, dicts and answers in Python.
 - ``pytest_gpuutil.capture._waits``: the CUPTI callback that records the host's waits at the
   synchronizing calls only (see pytest_gpuutil/capture/host_waits.py); without it the waits come
   from CUPTI's activity kind 38, which makes every kernel launch dearer. The same module reads CUPTI's

@@ -190,3 +190,41 @@ def test_a_records_rows_are_the_same_dicts_with_the_c_part_and_without(monkeypat
     listed = stats(2, 2, ("gemm",))
     listed.gap_rows = [list(row) for row in listed.gap_rows]  # lists, not tuples: the comprehension takes them
     assert record_builder.build_records(inputs([listed]), **options)[0].idle_gaps[1]["device"] == "1"
+
+
+def test_the_spools_list_field_check_in_c_answers_as_the_python() -> None:
+    """gates/_record_parts.c's dict_items_only: records._dict_items_only's answer (or None, to ask it)
+    for plain records, a record of another type, a list field with a mapping that is not a dict, one
+    that is a list, one that is not a tuple or a list; json_dicts gives the same dicts with it."""
+    from types import MappingProxyType
+
+    import msgspec
+    import pytest
+
+    from pytest_gpuutil.records import LIST_FIELDS, _dict_items_only, json_dicts
+
+    parts = pytest.importorskip("pytest_gpuutil.gates._record_parts", reason="the C part is not built here")
+
+    class Sub(TestRecord):
+        pass
+
+    plain = [TestRecord("t::a", "passed", top_kernels=({"name": "k"},), idle_gaps=({"device": "0"},)),
+             TestRecord("t::b", "passed")]
+    batches = {
+        "plain": plain, "empty": [], "tuple": tuple(plain),
+        "subclass": plain + [Sub("t::c", "passed")],
+        "proxy": plain + [TestRecord("t::c", "passed", processes=(MappingProxyType({"pid": 1}),))],
+        "list": plain + [TestRecord("t::c", "passed", below_floor=[{"rule": "r"}])],  # type: ignore[arg-type]
+        "generator": plain + [TestRecord("t::c", "passed", idle_gaps=iter(({"device": "0"},)))],  # type: ignore[arg-type]
+    }
+    said = {name: parts.dict_items_only(batch, TestRecord, LIST_FIELDS) for name, batch in batches.items()}
+    assert said == {"plain": True, "empty": True, "tuple": True, "subclass": False, "proxy": False, "list": True,
+                    "generator": None}
+    for name, batch in batches.items():
+        if said[name] is not None:
+            assert said[name] == _dict_items_only(batch), name
+    for name in ("plain", "subclass", "proxy", "list"):
+        batch = batches[name]
+        encode = msgspec.json.encode
+        assert ([encode(d, enc_hook=str) for d in json_dicts(batch, parts.dict_items_only)]
+                == [encode(d, enc_hook=str) for d in json_dicts(batch)]), name

@@ -1,5 +1,6 @@
 /* Parts of a measured test's record in C: its ``kernels`` compacted (gates/kernel_families.py's
- * compact_kernels) and its rows of plain values as dicts (session/record_builder.py). Each
+ * compact_kernels), its rows of plain values as dicts (session/record_builder.py) and the spool's
+ * check that a flush's records hold only dicts in their list fields (records.py's json_dicts). Each
  * answers None where its input is not what it takes, and the caller then does it in Python (the
  * same values).
  *
@@ -268,10 +269,49 @@ static PyObject *keyed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
     return out;
 }
 
+/* dict_items_only(records, record_type, names) -> True, False or None: records.py's _dict_items_only
+ * (each record exactly of ``record_type``, every item of each field named exactly a dict), where each
+ * field is a tuple or a list; anything else: None (the caller asks the Python) */
+static PyObject *dict_items_only(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "dict_items_only(records, record_type, names)");
+        return NULL;
+    }
+    PyObject *records = args[0], *record_type = args[1], *names = args[2];
+    if ((!PyList_CheckExact(records) && !PyTuple_CheckExact(records)) || !PyTuple_CheckExact(names)) Py_RETURN_NONE;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(records);
+    PyObject **items = PySequence_Fast_ITEMS(records);
+    for (Py_ssize_t i = 0; i < n; i++)
+        if ((PyObject *)Py_TYPE(items[i]) != record_type) Py_RETURN_FALSE;
+    int plain = 1;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(names) && plain == 1; k++) {
+        for (Py_ssize_t i = 0; i < n && plain == 1; i++) {
+            PyObject *field = PyObject_GetAttr(items[i], PyTuple_GET_ITEM(names, k));
+            if (field == NULL) return NULL;
+            if (PyTuple_CheckExact(field) || PyList_CheckExact(field)) {
+                Py_ssize_t m = PySequence_Fast_GET_SIZE(field);
+                PyObject **its = PySequence_Fast_ITEMS(field);
+                for (Py_ssize_t j = 0; j < m; j++)
+                    if (!PyDict_CheckExact(its[j])) {
+                        plain = 0;
+                        break;
+                    }
+            } else {
+                plain = -1;
+            }
+            Py_DECREF(field);
+        }
+    }
+    if (plain < 0) Py_RETURN_NONE;
+    return PyBool_FromLong(plain);
+}
+
 static PyMethodDef methods[] = {
     {"compact", (PyCFunction)(void (*)(void))compact, METH_FASTCALL, "A record's kernels, compacted (or None)."},
     {"dicts", (PyCFunction)(void (*)(void))dicts, METH_FASTCALL, "Rows as dicts of the keys given (or None)."},
     {"keyed", (PyCFunction)(void (*)(void))keyed, METH_FASTCALL, "Rows as dicts, keyed by their first item (or None)."},
+    {"dict_items_only", (PyCFunction)(void (*)(void))dict_items_only, METH_FASTCALL,
+     "Whether records of one type hold only dicts in the fields named (or None)."},
     {NULL, NULL, 0, NULL},
 };
 
