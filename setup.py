@@ -12,6 +12,9 @@
   JSON (the spool's); without it msgspec formats the whole document (the same bytes, slower).
 - ``pytest_gpuutil.report._csv_rows``: gpu_util.csv's rows in one call; without it a column at a
   time in Python (the same bytes, slower).
+- ``pytest_gpuutil.gates._record_parts``: parts of each measured test's record in one call each (its
+  ``kernels`` compacted, its rows of plain values as dicts) and the spool's check of a flush's records'
+  list fields; without it the same tuples, dicts and answers in Python.
 - ``pytest_gpuutil.capture._waits``: the CUPTI callback that records the host's waits at the
   synchronizing calls only (see pytest_gpuutil/capture/host_waits.py); without it the waits come
   from CUPTI's activity kind 38, which makes every kernel launch dearer. The same module reads CUPTI's
@@ -103,6 +106,12 @@ setup(
             "pytest_gpuutil.report._csv_rows",
             sources=["pytest_gpuutil/report/_csv_rows.c"],
             depends=["pytest_gpuutil/rundoc/_out_bytes.h"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
+            "pytest_gpuutil.gates._record_parts",
+            sources=["pytest_gpuutil/gates/_record_parts.c"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

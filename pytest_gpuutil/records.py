@@ -5,7 +5,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from itertools import chain, compress
 from operator import attrgetter, mul
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 #: The hardware-counter fields (percent of the hardware's peak; the call's energy and mean power).
 HARDWARE_FIELDS = ("sm_pct", "tensor_pct", "dram_bw_pct", "occupancy_pct", "fp16_pct", "fp32_pct", "fp64_pct",
@@ -280,16 +280,20 @@ def findings_json(findings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
     return [{**f, "evidence": dict(f.get("evidence") or {})} for f in findings]
 
 
-def json_dicts(records: Sequence[TestRecord]) -> list[dict[str, Any]]:
+def json_dicts(records: Sequence[TestRecord], check: Optional[Callable[..., Optional[bool]]] = None
+               ) -> list[dict[str, Any]]:
     """Each record's :meth:`~TestRecord.json_dict`, a batch at a time (the run's spool: a flush's
     records), for an encoder that refuses every type it does not know (an ``enc_hook`` that raises):
     the mapping fields are shared as they are, not looked into, so a mapping that json_dict would
     copy (one that is not a dict) reaches the hook, and the caller then encodes that record's
     json_dict. Whether a list field holds an item that is not a dict is asked of the batch's columns
     at once (then each record's json_dict); each kernels row's text is made once a batch (a suite's
-    tests repeat their kernels; a row that is not hashable: each record's json_dict)."""
+    tests repeat their kernels; a row that is not hashable: each record's json_dict). ``check``: the
+    list fields' check in C, ``check(records, TestRecord, LIST_FIELDS)`` (gates/_record_parts.c: True,
+    False, or None where it leaves the answer to the Python)."""
+    said = check(records, TestRecord, LIST_FIELDS) if check is not None else None
     try:
-        plain = _dict_items_only(records)
+        plain = _dict_items_only(records) if said is None else said
     except TypeError:  # a field json_dict cannot read either: its own error
         plain = False
     if plain:

@@ -134,3 +134,97 @@ def test_a_record_made_without_its_init_is_the_dataclass_record() -> None:
     with pytest.raises(TypeError):  # as TestRecord(**data) says it
         TestRecord.from_dict({"outcome": "passed"})
     assert TestRecord.from_dict(plain.to_dict()) == plain
+
+
+def _typed(value):
+    """A value with its types and its dicts' key order spelled out (so two records compare exactly)."""
+    if isinstance(value, dict):
+        return ("dict", [(_typed(k), _typed(v)) for k, v in value.items()])
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, [_typed(v) for v in value])
+    return (type(value).__name__, repr(value))
+
+
+def test_a_records_rows_are_the_same_dicts_with_the_c_part_and_without(monkeypatch) -> None:
+    """record_builder's rows as dicts (gates/_record_parts.c where built, else comprehensions): the same
+    records, key order and types included, for rows of every length, a category twice (the later row's
+    values in the first one's place), and rows of another shape (the comprehension's own error)."""
+    import random
+    from types import SimpleNamespace
+
+    import pytest
+
+    from pytest_gpuutil.session import record_builder
+
+    rng = random.Random(7)
+
+    def stats(n_kernels, n_gaps, categories):
+        kernels = tuple((f"k{i}", "gemm", i + 1, 2.5 * i, 1.25, rng.random() * 100) for i in range(n_kernels))
+        return SimpleNamespace(
+            busy_us=12.5, busy_pct=rng.random() * 100, mm_conv_pct=1.0, kernel_count=n_kernels, devices=(("0", 12.5),),
+            category_rows=tuple((name, rng.random(), rng.random(), rng.random(), rng.randint(1, 9)) for name in categories),
+            kernel_rows=kernels, gap_rows=tuple((str(i % 2), rng.random(), rng.random()) for i in range(n_gaps)),
+            kernel_totals=tuple((name, count, total) for name, _, count, total, _, _ in kernels))
+
+    def inputs(shapes):
+        return [(f"t::{i}", "passed", SimpleNamespace(stats=s, counters=None, wall_ms=1.0, measure_ms=0.1, findings=None,
+                                                     note="", processes=()), SimpleNamespace(kernel_bench={}, gpu_trace={}),
+                 None) for i, s in enumerate(shapes)]
+
+    shapes = [stats(0, 0, ()), stats(1, 1, ("gemm",)), stats(5, 3, ("gemm", "attention", "memcpy")),
+              stats(3, 2, ("gemm", "elementwise", "gemm"))]
+    options = dict(worker="", physical_id=str, unmeasured_note="")
+    if record_builder._dicts is None:
+        pytest.skip("gates/_record_parts.c is not built here")
+    with_c = [_typed(r.__dict__) for r in record_builder.build_records(inputs(shapes), **options)]
+    assert record_builder.build_records(inputs(shapes[3:]), **options)[0].categories["gemm"]["count"] == \
+        shapes[3].category_rows[2][4]
+    monkeypatch.setattr(record_builder, "_dicts", None)
+    monkeypatch.setattr(record_builder, "_keyed", None)
+    assert [_typed(r.__dict__) for r in record_builder.build_records(inputs(shapes), **options)] == with_c
+    monkeypatch.undo()
+    odd = stats(2, 1, ("gemm",))
+    odd.kernel_rows = odd.kernel_rows[:1] + (odd.kernel_rows[1][:5],)  # a row of five: the comprehension's ValueError
+    with pytest.raises(ValueError):
+        record_builder.build_records(inputs([odd]), **options)
+    listed = stats(2, 2, ("gemm",))
+    listed.gap_rows = [list(row) for row in listed.gap_rows]  # lists, not tuples: the comprehension takes them
+    assert record_builder.build_records(inputs([listed]), **options)[0].idle_gaps[1]["device"] == "1"
+
+
+def test_the_spools_list_field_check_in_c_answers_as_the_python() -> None:
+    """gates/_record_parts.c's dict_items_only: records._dict_items_only's answer (or None, to ask it)
+    for plain records, a record of another type, a list field with a mapping that is not a dict, one
+    that is a list, one that is not a tuple or a list; json_dicts gives the same dicts with it."""
+    from types import MappingProxyType
+
+    import msgspec
+    import pytest
+
+    from pytest_gpuutil.records import LIST_FIELDS, _dict_items_only, json_dicts
+
+    parts = pytest.importorskip("pytest_gpuutil.gates._record_parts", reason="the C part is not built here")
+
+    class Sub(TestRecord):
+        pass
+
+    plain = [TestRecord("t::a", "passed", top_kernels=({"name": "k"},), idle_gaps=({"device": "0"},)),
+             TestRecord("t::b", "passed")]
+    batches = {
+        "plain": plain, "empty": [], "tuple": tuple(plain),
+        "subclass": plain + [Sub("t::c", "passed")],
+        "proxy": plain + [TestRecord("t::c", "passed", processes=(MappingProxyType({"pid": 1}),))],
+        "list": plain + [TestRecord("t::c", "passed", below_floor=[{"rule": "r"}])],  # type: ignore[arg-type]
+        "generator": plain + [TestRecord("t::c", "passed", idle_gaps=iter(({"device": "0"},)))],  # type: ignore[arg-type]
+    }
+    said = {name: parts.dict_items_only(batch, TestRecord, LIST_FIELDS) for name, batch in batches.items()}
+    assert said == {"plain": True, "empty": True, "tuple": True, "subclass": False, "proxy": False, "list": True,
+                    "generator": None}
+    for name, batch in batches.items():
+        if said[name] is not None:
+            assert said[name] == _dict_items_only(batch), name
+    for name in ("plain", "subclass", "proxy", "list"):
+        batch = batches[name]
+        encode = msgspec.json.encode
+        assert ([encode(d, enc_hook=str) for d in json_dicts(batch, parts.dict_items_only)]
+                == [encode(d, enc_hook=str) for d in json_dicts(batch)]), name

@@ -135,7 +135,18 @@ OTHERS = "(other kernels)"
 def compact_kernels(rows: Iterable[tuple[str, int, float]]) -> tuple[tuple[str, int, float], ...]:
     """A record's ``kernels`` from every (name, count, µs) of its call, most time first: short names
     (gemm and convolution names kept whole up to NAME_WIDTH, so their precision still reads), the
-    rows that make KEPT_SHARE of the time (at most KEPT_ROWS), the rest summed in one OTHERS row."""
+    rows that make KEPT_SHARE of the time (at most KEPT_ROWS), the rest summed in one OTHERS row.
+    In C where it is built (gates/_record_parts.c: rows of exact (str, int, float) with finite times, the
+    same tuples), else :func:`compact_kernels_py`."""
+    if _COMPACT is not None:
+        done = _COMPACT(rows, stored_name)
+        if done is not None:
+            return done
+    return compact_kernels_py(rows)
+
+
+def compact_kernels_py(rows: Iterable[tuple[str, int, float]]) -> tuple[tuple[str, int, float], ...]:
+    """:func:`compact_kernels` in Python (any rows: ints for counts, floats or ints for times)."""
     ordered = [(n, int(c), float(t)) for n, c, t in rows]
     if len(ordered) == 1:  # one kernel (the call of many a test): kept whatever its time, as the loop keeps it
         name, count, total_us = ordered[0]
@@ -184,3 +195,9 @@ def stored_name(name: str) -> str:
         text = _strip_arguments(name)
         return text if len(text) <= NAME_WIDTH else text[:NAME_WIDTH]
     return short_name(name, NAME_WIDTH)
+
+
+try:  # a record's kernels in C (gates/_record_parts.c, built at install where a C compiler is found)
+    from pytest_gpuutil.gates._record_parts import compact as _COMPACT
+except ImportError:  # pragma: no cover - without a compiler: compact_kernels_py
+    _COMPACT = None

@@ -60,7 +60,13 @@ class CallMemories:
 def _memory(call: tuple[Any, Reads, float]) -> TestMemory:
     """The TestMemory of a call kept as it was read: (the start, the end's read, the reads' seconds)."""
     start, reads, seconds = call
-    return TestMemory(figures_of(start, reads), start, seconds * 1000)
+    made = _new_object(TestMemory)  # TestMemory(...) without the frozen dataclass's __init__ (its fields in
+    _set_attribute(made, "__dict__", {"devices": figures_of(start, reads), "start": start,  # order, as it
+                                      "cost_ms": seconds * 1000})  # sets them: ~6k instructions -> ~2k)
+    return made
+
+
+_new_object, _set_attribute = object.__new__, object.__setattr__
 
 
 class MemoryReads(MeasurementPart):

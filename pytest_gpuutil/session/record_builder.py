@@ -131,9 +131,12 @@ def _measured(shared: dict[str, Any], nodeid: str, outcome: str, profile: TestPr
             data["below_floor"] = tuple([f.to_dict() for f in under])
         else:
             data["findings"] = ()
-    categories = data["categories"] = {
-        name: {"time_us": time_us, "share_of_busy": share, "pct_of_window": pct_of_window, "count": count}
-        for name, time_us, share, pct_of_window, count in stats.category_rows}
+    category_rows = stats.category_rows
+    categories = (_keyed(_CATEGORY_KEYS, _CATEGORY_PLACES, 5, category_rows) if _keyed is not None else None)
+    if categories is None:  # (without the C part, or rows of another shape: the comprehension's own error)
+        categories = {name: {"time_us": time_us, "share_of_busy": share, "pct_of_window": pct_of_window, "count": count}
+                      for name, time_us, share, pct_of_window, count in category_rows}
+    data["categories"] = categories
     data["gpu_busy_ms"] = stats.busy_us / 1000
     data["busy_pct"] = stats.busy_pct
     data["mm_conv_pct"] = stats.mm_conv_pct
@@ -148,12 +151,19 @@ def _measured(shared: dict[str, Any], nodeid: str, outcome: str, profile: TestPr
     data["kernel_count"] = stats.kernel_count
     kernel_rows = stats.kernel_rows
     data["top_kernel"] = kernel_rows[0][0] if kernel_rows else None  # WindowStats.top_kernel
-    # from the statistics' rows of plain values (see WindowStats), not their objects
-    data["top_kernels"] = tuple([{"name": name, "category": category, "count": count, "total_us": total_us,
-                                  "pct_of_window": pct_of_window}
-                                 for name, category, count, total_us, _, pct_of_window in kernel_rows])
-    data["idle_gaps"] = tuple([{"device": device, "start_us": start_us, "dur_us": dur_us}
-                               for device, start_us, dur_us in stats.gap_rows])
+    # from the statistics' rows of plain values (see WindowStats), not their objects; in C where built
+    top_kernels = _dicts(_KERNEL_KEYS, _KERNEL_PLACES, 6, kernel_rows) if _dicts is not None else None
+    if top_kernels is None:
+        top_kernels = tuple([{"name": name, "category": category, "count": count, "total_us": total_us,
+                              "pct_of_window": pct_of_window}
+                             for name, category, count, total_us, _, pct_of_window in kernel_rows])
+    data["top_kernels"] = top_kernels
+    gap_rows = stats.gap_rows
+    idle_gaps = _dicts(_GAP_KEYS, _GAP_PLACES, 3, gap_rows) if _dicts is not None else None
+    if idle_gaps is None:
+        idle_gaps = tuple([{"device": device, "start_us": start_us, "dur_us": dur_us}
+                           for device, start_us, dur_us in gap_rows])
+    data["idle_gaps"] = idle_gaps
     devices = stats.devices
     data["devices"] = tuple([device for device, _ in devices])
     data["gpu_busy_us_by_device"] = {physical_id(device): busy_us for device, busy_us in devices}
@@ -162,6 +172,16 @@ def _measured(shared: dict[str, Any], nodeid: str, outcome: str, profile: TestPr
         data["processes"] = process_entries(profile.processes, memory, physical_id)
     data["kernels"] = compact_kernels(stats.kernel_totals)
     return record_from(data)
+
+
+#: a record's rows of dicts from the statistics' rows: the keys, and which item of a row each one's value is
+_CATEGORY_KEYS, _CATEGORY_PLACES = ("time_us", "share_of_busy", "pct_of_window", "count"), (1, 2, 3, 4)
+_KERNEL_KEYS, _KERNEL_PLACES = ("name", "category", "count", "total_us", "pct_of_window"), (0, 1, 2, 3, 5)
+_GAP_KEYS, _GAP_PLACES = ("device", "start_us", "dur_us"), (0, 1, 2)
+try:  # the rows as dicts in C (gates/_record_parts.c, built at install where a C compiler is found)
+    from pytest_gpuutil.gates._record_parts import dicts as _dicts, keyed as _keyed
+except ImportError:  # pragma: no cover - without a compiler: the comprehensions
+    _dicts = _keyed = None
 
 
 def process_entries(shares: tuple[Any, ...], memory: Optional[TestMemory],

@@ -220,3 +220,29 @@ def test_a_call_keeps_its_read_and_its_figures_come_when_asked() -> None:
     reads.end("")  # the session's end closing no call of its own: the open call stays open
     reads.end("u")
     assert reads.memory.pop("u").devices[0].leaked == 0
+
+
+def test_a_calls_memory_objects_are_what_their_init_makes() -> None:
+    """figures_of's DeviceMemory and the call's TestMemory are made without the frozen dataclasses'
+    __init__ (one object.__setattr__ a field): the same objects for everything that reads them."""
+    import dataclasses
+    import pickle
+
+    from pytest_gpuutil.capture.memory import DeviceMemory, _Start, figures_of
+    from pytest_gpuutil.measurement.call_profile import TestMemory
+    from pytest_gpuutil.measurement.memory_reads import _memory
+
+    start = _Start({1: 5 * MIB}, {1: 1}, {1: 0}, 0.0, frozenset([0]))
+    reads = ((0, (MIB, 4 * MIB, 20 * MIB, 20 * MIB, 2, 1, -MIB)), (1, (6 * MIB, 7 * MIB, 8 * MIB, 9 * MIB, 3, 0, 0)),
+             (2, (0, 0, 0, 0, 0, 0, 0)))  # device 2: never used, left out
+    memory = _memory((start, reads, 0.25))
+    want = TestMemory((DeviceMemory("0", 4 * MIB, 20 * MIB, -MIB, 2, 1, MIB, 20 * MIB),
+                       DeviceMemory("1", 7 * MIB, 9 * MIB, MIB, 2, 0, 6 * MIB, 8 * MIB)), start, 250.0)
+    assert memory == want and repr(memory) == repr(want) and hash(memory.devices) == hash(want.devices)
+    assert figures_of(start, reads) == want.devices
+    for made, plain in ((memory, want), *zip(memory.devices, want.devices)):
+        assert type(made) is type(plain) and list(vars(made).items()) == list(vars(plain).items())
+        assert pickle.loads(pickle.dumps(made)) == plain and dataclasses.asdict(made) == dataclasses.asdict(plain)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            made.start = None  # type: ignore[misc]
+    assert dataclasses.replace(memory.devices[0], ooms=0) == dataclasses.replace(want.devices[0], ooms=0)

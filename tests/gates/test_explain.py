@@ -132,3 +132,66 @@ def test_one_kernel_is_kept_whatever_its_time(total_us):
     (kept,) = compact_kernels([("void k<1>(int)", 3, total_us)])
     assert kept[0] == "k<...>" and kept[1] == 3
     assert repr(kept[2]) == repr(round(total_us, 1))
+
+
+def _rows_of_every_shape(rng):
+    """Kernel rows as flushes give them and beyond: one to forty rows, ties, zeros, negative and
+    large times, times at a tenth's tie, long tails past KEPT_ROWS, the same name twice."""
+    names = [MUL, FP32, BF16, FUSED, "Memcpy HtoD (Pageable -> Device)", "Memset (Device)", "void k<1>(int)"]
+    names += [f"tiny_kernel_{i}" for i in range(30)]
+    shapes = []
+    for _ in range(3000):
+        n = rng.choice([1, 2, 3, 4, 5, 16, 17, 18, 25, 40])
+        times = rng.choice([
+            lambda: rng.randint(0, 10**9) / 1000,
+            lambda: (rng.randint(-10**4, 10**4) + 0.5) / 10,
+            lambda: rng.choice([0.0, 1.0, 2.5, 0.05, 0.25]),
+            lambda: math.ldexp(rng.random(), rng.randint(-30, 40)),
+        ])
+        shapes.append([(rng.choice(names), rng.randint(1, 10**6), times()) for _ in range(n)])
+    return shapes
+
+
+def test_compact_kernels_in_c_gives_the_same_tuples_as_python():
+    import random
+    import struct
+
+    from pytest_gpuutil.gates import kernel_families as kf
+
+    if kf._COMPACT is None:
+        pytest.skip("gates/_record_parts.c is not built here")
+    from pytest_gpuutil.gates import _record_parts as _compact
+
+    assert (_compact.KEPT_ROWS, _compact.KEPT_SHARE, _compact.OTHERS) == (kf.KEPT_ROWS, kf.KEPT_SHARE, kf.OTHERS)
+
+    def exact(kept):
+        return [(name, type(count), count, struct.pack("d", total)) for name, count, total in kept]
+
+    rng = random.Random(41)
+    took_c = 0
+    for rows in _rows_of_every_shape(rng):
+        got = kf._COMPACT(rows, kf.stored_name)
+        assert got is not None
+        took_c += 1
+        assert type(got) is tuple and all(type(row) is tuple for row in got)
+        assert exact(got) == exact(kf.compact_kernels_py(rows)), rows
+        assert exact(kf._COMPACT(tuple(rows), kf.stored_name)) == exact(got)
+    assert took_c == 3000
+
+
+@pytest.mark.parametrize("rows", [
+    [("k", 1, math.nan), ("j", 2, 1.0)],
+    [("k", 1, math.inf), ("j", 2, 1.0)],
+    [("k", 1, 2), ("j", 2, 1.0)],
+    [("k", 1.0, 2.0), ("j", 2, 1.0)],
+    [["k", 1, 2.0], ("j", 2, 1.0)],
+    [("k", True, 2.0)],
+])
+def test_compact_kernels_leaves_rows_it_cannot_take_to_python(rows):
+    from pytest_gpuutil.gates import kernel_families as kf
+
+    if kf._COMPACT is None:
+        pytest.skip("gates/_record_parts.c is not built here")
+    assert kf._COMPACT(rows, kf.stored_name) is None
+    assert kf._COMPACT(iter(rows), kf.stored_name) is None
+    assert repr(kf.compact_kernels(rows)) == repr(kf.compact_kernels_py(rows))
