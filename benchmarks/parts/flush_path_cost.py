@@ -222,7 +222,7 @@ def source_over(filled: list[tuple[Any, int]]) -> Any:
 
     source = object.__new__(CuptiSource)
     state = {"_lib": _StubLibrary(), "_demangle": lambda name: name, "_callbacks": None, "_given": {}, "_spare": [],
-             "_completed": [], "_completed_bytes": 0, "_lock": threading.Lock(), "_parsed": [], "_sync_parsed": [],
+             "_completed": [], "completed_bytes": 0, "_lock": threading.Lock(), "_parsed": [], "_sync_parsed": [],
              "_syncs_drained": SyncColumns(), "_names": {}, "_sizes": dict(SIZES), "_dropped": 0, "_active": True,
              "_tsc": None}
     source.__dict__.update(state)
@@ -231,7 +231,7 @@ def source_over(filled: list[tuple[Any, int]]) -> Any:
 
 def drain(source: Any, filled: list[tuple[Any, int]], counted: bool) -> int:
     source._completed = list(filled)  # what CUPTI's completion callback appends
-    source._completed_bytes = sum(valid for _, valid in filled)
+    source.completed_bytes = sum(valid for _, valid in filled)
     columns, _ = call(source.drain) if counted else source.drain()
     source._spare.clear()
     return len(columns)

@@ -131,6 +131,7 @@ class ContinuousCapture:
     timeline_wanted: Optional[Callable[[Any, float, WindowStats, Optional[tuple[Finding, ...]]], bool]] = None
     timeline_gap_ns: int = timelines.GAP_NS
     _open: Optional[_Window] = None
+    #: the windows closed since the last flush (Measurement.flush_due counts them with len() at every teardown)
     _closed: list[_Window] = field(default_factory=list)
     _last_flush: float = field(default_factory=time.perf_counter)
     #: what earlier windows of this process ran (gpu-idle names a library's start-up by its first use)
