@@ -12,7 +12,7 @@ no Python loop per window or per category. The definitions are ``analyze``'s, to
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -61,6 +61,9 @@ class WindowFigures:
     category_names: tuple[str, ...] = ()
     category_ns: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64), compare=False)
     category_count: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64), compare=False)
+    #: ``busy_pct``, ``event_count`` and ``kernel_count`` as the arrays their lists were made from (float64,
+    #: int64: the findings' gates read them as columns, not from the lists again)
+    columns: tuple[np.ndarray, np.ndarray, np.ndarray] = field(default=(_EMPTY, _EMPTY, _EMPTY), compare=False)
 
 
 def assign(starts: np.ndarray, ends: np.ndarray, window_starts: np.ndarray,
@@ -180,9 +183,11 @@ def figures(columns: GpuColumns, w_start: np.ndarray, w_end: np.ndarray,
     names_in_order = category_order(categories_seen)
     codes_in_order = [code_of_category[name] for name in names_in_order]
     category_ns, category_count = cat_ns[:, codes_in_order], cat_count[:, codes_in_order]
+    busy_pct = _pct(busy, denominator)
+    event_count, kernel_count = event_count.astype(np.int64, copy=False), kernel_count.astype(np.int64, copy=False)
     return WindowFigures(
         busy_us=(busy / 1000).tolist(),
-        busy_pct=_pct(busy, denominator).tolist(),
+        busy_pct=busy_pct.tolist(),
         mm_conv_pct=_pct(mm_ns, denominator).tolist(),
         kernel_count=kernel_count.tolist(),
         event_count=event_count.tolist(),
@@ -194,6 +199,7 @@ def figures(columns: GpuColumns, w_start: np.ndarray, w_end: np.ndarray,
         category_names=tuple(names_in_order),
         category_ns=category_ns,
         category_count=category_count,
+        columns=(busy_pct, event_count, kernel_count),
     )
 
 
@@ -424,8 +430,9 @@ def _gap_rows(parts: list[tuple[np.ndarray, ...]], device_order: list[int], devi
     return _cut((names, start[kept] / 1000, length[kept] / 1000), window[keep], n_windows)
 
 
-def stats_rows(figures_of: WindowFigures, windows: Sequence[Any]) -> list[tuple[Any, ...]]:
-    """(window, then each field of ``WindowStats`` in its order) per window."""
+def stats_rows(figures_of: WindowFigures, windows: Sequence[Any]) -> Iterator[tuple[Any, ...]]:
+    """(window, then each field of ``WindowStats`` in its order) per window, as they are read (a zip: no
+    list of the rows, and one tuple reused where each is unpacked before the next)."""
     f = figures_of
-    return list(zip(windows, f.busy_us, f.busy_pct, f.mm_conv_pct, f.kernel_count, f.event_count, f.devices,
-                    f.category_rows, f.kernel_rows, f.gap_rows, f.kernel_totals))
+    return zip(windows, f.busy_us, f.busy_pct, f.mm_conv_pct, f.kernel_count, f.event_count, f.devices,
+               f.category_rows, f.kernel_rows, f.gap_rows, f.kernel_totals)
