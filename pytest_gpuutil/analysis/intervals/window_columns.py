@@ -217,6 +217,30 @@ def _order(segments: np.ndarray, starts: Optional[np.ndarray]) -> Optional[np.nd
     return np.lexsort((starts, segments))
 
 
+def _stable_order(values: np.ndarray, bound: int) -> np.ndarray:
+    """``np.argsort(values, kind="stable")`` of ints in ``[0, bound)``: the same order, by numpy's radix sort
+    where they fit 16 bits (a flush's (window, key) codes mostly do), else its timsort."""
+    if bound <= 1 << 16:
+        return np.argsort(values.astype(np.uint16), kind="stable")
+    return np.argsort(values, kind="stable")
+
+
+def _most_first(window: np.ndarray, amount: np.ndarray, n_windows: int, ties: Optional[np.ndarray] = None,
+                n_ties: int = 1) -> np.ndarray:
+    """``np.lexsort((ties, -amount, window))`` (``ties`` ints in ``[0, n_ties)``; without them
+    ``np.lexsort((-amount, window))``): by window, the most first, then by ``ties``, then as they came. One
+    stable sort of the three as one int64 where they fit (each a digit of its own range), else lexsort's."""
+    if amount.size:
+        low, high = int(amount.min()), int(amount.max())
+        span = high - low + 1
+        if n_windows * span * n_ties < 1 << 62:
+            composite = (window * span + (high - amount)) * n_ties
+            if ties is not None:
+                composite += ties
+            return np.argsort(composite, kind="stable")
+    return np.lexsort((-amount, window) if ties is None else (ties, -amount, window))
+
+
 def _rows_by_window(window_of_row: np.ndarray, n_windows: int) -> Optional[np.ndarray]:
     """How many rows each window has, where the rows come by window (a capture's do) and outnumber the
     windows (then a window's values are repeated over its rows); else None."""
@@ -264,9 +288,10 @@ def block_unions(blocks: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.
 
 
 def _pct(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
-    """``stats.pct`` of each pair: the same float64 operations (100.0 × part, then / whole), 0 where whole is 0."""
-    positive = whole > 0
-    return np.where(positive, 100.0 * part / np.where(positive, whole, 1), 0.0)
+    """``stats.pct`` of each pair: the same float64 operations (100.0 × part, then / whole), 0 where whole is 0
+    (divided only where whole is positive, into zeros: no second where)."""
+    out = np.zeros(np.broadcast_shapes(np.shape(part), np.shape(whole)), dtype=np.float64)
+    return np.divide(100.0 * part, whole, out=out, where=whole > 0)
 
 
 def _device_codes(ids: Any, n: int) -> tuple[np.ndarray, list[str]]:
@@ -282,16 +307,24 @@ def _device_codes(ids: Any, n: int) -> tuple[np.ndarray, list[str]]:
     return (text_of_code[np.asarray(codes, dtype=np.int64)] if n else _EMPTY), distinct
 
 
+def _bounds(window_of_row: np.ndarray, n_windows: int) -> np.ndarray:
+    """Where each window's rows begin, and the end, of rows sorted by window (``searchsorted(window_of_row,
+    arange(n_windows + 1))``, from the rows' counts: one pass, no search per window)."""
+    bounds = np.zeros(n_windows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(window_of_row, minlength=n_windows), out=bounds[1:])
+    return bounds
+
+
 def _firsts(window_of_row: np.ndarray, n_windows: int, limit: int) -> np.ndarray:
     """Which rows (sorted by window) are among the first ``limit`` of their window."""
-    group_start = np.searchsorted(window_of_row, np.arange(n_windows, dtype=np.int64))
+    group_start = _bounds(window_of_row, n_windows)
     return np.arange(window_of_row.size) - group_start[window_of_row] < limit
 
 
 def _cut(columns: tuple[Any, ...], window_of_row: np.ndarray, n_windows: int) -> list[tuple[Any, ...]]:
     """The rows of ``columns`` (lists, or numpy arrays: their ``tolist()`` values), sorted by window, as
     one tuple of row tuples per window; in C where built (_figures.rows: no list per column, no zip)."""
-    bounds = np.searchsorted(window_of_row, np.arange(n_windows + 1))
+    bounds = _bounds(window_of_row, n_windows)
     columns = tuple(map(_row_column, columns))
     if _C_ROWS is not None:
         return _C_ROWS.rows(np.ascontiguousarray(bounds, dtype=np.int64), columns)
@@ -343,7 +376,7 @@ def _kernel_rows(win: np.ndarray, keys: np.ndarray, lengths: np.ndarray, key_nam
     n_keys = len(key_names)
     pair = win * n_keys + keys if n_keys > 1 else win
     if not (pair[1:] >= pair[:-1]).all():  # in (window, key) order already (a launch loop's): no sort
-        by_pair = np.argsort(pair, kind="stable")
+        by_pair = _stable_order(pair, n_windows * n_keys)
         pair, lengths = pair[by_pair], lengths[by_pair]
     first = np.flatnonzero(np.concatenate(([True], pair[1:] != pair[:-1])))
     pairs = pair[first]
@@ -351,7 +384,8 @@ def _kernel_rows(win: np.ndarray, keys: np.ndarray, lengths: np.ndarray, key_nam
     counts = np.diff(np.append(first, pair.size))
     name_rank = np.argsort(np.argsort(np.asarray(key_names, dtype=object), kind="stable"), kind="stable")
     pair_win, pair_key = pairs // n_keys, pairs % n_keys
-    order = np.lexsort((pair_key, name_rank[pair_key], -totals, pair_win))
+    # (window, most time, name); a key's name rank is its own (a permutation), so no tie is left for the key
+    order = _most_first(pair_win, totals, n_windows, name_rank[pair_key], n_keys)
     pair_win, pair_key, totals, counts = pair_win[order], pair_key[order], totals[order], counts[order]
     names = np.asarray(key_names, dtype=object)[pair_key].tolist()
     every = _cut((names, counts, totals / 1000), pair_win, n_windows)
@@ -420,7 +454,7 @@ def _gap_rows(parts: list[tuple[np.ndarray, ...]], device_order: list[int], devi
     rank = np.zeros(max(device_order, default=0) + 1, dtype=np.int64)
     rank[device_order] = np.arange(len(device_order))
     if len(device_order) <= 1:  # one device: rows of a window are in place order (the last gap comes last)
-        order = np.lexsort((-length, window))
+        order = _most_first(window, length, n_windows)
     else:
         order = np.lexsort((place, rank[device], -length, window))
     window = window[order]
