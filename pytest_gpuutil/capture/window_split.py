@@ -15,7 +15,7 @@ import numpy as np
 from pytest_gpuutil.analysis.classify import ATTENTION, COMMUNICATION, CONV, GEMM, KernelClassifier
 from pytest_gpuutil.analysis.findings import find, gated_rules
 from pytest_gpuutil.analysis.finding_records import Finding, Glance, Rule
-from pytest_gpuutil.analysis.intervals.window_columns import figures, stats_rows
+from pytest_gpuutil.analysis.intervals.window_columns import figures, row_bounds, stats_rows
 from pytest_gpuutil.analysis.windows import WindowStats, assign_windows, stats_of_rows
 from pytest_gpuutil.analysis import timeline as timelines
 from pytest_gpuutil.frozen import records_of
@@ -80,7 +80,7 @@ class WindowRows:
         if win.size > 1 and not (win[1:] >= win[:-1]).all():
             order = np.argsort(win, kind="stable")
             event, win = event[order], win[order]
-        self._groups.append((windows, event, np.searchsorted(win, np.arange(len(windows) + 1)).tolist()))
+        self._groups.append((windows, event, row_bounds(win, len(windows)).tolist()))
         self._where = None
 
     def _index(self) -> dict[int, tuple[int, int]]:
@@ -144,13 +144,13 @@ class FirstUses:
         columns (``found``: their WindowFigures): the first window with events, and each library's first window."""
         own: dict[int, dict[str, float]] = {}
         if not self._seen_work:
-            first = np.flatnonzero(found.columns[1] > 0)
+            first = (found.columns[1] > 0).nonzero()[0]
             if first.size:
                 own[id(windows[int(first[0])])] = {"first_gpu_work": 1.0}
                 self._seen_work = True
         for c, name in enumerate(found.category_names):
             if name in LIBRARY_CATEGORIES and name not in self._seen_libraries:
-                first = np.flatnonzero(found.category_count[:, c] > 0)
+                first = (found.category_count[:, c] > 0).nonzero()[0]
                 if first.size:
                     own.setdefault(id(windows[int(first[0])]), {})["first_library_use"] = 1.0
                     self._seen_libraries.add(name)
@@ -247,7 +247,7 @@ def looked_at(windows: Sequence[Any], spans: Optional[Sequence[Window]], stats: 
     fire = np.zeros(len(windows), dtype=bool)
     for rule in rules:
         fire |= rule.gate(figures, rule.limits)  # a bool or a column, broadcast in place (no broadcast_to per rule)
-    return np.flatnonzero(fire & (figures.window_ns > 0)).tolist()
+    return (fire & (figures.window_ns > 0)).nonzero()[0].tolist()
 
 
 def _glance_of_columns(windows: Sequence[Any], syncs: Optional[SyncColumns], found: Any, starts: np.ndarray,
