@@ -211,7 +211,14 @@ class Measurement:
         if source is not None and self.cuda:
             capture = self.windows.capture  # outside every window: none is open now
             self.unseen.calibrate_if_due(self._torch, source, capture.synchronize if capture is not None else None)
-        profiles = self.windows.flush()
+        collecting = gc.isenabled()  # the collector waits for the flush's thousands of young records
+        if collecting:
+            gc.disable()
+        try:
+            profiles = self.windows.flush()
+        finally:
+            if collecting:
+                gc.enable()  # one young collection at the next allocation, over all of them at once
         self.unseen.count(profiles)
         return self._completed(profiles, wait)
 

@@ -425,3 +425,38 @@ def test_each_windows_waits_are_those_that_overlap_it_and_began_before_its_closi
         for w, span, found in zip(windows, spans, got):
             limit = span.end_ns if w.sync_end_ns is None else min(span.end_ns, w.sync_end_ns)
             assert found == [i for i, (s, d) in enumerate(waits) if s < limit and s + d > span.start_ns]
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_collector_waits_for_the_flush_and_comes_back_as_it_was(enabled: bool) -> None:
+    """Measurement.flush turns Python's collector off while the capture makes the flush's records (their
+    young objects are collected once, after), and leaves it as it found it, also where the flush fails."""
+    import gc
+
+    from pytest_gpuutil.measurement import Measurement
+    from pytest_gpuutil.measurement.windows import CallWindows
+
+    seen: list[bool] = []
+
+    class Windows(CallWindows):
+        fail = False
+
+        def flush(self):
+            seen.append(gc.isenabled())
+            if self.fail:
+                raise RuntimeError("broken")
+            return {}
+
+    measurement = Measurement(KernelClassifier(), keep_events=False, cpu_activity=False, policy=FlushPolicy(),
+                              memory=False, children=False)
+    measurement.windows = windows = Windows()
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        assert measurement.flush() == {}
+        windows.fail = True
+        with pytest.raises(RuntimeError):
+            measurement.flush()
+        assert seen == [False, False] and gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
