@@ -23,7 +23,8 @@ that callgrind counts the flushes alone::
 and the part per window; ``--kernels N`` (N tiny kernels a window, flush_cost.py's launch-bound shape)
 at two N gives the part per GPU record. Prints the flushes' wall time (µs a window: the minimum and the median);
 ``--profile`` prints cProfile's count of Python calls inside the
-flushes. No torch is imported (a stand-in module: CUDA not up), so the runs stay short under
+flushes. ``--gc``: Python's collector stays on (it is off otherwise), and each counted call is the flush
+and then one allocation the collector counts, where a collection the flush left due runs. No torch is imported (a stand-in module: CUDA not up), so the runs stay short under
 valgrind. ``--package DIR`` imports pytest_gpuutil from DIR (an older checkout) to compare.
 
 ``--figures-only``: ``window_columns.figures`` alone over the same columns, ``--flushes`` calls each inside
@@ -126,8 +127,15 @@ def build(windows: int, children: bool, kernels: int = 0) -> tuple[Any, list[str
     return measuring, [f"test_small.py::test_small[{i}]" for i in range(windows)]
 
 
+def _flush_then_allocate(measuring: Any) -> None:
+    """The flush, then one allocation the collector counts (a set: no free list), where a collection the
+    flush left due runs (``--gc``)."""
+    measuring.flush()
+    set()
+
+
 def run(measuring: Any, nodeids: list[str], flushes: int, profile: Any = None, counted: bool = True,
-        seconds: Optional[list[float]] = None) -> int:
+        seconds: Optional[list[float]] = None, collector: bool = False) -> int:
     """``flushes`` rounds of every window and a flush (``counted``: inside ``operator.call``; each
     flush's seconds appended to ``seconds``); the profiles the last flush gave."""
     results = _Results()
@@ -141,7 +149,9 @@ def run(measuring: Any, nodeids: list[str], flushes: int, profile: Any = None, c
         if profile is not None:
             profile.enable()
         began = clock()
-        if counted:
+        if counted and collector:
+            call(lambda: _flush_then_allocate(measuring))
+        elif counted:
             call(measuring.flush)  # operator.call: what callgrind's --toggle-collect counts (see the docstring)
         else:
             measuring.flush()
@@ -282,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--package", type=Path, help="import pytest_gpuutil from this folder")
     parser.add_argument("--profile", action="store_true", help="count the Python calls inside the flushes")
     parser.add_argument("--no-children", action="store_true", help="child processes off (--gpu-util-children=off)")
+    parser.add_argument("--gc", action="store_true",
+                        help="Python's collector on (as in a session), an allocation after each flush counted with it")
     parser.add_argument("--kernels", type=int, default=0,
                         help="that many tiny kernels a window (a launch-bound suite's flush: the cost a GPU record)")
     parser.add_argument("--figures-only", action="store_true", help="window_columns.figures alone (see the module)")
@@ -305,8 +317,9 @@ def main(argv: list[str] | None = None) -> int:
 
         profile = cProfile.Profile()
     seconds: list[float] = []
-    gc.disable()
-    got = run(measuring, nodeids, args.flushes, profile, seconds=seconds)
+    if not args.gc:
+        gc.disable()
+    got = run(measuring, nodeids, args.flushes, profile, seconds=seconds, collector=args.gc)
     gc.enable()
     measuring.measurement.close()
     if got != args.windows:
