@@ -309,7 +309,10 @@ def _device_codes(ids: Any, n: int) -> tuple[np.ndarray, list[str]]:
 
 def row_bounds(window_of_row: np.ndarray, n_windows: int) -> np.ndarray:
     """Where each window's rows begin, and the end, of rows sorted by window (``searchsorted(window_of_row,
-    arange(n_windows + 1))``, from the rows' counts: one pass, no search per window)."""
+    arange(n_windows + 1))``: from the rows' counts, one pass, where the windows are not few against the rows;
+    else that search, a few steps a window)."""
+    if window_of_row.size > 16 * (n_windows + 1):  # a launch-bound flush: thousands of rows a window
+        return window_of_row.searchsorted(np.arange(n_windows + 1, dtype=np.int64))
     bounds = np.zeros(n_windows + 1, dtype=np.int64)
     np.bincount(window_of_row, minlength=n_windows).cumsum(out=bounds[1:])
     return bounds
