@@ -3,7 +3,7 @@ alone, or CUPTI's drain before it.
 
     python benchmarks/parts/flush_path_cost.py [--windows 100] [--flushes 1] [--package DIR]
         [--profile] [--no-children] [--kernels N] [--figures-only [--out FILE]]
-        [--drain RECORDS [--drain-shape kernels|small]]
+        [--drain RECORDS [--drain-shape kernels|small]] [--due CALLS [--due-source cupti|method]]
 
 Builds what the plugin builds on its default settings (findings on, child processes on, no
 timelines, no trace files): a :class:`~pytest_gpuutil.measurement.Measurement` over an event
@@ -29,6 +29,11 @@ valgrind. ``--package DIR`` imports pytest_gpuutil from DIR (an older checkout) 
 
 ``--figures-only``: ``window_columns.figures`` alone over the same columns, ``--flushes`` calls each inside
 ``operator.call`` (``--out FILE`` pickles every figure, to compare two checkouts' files byte for byte).
+
+``--due CALLS``: ``Measurement.flush_due`` alone, asked CALLS times inside one ``operator.call`` with half of
+``--windows`` closed and no bound reached (two CALLS: the difference is the instructions a teardown's
+question); ``--due-source method`` for a source that answers only ``pending_bytes()`` (the tests'
+synthetic GPU), ``cupti`` (the default) for one that keeps ``completed_bytes`` as CUPTI does.
 
 ``--drain RECORDS``: CuptiSource.drain on synthetic activity buffers, ``--flushes`` drains each inside
 ``operator.call`` (Collected over the drains and RECORDS: our cost a GPU record). The buffers are 8 MiB,
@@ -269,6 +274,30 @@ def figures_only(kernels: int, windows: int, calls: int, out: Optional[Path]) ->
     print(f"figures() of {len(gpu)} events in {len(spans)} windows, {calls} calls")
 
 
+def due_only(windows: int, calls: int, kept_bytes: bool) -> None:
+    """``Measurement.flush_due`` asked ``calls`` times inside one ``operator.call`` with half of ``windows``
+    closed and no bound reached (the policy's tests=``windows``): what each teardown asks. ``kept_bytes``:
+    the source keeps its pending bytes as CUPTI does (``completed_bytes``), else answers ``pending_bytes()``."""
+    measuring, nodeids = build(windows, True)
+    results = _Results()
+    for nodeid in nodeids[:windows // 2]:
+        measuring.begin_test(nodeid, results)
+        measuring.end_test(nodeid, results)
+    measurement = measuring.measurement
+    if kept_bytes:
+        measurement.windows.source.completed_bytes = 0
+    due = measurement.flush_due
+    if due() is not None:
+        raise SystemExit("a flush is due: no bound may be reached here")
+
+    def ask() -> None:
+        for _ in range(calls):
+            due()
+
+    call(ask)
+    print(f"flush_due asked {calls} times, {windows // 2} windows waiting ({'completed_bytes' if kept_bytes else 'pending_bytes()'})")
+
+
 def drain_only(records: int, shape: str, drains: int) -> None:
     """``drains`` drains of ``records`` synthetic records (see the module), each timed."""
     filled = drain_buffers(records, shape)
@@ -301,8 +330,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drain", type=int, default=0, metavar="RECORDS",
                         help="CuptiSource.drain of that many synthetic records instead (see the module)")
     parser.add_argument("--drain-shape", choices=("kernels", "small"), default="kernels")
+    parser.add_argument("--due", type=int, default=0, metavar="CALLS",
+                        help="Measurement.flush_due asked that many times instead (see due_only)")
+    parser.add_argument("--due-source", choices=("cupti", "method"), default="cupti")
     args = parser.parse_args(argv)
     sys.path.insert(0, str((args.package or ROOT).resolve()))
+    if args.due:
+        due_only(args.windows, args.due, args.due_source == "cupti")
+        return 0
     if args.drain:
         drain_only(args.drain, args.drain_shape, args.flushes)
         return 0
