@@ -206,7 +206,7 @@ def test_records_made_from_dicts_are_the_records_init_makes():
     assert stats.categories == expected.categories and stats.kernel_totals == expected.kernel_totals
     fields = [("t::a", 2.0, stats, "note", 0.5, None, (), None, (), None),
               ("t::b", 1.0, None, "not measured", 0.25, None, None, None, (), None)]
-    for (key, profile), one in zip(profile_items(fields), fields):
+    for (key, profile), one in zip(profile_items(tuple(map(list, zip(*fields)))).items(), fields):
         expected_key, wall_ms, stats_, note, measure_ms, events, findings, syncs, processes, timeline = one
         expected_profile = TestProfile(wall_ms, stats_, note, measure_ms, stats_.window if stats_ is not None else None,
                                        events, None, findings, syncs, None, False, processes, timeline)

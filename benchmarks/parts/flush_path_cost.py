@@ -3,7 +3,7 @@ alone, or CUPTI's drain before it.
 
     python benchmarks/parts/flush_path_cost.py [--windows 100] [--flushes 1] [--package DIR]
         [--profile] [--no-children] [--kernels N] [--figures-only [--out FILE]]
-        [--drain RECORDS [--drain-shape kernels|small]]
+        [--drain RECORDS [--drain-shape kernels|small]] [--due CALLS [--due-source cupti|method]]
 
 Builds what the plugin builds on its default settings (findings on, child processes on, no
 timelines, no trace files): a :class:`~pytest_gpuutil.measurement.Measurement` over an event
@@ -23,11 +23,17 @@ that callgrind counts the flushes alone::
 and the part per window; ``--kernels N`` (N tiny kernels a window, flush_cost.py's launch-bound shape)
 at two N gives the part per GPU record. Prints the flushes' wall time (µs a window: the minimum and the median);
 ``--profile`` prints cProfile's count of Python calls inside the
-flushes. No torch is imported (a stand-in module: CUDA not up), so the runs stay short under
+flushes. ``--gc``: Python's collector stays on (it is off otherwise), and each counted call is the flush
+and then one allocation the collector counts, where a collection the flush left due runs. No torch is imported (a stand-in module: CUDA not up), so the runs stay short under
 valgrind. ``--package DIR`` imports pytest_gpuutil from DIR (an older checkout) to compare.
 
 ``--figures-only``: ``window_columns.figures`` alone over the same columns, ``--flushes`` calls each inside
 ``operator.call`` (``--out FILE`` pickles every figure, to compare two checkouts' files byte for byte).
+
+``--due CALLS``: ``Measurement.flush_due`` alone, asked CALLS times inside one ``operator.call`` with half of
+``--windows`` closed and no bound reached (two CALLS: the difference is the instructions a teardown's
+question); ``--due-source method`` for a source that answers only ``pending_bytes()`` (the tests'
+synthetic GPU), ``cupti`` (the default) for one that keeps ``completed_bytes`` as CUPTI does.
 
 ``--drain RECORDS``: CuptiSource.drain on synthetic activity buffers, ``--flushes`` drains each inside
 ``operator.call`` (Collected over the drains and RECORDS: our cost a GPU record). The buffers are 8 MiB,
@@ -126,8 +132,15 @@ def build(windows: int, children: bool, kernels: int = 0) -> tuple[Any, list[str
     return measuring, [f"test_small.py::test_small[{i}]" for i in range(windows)]
 
 
+def _flush_then_allocate(measuring: Any) -> None:
+    """The flush, then one allocation the collector counts (a set: no free list), where a collection the
+    flush left due runs (``--gc``)."""
+    measuring.flush()
+    set()
+
+
 def run(measuring: Any, nodeids: list[str], flushes: int, profile: Any = None, counted: bool = True,
-        seconds: Optional[list[float]] = None) -> int:
+        seconds: Optional[list[float]] = None, collector: bool = False) -> int:
     """``flushes`` rounds of every window and a flush (``counted``: inside ``operator.call``; each
     flush's seconds appended to ``seconds``); the profiles the last flush gave."""
     results = _Results()
@@ -141,7 +154,9 @@ def run(measuring: Any, nodeids: list[str], flushes: int, profile: Any = None, c
         if profile is not None:
             profile.enable()
         began = clock()
-        if counted:
+        if counted and collector:
+            call(lambda: _flush_then_allocate(measuring))
+        elif counted:
             call(measuring.flush)  # operator.call: what callgrind's --toggle-collect counts (see the docstring)
         else:
             measuring.flush()
@@ -222,7 +237,7 @@ def source_over(filled: list[tuple[Any, int]]) -> Any:
 
     source = object.__new__(CuptiSource)
     state = {"_lib": _StubLibrary(), "_demangle": lambda name: name, "_callbacks": None, "_given": {}, "_spare": [],
-             "_completed": [], "_completed_bytes": 0, "_lock": threading.Lock(), "_parsed": [], "_sync_parsed": [],
+             "_completed": [], "completed_bytes": 0, "_lock": threading.Lock(), "_parsed": [], "_sync_parsed": [],
              "_syncs_drained": SyncColumns(), "_names": {}, "_sizes": dict(SIZES), "_dropped": 0, "_active": True,
              "_tsc": None}
     source.__dict__.update(state)
@@ -231,7 +246,7 @@ def source_over(filled: list[tuple[Any, int]]) -> Any:
 
 def drain(source: Any, filled: list[tuple[Any, int]], counted: bool) -> int:
     source._completed = list(filled)  # what CUPTI's completion callback appends
-    source._completed_bytes = sum(valid for _, valid in filled)
+    source.completed_bytes = sum(valid for _, valid in filled)
     columns, _ = call(source.drain) if counted else source.drain()
     source._spare.clear()
     return len(columns)
@@ -259,6 +274,30 @@ def figures_only(kernels: int, windows: int, calls: int, out: Optional[Path]) ->
     print(f"figures() of {len(gpu)} events in {len(spans)} windows, {calls} calls")
 
 
+def due_only(windows: int, calls: int, kept_bytes: bool) -> None:
+    """``Measurement.flush_due`` asked ``calls`` times inside one ``operator.call`` with half of ``windows``
+    closed and no bound reached (the policy's tests=``windows``): what each teardown asks. ``kept_bytes``:
+    the source keeps its pending bytes as CUPTI does (``completed_bytes``), else answers ``pending_bytes()``."""
+    measuring, nodeids = build(windows, True)
+    results = _Results()
+    for nodeid in nodeids[:windows // 2]:
+        measuring.begin_test(nodeid, results)
+        measuring.end_test(nodeid, results)
+    measurement = measuring.measurement
+    if kept_bytes:
+        measurement.windows.source.completed_bytes = 0
+    due = measurement.flush_due
+    if due() is not None:
+        raise SystemExit("a flush is due: no bound may be reached here")
+
+    def ask() -> None:
+        for _ in range(calls):
+            due()
+
+    call(ask)
+    print(f"flush_due asked {calls} times, {windows // 2} windows waiting ({'completed_bytes' if kept_bytes else 'pending_bytes()'})")
+
+
 def drain_only(records: int, shape: str, drains: int) -> None:
     """``drains`` drains of ``records`` synthetic records (see the module), each timed."""
     filled = drain_buffers(records, shape)
@@ -282,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--package", type=Path, help="import pytest_gpuutil from this folder")
     parser.add_argument("--profile", action="store_true", help="count the Python calls inside the flushes")
     parser.add_argument("--no-children", action="store_true", help="child processes off (--gpu-util-children=off)")
+    parser.add_argument("--gc", action="store_true",
+                        help="Python's collector on (as in a session), an allocation after each flush counted with it")
     parser.add_argument("--kernels", type=int, default=0,
                         help="that many tiny kernels a window (a launch-bound suite's flush: the cost a GPU record)")
     parser.add_argument("--figures-only", action="store_true", help="window_columns.figures alone (see the module)")
@@ -289,8 +330,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drain", type=int, default=0, metavar="RECORDS",
                         help="CuptiSource.drain of that many synthetic records instead (see the module)")
     parser.add_argument("--drain-shape", choices=("kernels", "small"), default="kernels")
+    parser.add_argument("--due", type=int, default=0, metavar="CALLS",
+                        help="Measurement.flush_due asked that many times instead (see due_only)")
+    parser.add_argument("--due-source", choices=("cupti", "method"), default="cupti")
     args = parser.parse_args(argv)
     sys.path.insert(0, str((args.package or ROOT).resolve()))
+    if args.due:
+        due_only(args.windows, args.due, args.due_source == "cupti")
+        return 0
     if args.drain:
         drain_only(args.drain, args.drain_shape, args.flushes)
         return 0
@@ -305,8 +352,9 @@ def main(argv: list[str] | None = None) -> int:
 
         profile = cProfile.Profile()
     seconds: list[float] = []
-    gc.disable()
-    got = run(measuring, nodeids, args.flushes, profile, seconds=seconds)
+    if not args.gc:
+        gc.disable()
+    got = run(measuring, nodeids, args.flushes, profile, seconds=seconds, collector=args.gc)
     gc.enable()
     measuring.measurement.close()
     if got != args.windows:

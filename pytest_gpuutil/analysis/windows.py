@@ -19,7 +19,7 @@ of one process are.
 from __future__ import annotations
 
 import functools
-from typing import Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -109,7 +109,7 @@ class WindowStats:
         )
 
 
-def stats_of_rows(rows: Sequence[tuple]) -> list[WindowStats]:
+def stats_of_rows(rows: Iterable[tuple]) -> list[WindowStats]:
     """The WindowStats of rows of every field in order (``window_columns.stats_rows``): ``WindowStats(*row)``
     each, made without an ``__init__`` call per window (a flush makes one for every test)."""
     return records_of(WindowStats, [

@@ -136,6 +136,7 @@ class ContinuousCapture:
     timeline_wanted: Optional[Callable[[Any, float, WindowStats, Optional[tuple[Finding, ...]]], bool]] = None
     timeline_gap_ns: int = timelines.GAP_NS
     _open: Optional[_Window] = None
+    #: the windows closed since the last flush (Measurement.flush_due counts them with len() at every teardown)
     _closed: list[_Window] = field(default_factory=list)
     _last_flush: float = field(default_factory=time.perf_counter)
     #: what earlier windows of this process ran (gpu-idle names a library's start-up by its first use)
@@ -311,11 +312,11 @@ class ContinuousCapture:
         return time.perf_counter() - self._last_flush
 
     # -- flushing -------------------------------------------------------------------------------
-    def flush(self, make_all: Optional[Callable[[list[tuple[Any, ...]]], list[Any]]] = None) -> list[Any]:
-        """Figures for every window closed since the last flush, in the order they closed: a
-        :class:`WindowResult` each, or what ``make_all`` makes of every window's fields at once, a
-        tuple each in WindowResult's order (the measurement makes its profiles so, with no
-        WindowResult between and no call per window)."""
+    def flush(self, make_all: Optional[Callable[[tuple[list[Any], ...]], Any]] = None) -> Any:
+        """Figures for every window closed since the last flush, in the order they closed: a list of
+        :class:`WindowResult`, one each, or what ``make_all`` makes of every window's fields at once,
+        as columns in WindowResult's order (:func:`window_results`; the measurement makes its profiles
+        so, with no WindowResult between and no call per window). No window closed: ``[]``."""
         began = time.perf_counter()
         windows, self._closed = self._closed, []
         self._last_flush = began
@@ -383,14 +384,14 @@ class ContinuousCapture:
         share = (time.perf_counter() - began) / len(windows)
         fields = window_results(windows, share, stats, events, findings, drawn, extras, (note, children_error),
                                 syncs if self.keep_events else None)
-        return make_all(fields) if make_all is not None else list(starmap(WindowResult, fields))
+        return make_all(fields) if make_all is not None else list(starmap(WindowResult, zip(*fields)))
 
     @property
     def _records_waits(self) -> bool:
         """Whether the source records the host's waits (CUPTI with activity kind 38 does)."""
         return callable(getattr(self.source, "drain_syncs", None))
 
-    def close(self, make_all: Optional[Callable[[list[tuple[Any, ...]]], list[Any]]] = None) -> list[Any]:
+    def close(self, make_all: Optional[Callable[[tuple[list[Any], ...]], Any]] = None) -> Any:
         """Flush what is left and stop the source (the end of the session); ``make_all`` as for :meth:`flush`."""
         self.allocator = None  # a call the session's end left open gets no memory figures
         self.end()
@@ -405,27 +406,30 @@ class ContinuousCapture:
 def window_results(windows: list[_Window], share_s: float, stats: dict[int, WindowStats],
                    events: dict[int, GpuColumns], findings: dict[int, tuple[Finding, ...]],
                    drawn: dict[int, dict[str, Any]], extras: dict[int, Any], batch_notes: tuple[str, str],
-                   syncs: Optional[SyncColumns]) -> list[tuple[Any, ...]]:
-    """Each window's ``(key, wall_ms, stats, note, measure_ms, events, findings, syncs, processes,
-    timeline)``, WindowResult's fields (results keyed by ``id(window)``; ``syncs``: the batch's waits
-    where events are kept)."""
-    stats_of, events_of, findings_of_window, drawn_of = stats.get, events.get, findings.get, drawn.get
-    own_notes = not (any(batch_notes) or extras)  # then a window's note is its own, or its remark
-    results = []
-    append = results.append
-    for w in windows:
-        key = id(w)
-        if own_notes:
-            window_note, processes = w.note or w.remark, ()
-        else:
+                   syncs: Optional[SyncColumns]) -> tuple[list[Any], ...]:
+    """WindowResult's fields ``(key, wall_ms, stats, note, measure_ms, events, findings, syncs, processes,
+    timeline)`` as columns, a list each in the windows' order (results keyed by ``id(window)``; ``syncs``:
+    the batch's waits where events are kept): a column a field, made by ``map`` where it is looked up,
+    not a tuple a window (a slot of a window read by a comprehension: attrgetter's map is twice its cost)."""
+    ids = list(map(id, windows))
+    nothing: list[Any] = [None] * len(windows)  # a column of Nones (read, never changed)
+    if not (any(batch_notes) or extras):  # a window's note is its own, or its remark
+        notes = [w.note or w.remark for w in windows]
+        processes: list[Any] = [()] * len(windows)
+    else:
+        notes, processes = [], []
+        for w, key in zip(windows, ids):
             extra = extras.get(key)
-            notes = (*batch_notes, getattr(extra, "note", ""), w.remark)
-            window_note = w.note or ("; ".join(n for n in notes if n) if any(notes) else "")
-            processes = getattr(extra, "processes", ())
-        append((w.key, w.wall_ms, stats_of(key), window_note, (w.own_s + share_s) * 1000, events_of(key),
-                findings_of_window(key), None if syncs is None or key not in events else syncs_of(syncs, w),
-                processes, drawn_of(key)))
-    return results
+            window_notes = (*batch_notes, getattr(extra, "note", ""), w.remark)
+            notes.append(w.note or ("; ".join(n for n in window_notes if n) if any(window_notes) else ""))
+            processes.append(getattr(extra, "processes", ()))
+    return ([w.key for w in windows], [w.wall_ms for w in windows], list(map(stats.get, ids)), notes,
+            [(w.own_s + share_s) * 1000 for w in windows],
+            list(map(events.get, ids)) if events else nothing,
+            list(map(findings.get, ids)) if findings else nothing,
+            nothing if syncs is None else [None if key not in events else syncs_of(syncs, w)
+                                           for w, key in zip(windows, ids)],
+            processes, list(map(drawn.get, ids)) if drawn else nothing)
 
 
 def _adds(extra: Any) -> bool:

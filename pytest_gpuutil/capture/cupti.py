@@ -147,8 +147,9 @@ class CuptiSource:
         self._given: dict[int, np.ndarray] = {}  # address -> buffer CUPTI holds
         self._spare: list[np.ndarray] = []
         self._completed: list[tuple[np.ndarray, int]] = []
-        #: the valid bytes of ``_completed`` (read without the lock by pending_bytes, once per test)
-        self._completed_bytes = 0
+        #: the valid bytes of ``_completed``: what pending_bytes() answers, kept as an attribute so that the
+        #: measurement's flush_due reads it at every teardown without a call (and without the lock)
+        self.completed_bytes = 0
         self._lock = threading.Lock()  # the callbacks run on CUPTI's threads
         self._parsed: list[ParsedRecords] = []
         self._sync_parsed: list[SyncRecords] = []
@@ -191,7 +192,7 @@ class CuptiSource:
             buffer = self._given.pop(address or 0, None)
             if buffer is not None:  # a buffer of ours (never touch another client's)
                 self._completed.append((buffer, valid))
-                self._completed_bytes += valid
+                self.completed_bytes += valid
 
     # -- control --------------------------------------------------------------------------------
     def _check(self, result: int, call: str) -> None:
@@ -280,7 +281,7 @@ class CuptiSource:
         return ref_ns + np.rint(offsets.astype(np.float64) * ns_per_tick).astype(np.int64)
 
     def pending_bytes(self) -> int:
-        return self._completed_bytes  # one int: no lock and no sum per test (asked at every teardown)
+        return self.completed_bytes  # one int: no lock and no sum per test (asked at every teardown)
 
     def drain(self) -> tuple[GpuColumns, int]:
         """Everything collected since the last drain (flushed first) and how many records CUPTI dropped.
@@ -317,7 +318,7 @@ class CuptiSource:
             self._dropped += dropped.value
         with self._lock:
             completed, self._completed = self._completed, []
-            self._completed_bytes = 0
+            self.completed_bytes = 0
         for buffer, valid in completed:
             records, syncs = parse_all(buffer, valid, self._record_size(buffer, valid))
             # in ns now, while the clock they were stamped with is still the one in place

@@ -8,8 +8,6 @@ window at a time. Results are keyed by ``id(window)``.
 """
 from __future__ import annotations
 
-from itertools import compress
-from operator import attrgetter
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 import numpy as np
@@ -17,14 +15,12 @@ import numpy as np
 from pytest_gpuutil.analysis.classify import ATTENTION, COMMUNICATION, CONV, GEMM, KernelClassifier
 from pytest_gpuutil.analysis.findings import find, gated_rules
 from pytest_gpuutil.analysis.finding_records import Finding, Glance, Rule
-from pytest_gpuutil.analysis.intervals.window_columns import figures, stats_rows
+from pytest_gpuutil.analysis.intervals.window_columns import figures, row_bounds, stats_rows
 from pytest_gpuutil.analysis.windows import WindowStats, assign_windows, stats_of_rows
 from pytest_gpuutil.analysis import timeline as timelines
 from pytest_gpuutil.frozen import records_of
 from pytest_gpuutil.traces.model import GpuColumns, SyncColumns, Window
 
-_CUDA_CAME_UP = attrgetter("cuda_came_up")
-_SYNC_END = attrgetter("sync_end_ns")
 #: kernel categories whose library (cuBLAS, cuDNN, NCCL) starts up on its first use in a process
 LIBRARY_CATEGORIES = frozenset({GEMM, CONV, ATTENTION, COMMUNICATION})
 
@@ -51,8 +47,8 @@ def attribute_rows(columns: GpuColumns, windows: Sequence[Any], classifier: Kern
     findings, the timelines and the kept events: no second search), with the attribution's columns
     where it made them in one pass (``spans``: the windows' :func:`spans_of`, when made already)."""
     spans = spans_of(windows) if spans is None else spans
-    starts = np.asarray([s.start_ns for s in spans], dtype=np.int64)
-    ends = np.asarray([s.end_ns for s in spans], dtype=np.int64)
+    starts = np.fromiter([s.start_ns for s in spans], dtype=np.int64, count=len(spans))  # (asarray's values, faster)
+    ends = np.fromiter([s.end_ns for s in spans], dtype=np.int64, count=len(spans))
     rows = WindowRows()
     if starts.size < 2 or bool((starts[1:] >= ends[:-1]).all()):  # in order (in_order(spans)): one pass
         found = figures(columns, starts, ends, classifier)
@@ -84,7 +80,7 @@ class WindowRows:
         if win.size > 1 and not (win[1:] >= win[:-1]).all():
             order = np.argsort(win, kind="stable")
             event, win = event[order], win[order]
-        self._groups.append((windows, event, np.searchsorted(win, np.arange(len(windows) + 1)).tolist()))
+        self._groups.append((windows, event, row_bounds(win, len(windows)).tolist()))
         self._where = None
 
     def _index(self) -> dict[int, tuple[int, int]]:
@@ -135,7 +131,7 @@ class FirstUses:
             own = self._first_uses_of(windows, columns[0])
         else:
             own = self._first_uses_by_window(windows, stats)
-        for w in compress(windows, map(_CUDA_CAME_UP, windows)):
+        for w in [w for w in windows if w.cuda_came_up]:
             own.setdefault(id(w), {})["cuda_came_up"] = 1.0
         for key, extra in extras.items():  # the window's first GPU work was a child's that started in the window
             started = getattr(extra, "child_start", None)
@@ -148,13 +144,13 @@ class FirstUses:
         columns (``found``: their WindowFigures): the first window with events, and each library's first window."""
         own: dict[int, dict[str, float]] = {}
         if not self._seen_work:
-            first = np.flatnonzero(np.asarray(found.event_count, dtype=np.int64) > 0)
+            first = (found.columns[1] > 0).nonzero()[0]
             if first.size:
                 own[id(windows[int(first[0])])] = {"first_gpu_work": 1.0}
                 self._seen_work = True
         for c, name in enumerate(found.category_names):
             if name in LIBRARY_CATEGORIES and name not in self._seen_libraries:
-                first = np.flatnonzero(found.category_count[:, c] > 0)
+                first = (found.category_count[:, c] > 0).nonzero()[0]
                 if first.size:
                     own.setdefault(id(windows[int(first[0])]), {})["first_library_use"] = 1.0
                     self._seen_libraries.add(name)
@@ -251,7 +247,7 @@ def looked_at(windows: Sequence[Any], spans: Optional[Sequence[Window]], stats: 
     fire = np.zeros(len(windows), dtype=bool)
     for rule in rules:
         fire |= rule.gate(figures, rule.limits)  # a bool or a column, broadcast in place (no broadcast_to per rule)
-    return np.flatnonzero(fire & (figures.window_ns > 0)).tolist()
+    return (fire & (figures.window_ns > 0)).nonzero()[0].tolist()
 
 
 def _glance_of_columns(windows: Sequence[Any], syncs: Optional[SyncColumns], found: Any, starts: np.ndarray,
@@ -260,8 +256,8 @@ def _glance_of_columns(windows: Sequence[Any], syncs: Optional[SyncColumns], fou
     window's statistics (a category's time is 0 in a window without its events)."""
     present = found.category_count.any(axis=0)
     category_us = {name: found.category_ns[:, c] / 1000 for c, name in enumerate(found.category_names) if present[c]}
-    return Glance(np.maximum(ends - starts, 0), np.asarray(found.busy_pct, dtype=np.float64),
-                  np.asarray(found.event_count, dtype=np.int64), np.asarray(found.kernel_count, dtype=np.int64),
+    busy_pct, event_count, kernel_count = found.columns
+    return Glance(np.maximum(ends - starts, 0), busy_pct, event_count, kernel_count,
                   category_us, wait_counts(syncs, windows, None, starts, ends))
 
 
@@ -298,7 +294,7 @@ def wait_counts(syncs: Optional[SyncColumns], windows: Sequence[Any], spans: Opt
         spans = spans or ()
         span_starts = np.asarray([span.start_ns for span in spans], dtype=np.int64)
         span_ends = np.asarray([span.end_ns for span in spans], dtype=np.int64)
-    sync_ends = list(map(_SYNC_END, windows))
+    sync_ends = [w.sync_end_ns for w in windows]
     if None in sync_ends:
         limits = np.asarray([end if sync_end is None else min(end, sync_end)
                              for end, sync_end in zip(span_ends.tolist(), sync_ends)], dtype=np.int64)

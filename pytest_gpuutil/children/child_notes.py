@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
@@ -23,7 +22,6 @@ from pytest_gpuutil.traces.model import GpuColumns, Window
 
 #: flushed windows remembered to recognise work that arrives after its record was written
 HISTORY = 512
-_START_NS, _END_NS = attrgetter("start_ns"), attrgetter("end_ns")
 
 
 @dataclass
@@ -99,7 +97,7 @@ class ChildNotes:
 
     def remember(self, spans: Sequence[Window], keys: Sequence[Any]) -> None:
         """The flushed windows, to recognise work that arrives after their records were written."""
-        self._history.extend(zip(map(_START_NS, spans), map(_END_NS, spans), keys))  # (start, end, key) each
+        self._history.extend([(s.start_ns, s.end_ns, key) for s, key in zip(spans, keys)])  # (start, end, key) each
 
     def note_late(self, merged: GpuColumns, owner: np.ndarray, children: Sequence[Child]) -> None:
         """Children's work that belongs to a window already written: said once per batch, not lost silently."""

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from operator import attrgetter
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
@@ -43,7 +42,6 @@ from pytest_gpuutil.children.child_state import WAIT_S, Child, SpoolReader
 from pytest_gpuutil.machine.processes import started_realtime_ns
 from pytest_gpuutil.traces.model import GpuColumns, Window
 
-_END_NS = attrgetter("end_ns")
 #: a process's start is known to a clock tick (10 ms): one that seems to start this much before a
 #: window may have been started in it
 START_SLACK_NS = 20_000_000
@@ -93,7 +91,7 @@ class ProcessTree:
         """This process's events merged with its children's, and each window's extras (``spans`` sorted)."""
         self.reader.read()
         if spans:
-            for child in self.reader.wait_for(max(map(_END_NS, spans))):
+            for child in self.reader.wait_for(max([s.end_ns for s in spans])):
                 self.notes.say(child, "slow", child.last_known_ns(),
                                f"child {child.label()} did not hand over its latest records in time: its work after "
                                f"{clock_text(child.covered_ns)} may be missing")

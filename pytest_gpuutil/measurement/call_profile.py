@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Optional
 
 from pytest_gpuutil.frozen import frozen, records_of
@@ -74,18 +73,16 @@ class TestMemory:
     cost_ms: float
 
 
-def profile_items(windows: list[tuple[Any, ...]]) -> list[tuple[str, TestProfile]]:
-    """(node id, its TestProfile) of every window's fields at once, from what a continuous capture found
-    (what ``ContinuousCapture.flush(make_all=...)`` makes of them instead of WindowResults): the profiles
+def profile_items(fields: tuple[list[Any], ...]) -> dict[str, TestProfile]:
+    """Each window's TestProfile by node id, from every window's fields at once as columns (what
+    ``ContinuousCapture.flush(make_all=...)`` hands over instead of making WindowResults): the profiles
     ``TestProfile(wall_ms, stats, note, measure_ms, stats.window, events, None, findings, syncs, None,
     False, processes, timeline)`` makes, made without a call per window."""
+    keys, *columns = fields
     profiles = records_of(TestProfile, [
         {"wall_ms": wall_ms, "stats": stats, "note": note, "measure_ms": measure_ms,
          "window": stats.window if stats is not None else None, "events": events, "profiler": None,
          "findings": findings, "syncs": syncs, "counters": None, "counters_pending": False, "processes": processes,
          "timeline": timeline}
-        for _, wall_ms, stats, note, measure_ms, events, findings, syncs, processes, timeline in windows])
-    return list(zip(map(_KEY, windows), profiles))
-
-
-_KEY = itemgetter(0)
+        for wall_ms, stats, note, measure_ms, events, findings, syncs, processes, timeline in zip(*columns)])
+    return dict(zip(keys, profiles))

@@ -168,8 +168,34 @@ class Measurement:
     # -- flushing -------------------------------------------------------------------------------
     def flush_due(self) -> Optional[str]:
         """Why a flush is due now (the policy's reason), or None (nothing waiting: the bytes not asked).
-        Asked at every teardown: a continuous capture's counts are read from it directly (what its
-        windows' pending_tests and pending_bytes hand on)."""
+
+        Asked at every teardown, so it answers "not yet" in this one frame where it can: a continuous
+        capture's closed windows counted (``len``), the clock read, and the source's pending bytes read
+        as its ``completed_bytes`` attribute where it keeps one (CUPTI does; else its ``pending_bytes()``),
+        each compared with the schedule's bounds as the policy compares them. Where a bound is reached,
+        the policy gives the reason (:meth:`FlushSchedule.due`); parts with tests waiting (the
+        counters) are asked as before."""
+        capture = self.windows.capture
+        if capture is None or self._waiters:
+            return self._due_with_parts()
+        pending = len(capture._closed)  # capture.pending_tests without its call
+        if not pending:
+            return None
+        schedule = self.schedule
+        if not capture.started:
+            waiting = 0
+        else:
+            source = capture.source
+            waiting = getattr(source, "completed_bytes", None)
+            if waiting is None:
+                waiting = source.pending_bytes()
+        if pending < schedule.tests and waiting < schedule.byte_limit \
+                and time.perf_counter() - schedule.last < schedule.seconds:
+            return None
+        return schedule.due(pending, waiting)
+
+    def _due_with_parts(self) -> Optional[str]:
+        """:meth:`flush_due` where parts hold tests back too, or without a continuous capture."""
         windows = self.windows
         capture = windows.capture
         pending = capture.pending_tests if capture is not None else windows.pending_tests
@@ -191,7 +217,14 @@ class Measurement:
         if source is not None and self.cuda:
             capture = self.windows.capture  # outside every window: none is open now
             self.unseen.calibrate_if_due(self._torch, source, capture.synchronize if capture is not None else None)
-        profiles = self.windows.flush()
+        collecting = gc.isenabled()  # the collector waits for the flush's thousands of young records
+        if collecting:
+            gc.disable()
+        try:
+            profiles = self.windows.flush()
+        finally:
+            if collecting:
+                gc.enable()  # one young collection at the next allocation, over all of them at once
         self.unseen.count(profiles)
         return self._completed(profiles, wait)
 

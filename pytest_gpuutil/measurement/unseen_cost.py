@@ -23,11 +23,8 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from functools import partial
-from operator import attrgetter, is_not
 from typing import Any, Callable, Optional
 
-_STATS, _EVENT_COUNT = attrgetter("stats"), attrgetter("event_count")
 
 #: the records after which a flush calibrates (a calibration costs a few ms: below this many records
 #: their cost would be smaller than the calibration's own)
@@ -97,8 +94,8 @@ class UnseenCost:
 
     def count(self, profiles: dict[str, Any]) -> None:
         """The records the windows of a flush counted (kernels, copies, memsets)."""
-        measured = filter(partial(is_not, None), map(_STATS, profiles.values()))  # read in C: no Python per profile
-        self.records += sum(map(_EVENT_COUNT, measured))
+        # a comprehension: attribute reads it specialises (a map of attrgetters costs twice as much)
+        self.records += sum([p.stats.event_count for p in profiles.values() if p.stats is not None])
 
     def calibrate_if_due(self, torch: Any, source: Any, synchronize: Optional[Callable[[], Any]] = None) -> None:
         """Once, at a flush, when enough records were counted and CUPTI runs with CUDA up in this process

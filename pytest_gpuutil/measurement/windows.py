@@ -139,11 +139,11 @@ class ContinuousWindows(CallWindows):
         return self.capture.pending_bytes()
 
     def flush(self) -> dict[str, TestProfile]:
-        return dict(self.capture.flush(make_all=profile_items))  # profiles straight from the columns: no WindowResults
+        return self.capture.flush(make_all=profile_items) or {}  # profiles straight from the columns: no WindowResults
 
     def close(self) -> dict[str, TestProfile]:
         try:
-            return dict(self.capture.close(make_all=profile_items))
+            return self.capture.close(make_all=profile_items) or {}
         finally:
             if self._restore_guard is not None:
                 self._restore_guard()

@@ -176,12 +176,73 @@ def test_the_schedule_answers_as_its_policy(policy: FlushPolicy, monkeypatch: py
 
     schedule = flush_schedule.FlushSchedule(policy)
     for seconds in (0.0, 1e-7, 0.25, 0.5, 9.9, 10.0, 11.0):
-        now = schedule._last + seconds
+        now = schedule.last + seconds
         monkeypatch.setattr(flush_schedule.time, "perf_counter", lambda now=now: now)
         for pending in (0, 1, 2, 3, 99, 100, 101):
             for nbytes in (0, 1, 1 << 18, (64 << 20) - 1, 64 << 20, 1 << 30):
-                want = policy.reason(pending, nbytes, now - schedule._last) if pending else None
+                want = policy.reason(pending, nbytes, now - schedule.last) if pending else None
                 assert schedule.due(pending, nbytes) == want, (pending, nbytes, seconds)
+
+
+class _CountedSource(ScriptedSource):
+    """Keeps its pending bytes as an attribute, as CUPTI does (CuptiSource.completed_bytes)."""
+
+    completed_bytes = 0
+
+    def pending_bytes(self) -> int:
+        raise AssertionError("flush_due reads completed_bytes where the source keeps it")
+
+
+@pytest.mark.parametrize("policy", [FlushPolicy(), FlushPolicy(1, 0.25, 0.5), FlushPolicy(3, 1e-9, 1e-6)])
+@pytest.mark.parametrize("counted", [False, True])
+def test_flush_due_answers_as_its_policy_in_one_frame(policy: FlushPolicy, counted: bool,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Measurement.flush_due (asked at every teardown) says what the policy says around every bound, for
+    a source that keeps its bytes as CUPTI does and one that answers pending_bytes(), started or not; and
+    where no bound is reached it calls no Python function at all."""
+    import sys
+
+    from pytest_gpuutil.measurement import Measurement, flush_schedule
+    from pytest_gpuutil.measurement.windows import ContinuousWindows
+
+    source = _CountedSource() if counted else ScriptedSource()
+    cap = capture(source)
+    measurement = Measurement(KernelClassifier(), keep_events=False, cpu_activity=False, policy=policy,
+                              memory=False, children=False)
+    measurement.windows = ContinuousWindows(cap, source, lambda: None)
+    measurement._per_test_parts()
+    schedule = measurement.schedule
+    for seconds in (0.0, 1e-7, 0.25, 0.5, 9.9, 10.0, 11.0):
+        now = schedule.last + seconds
+        monkeypatch.setattr(flush_schedule.time, "perf_counter", lambda now=now: now)
+        for pending in (0, 1, 2, 3, 99, 100, 101):
+            cap._closed[:] = [object()] * pending
+            for nbytes in (0, 1, 1 << 18, (64 << 20) - 1, 64 << 20, 1 << 30):
+                for started in (True, False):
+                    cap.started = started
+                    if counted:
+                        source.completed_bytes = nbytes
+                    else:
+                        source.events = [None] * (nbytes // 100 + (nbytes % 100 > 0))  # pending_bytes() >= nbytes
+                    seen = source.pending_bytes() if not counted else nbytes
+                    waiting = seen if started else 0
+                    want = policy.reason(pending, waiting, now - schedule.last) if pending else None
+                    assert measurement.flush_due() == want, (pending, nbytes, seconds, started)
+    cap._closed[:] = [object()]
+    cap.started = True
+    if counted:
+        source.completed_bytes = 0
+    source.events = []
+    monkeypatch.undo()  # the real clock (a stand-in would be a Python call of its own)
+    measurement.schedule = flush_schedule.FlushSchedule(FlushPolicy())  # no bound near
+    calls: list[str] = []
+    sys.setprofile(lambda frame, event, arg: calls.append(frame.f_code.co_name) if event == "call" else None)
+    try:
+        due = measurement.flush_due()
+    finally:
+        sys.setprofile(None)
+    assert due is None
+    assert calls == (["flush_due"] if counted else ["flush_due", "pending_bytes"])
 
 
 def test_flush_policy_text() -> None:
@@ -437,3 +498,38 @@ def test_the_edges_synchronize_once_cuda_is_up_and_a_forked_child_asks_torch_aga
     pid[0], up[0] = 101, False  # a forked child: torch says not initialised there (a bad fork)
     sync()
     assert calls.count("sync") == 2 and len(asked) == 3
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_collector_waits_for_the_flush_and_comes_back_as_it_was(enabled: bool) -> None:
+    """Measurement.flush turns Python's collector off while the capture makes the flush's records (their
+    young objects are collected once, after), and leaves it as it found it, also where the flush fails."""
+    import gc
+
+    from pytest_gpuutil.measurement import Measurement
+    from pytest_gpuutil.measurement.windows import CallWindows
+
+    seen: list[bool] = []
+
+    class Windows(CallWindows):
+        fail = False
+
+        def flush(self):
+            seen.append(gc.isenabled())
+            if self.fail:
+                raise RuntimeError("broken")
+            return {}
+
+    measurement = Measurement(KernelClassifier(), keep_events=False, cpu_activity=False, policy=FlushPolicy(),
+                              memory=False, children=False)
+    measurement.windows = windows = Windows()
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        assert measurement.flush() == {}
+        windows.fail = True
+        with pytest.raises(RuntimeError):
+            measurement.flush()
+        assert seen == [False, False] and gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()

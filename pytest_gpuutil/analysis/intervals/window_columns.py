@@ -12,7 +12,7 @@ no Python loop per window or per category. The definitions are ``analyze``'s, to
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -61,6 +61,9 @@ class WindowFigures:
     category_names: tuple[str, ...] = ()
     category_ns: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64), compare=False)
     category_count: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64), compare=False)
+    #: ``busy_pct``, ``event_count`` and ``kernel_count`` as the arrays their lists were made from (float64,
+    #: int64: the findings' gates read them as columns, not from the lists again)
+    columns: tuple[np.ndarray, np.ndarray, np.ndarray] = field(default=(_EMPTY, _EMPTY, _EMPTY), compare=False)
 
 
 def assign(starts: np.ndarray, ends: np.ndarray, window_starts: np.ndarray,
@@ -74,14 +77,14 @@ def assign(starts: np.ndarray, ends: np.ndarray, window_starts: np.ndarray,
     first = _first_windows(starts, window_ends)  # first window ending at or after the start
     at = np.minimum(first, n_windows - 1)
     # the usual case: no event reaches the window after its first (then no second search)
-    if not (ends >= np.append(window_starts[1:], _NEVER)[at]).any():
+    if not (ends >= np.concatenate((window_starts[1:], [_NEVER]))[at]).any():
         start_of_first = window_starts[at]
         # in the first window: it starts by the event's end, except that an event of positive
         # length that ends exactly where a window starts is not in it
         inside = (first < n_windows) & (ends >= start_of_first) & ~((ends == start_of_first) & (ends > starts))
-        events = np.flatnonzero(inside)
+        events = inside.nonzero()[0]
         return events, first[events]
-    last = np.searchsorted(window_starts, ends, side="right") - 1  # last window starting at or before the end
+    last = window_starts.searchsorted(ends, side="right") - 1  # last window starting at or before the end
     counts = np.maximum(last - first + 1, 0)
     events = np.repeat(np.arange(starts.size, dtype=np.int64), counts)
     offsets = np.arange(events.size, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
@@ -94,10 +97,10 @@ def _first_windows(starts: np.ndarray, window_ends: np.ndarray) -> np.ndarray:
     """For each event, the first window ending at or after its start (``searchsorted``); where the
     events come in start order (a capture's mostly do), from the windows' places among the starts."""
     if starts.size > 2 * window_ends.size and (starts[1:] >= starts[:-1]).all():
-        reached = np.searchsorted(starts, window_ends, side="right")  # events starting by each window's end
-        return np.repeat(np.arange(window_ends.size + 1, dtype=np.int64),
-                         np.diff(reached, prepend=0, append=starts.size))
-    return np.searchsorted(window_ends, starts, side="left")
+        reached = starts.searchsorted(window_ends, side="right")  # events starting by each window's end
+        edges = np.concatenate(([0], reached, [starts.size]))  # np.diff(reached, prepend=0, append=starts.size)
+        return np.repeat(np.arange(window_ends.size + 1, dtype=np.int64), edges[1:] - edges[:-1])
+    return window_ends.searchsorted(starts, side="left")
 
 
 def figures(columns: GpuColumns, w_start: np.ndarray, w_end: np.ndarray,
@@ -144,7 +147,7 @@ def figures(columns: GpuColumns, w_start: np.ndarray, w_end: np.ndarray,
     mm_ns = np.zeros(n_windows, dtype=np.int64)
     gap_parts = []
     for begin, end in _chunks(lengths, n_devs * n_cats):
-        rows = slice(*np.searchsorted(win, (begin, end)))  # rows sorted by window
+        rows = slice(*win.searchsorted((begin, end)).tolist())  # rows sorted by window
         span = int(lengths[begin:end].max()) if end > begin else 0
         offset = begin * n_devs
         seg, s, e, c = dev_seg[rows] - offset, rel_s[rows], rel_e[rows], cats[rows]
@@ -180,9 +183,11 @@ def figures(columns: GpuColumns, w_start: np.ndarray, w_end: np.ndarray,
     names_in_order = category_order(categories_seen)
     codes_in_order = [code_of_category[name] for name in names_in_order]
     category_ns, category_count = cat_ns[:, codes_in_order], cat_count[:, codes_in_order]
+    busy_pct = _pct(busy, denominator)
+    event_count, kernel_count = event_count.astype(np.int64, copy=False), kernel_count.astype(np.int64, copy=False)
     return WindowFigures(
         busy_us=(busy / 1000).tolist(),
-        busy_pct=_pct(busy, denominator).tolist(),
+        busy_pct=busy_pct.tolist(),
         mm_conv_pct=_pct(mm_ns, denominator).tolist(),
         kernel_count=kernel_count.tolist(),
         event_count=event_count.tolist(),
@@ -194,6 +199,7 @@ def figures(columns: GpuColumns, w_start: np.ndarray, w_end: np.ndarray,
         category_names=tuple(names_in_order),
         category_ns=category_ns,
         category_count=category_count,
+        columns=(busy_pct, event_count, kernel_count),
     )
 
 
@@ -205,10 +211,34 @@ def _order(segments: np.ndarray, starts: Optional[np.ndarray]) -> Optional[np.nd
     if starts is None:
         if (step >= 0).all():
             return None
-        return np.argsort(segments, kind="stable")
+        return segments.argsort(kind="stable")
     if ((step > 0) | ((step == 0) & (starts[1:] >= starts[:-1]))).all():
         return None
     return np.lexsort((starts, segments))
+
+
+def _stable_order(values: np.ndarray, bound: int) -> np.ndarray:
+    """``np.argsort(values, kind="stable")`` of ints in ``[0, bound)``: the same order, by numpy's radix sort
+    where they fit 16 bits (a flush's (window, key) codes mostly do), else its timsort."""
+    if bound <= 1 << 16:
+        return values.astype(np.uint16).argsort(kind="stable")
+    return values.argsort(kind="stable")
+
+
+def _most_first(window: np.ndarray, amount: np.ndarray, n_windows: int, ties: Optional[np.ndarray] = None,
+                n_ties: int = 1) -> np.ndarray:
+    """``np.lexsort((ties, -amount, window))`` (``ties`` ints in ``[0, n_ties)``; without them
+    ``np.lexsort((-amount, window))``): by window, the most first, then by ``ties``, then as they came. One
+    stable sort of the three as one int64 where they fit (each a digit of its own range), else lexsort's."""
+    if amount.size:
+        low, high = int(amount.min()), int(amount.max())
+        span = high - low + 1
+        if n_windows * span * n_ties < 1 << 62:
+            composite = (window * span + (high - amount)) * n_ties
+            if ties is not None:
+                composite += ties
+            return composite.argsort(kind="stable")
+    return np.lexsort((-amount, window) if ties is None else (ties, -amount, window))
 
 
 def _rows_by_window(window_of_row: np.ndarray, n_windows: int) -> Optional[np.ndarray]:
@@ -234,12 +264,12 @@ def sorted_blocks(seg: np.ndarray, s: np.ndarray, e: np.ndarray, span: int) -> t
     new_segment = np.empty(seg.size, dtype=bool)
     new_segment[0] = True
     np.not_equal(seg[1:], seg[:-1], out=new_segment[1:])
-    rank = np.cumsum(new_segment) - 1
+    rank = new_segment.cumsum() - 1
     lift = rank * (span + 1)
     reach = np.maximum.accumulate(e + lift) - lift
     new_block = new_segment.copy()
     new_block[1:] |= s[1:] > reach[:-1]
-    block_first = np.flatnonzero(new_block)
+    block_first = new_block.nonzero()[0]
     if block_first.size == seg.size:  # every row a block of its own (a launch loop's tiny kernels): no gathers
         return seg, s, reach
     block_last = np.empty_like(block_first)
@@ -253,14 +283,15 @@ def block_unions(blocks: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.
     seg, start, end = blocks
     if seg.size == 0:
         return seg, seg
-    first = np.flatnonzero(np.concatenate(([True], seg[1:] != seg[:-1])))
+    first = np.concatenate(([True], seg[1:] != seg[:-1])).nonzero()[0]
     return seg[first], np.add.reduceat(end - start, first)
 
 
 def _pct(part: np.ndarray, whole: np.ndarray) -> np.ndarray:
-    """``stats.pct`` of each pair: the same float64 operations (100.0 × part, then / whole), 0 where whole is 0."""
-    positive = whole > 0
-    return np.where(positive, 100.0 * part / np.where(positive, whole, 1), 0.0)
+    """``stats.pct`` of each pair (arrays of one shape): the same float64 operations (100.0 × part, then /
+    whole), 0 where whole is 0 (divided only where whole is positive, into zeros: no second where)."""
+    out = np.zeros(whole.shape, dtype=np.float64)
+    return np.divide(100.0 * part, whole, out=out, where=whole > 0)
 
 
 def _device_codes(ids: Any, n: int) -> tuple[np.ndarray, list[str]]:
@@ -276,16 +307,27 @@ def _device_codes(ids: Any, n: int) -> tuple[np.ndarray, list[str]]:
     return (text_of_code[np.asarray(codes, dtype=np.int64)] if n else _EMPTY), distinct
 
 
+def row_bounds(window_of_row: np.ndarray, n_windows: int) -> np.ndarray:
+    """Where each window's rows begin, and the end, of rows sorted by window (``searchsorted(window_of_row,
+    arange(n_windows + 1))``: from the rows' counts, one pass, where the windows are not few against the rows;
+    else that search, a few steps a window)."""
+    if window_of_row.size > 16 * (n_windows + 1):  # a launch-bound flush: thousands of rows a window
+        return window_of_row.searchsorted(np.arange(n_windows + 1, dtype=np.int64))
+    bounds = np.zeros(n_windows + 1, dtype=np.int64)
+    np.bincount(window_of_row, minlength=n_windows).cumsum(out=bounds[1:])
+    return bounds
+
+
 def _firsts(window_of_row: np.ndarray, n_windows: int, limit: int) -> np.ndarray:
     """Which rows (sorted by window) are among the first ``limit`` of their window."""
-    group_start = np.searchsorted(window_of_row, np.arange(n_windows, dtype=np.int64))
+    group_start = row_bounds(window_of_row, n_windows)
     return np.arange(window_of_row.size) - group_start[window_of_row] < limit
 
 
 def _cut(columns: tuple[Any, ...], window_of_row: np.ndarray, n_windows: int) -> list[tuple[Any, ...]]:
     """The rows of ``columns`` (lists, or numpy arrays: their ``tolist()`` values), sorted by window, as
     one tuple of row tuples per window; in C where built (_figures.rows: no list per column, no zip)."""
-    bounds = np.searchsorted(window_of_row, np.arange(n_windows + 1))
+    bounds = row_bounds(window_of_row, n_windows)
     columns = tuple(map(_row_column, columns))
     if _C_ROWS is not None:
         return _C_ROWS.rows(np.ascontiguousarray(bounds, dtype=np.int64), columns)
@@ -309,7 +351,7 @@ def _device_rows(dev_busy: np.ndarray, present: np.ndarray, device_order: list[i
     if not device_order:
         return [()] * dev_busy.shape[0]
     ordered = present[:, device_order]
-    w, d = np.nonzero(ordered)
+    w, d = ordered.nonzero()
     codes = np.asarray(device_order, dtype=np.int64)[d]
     names = np.asarray(device_names, dtype=object)[codes].tolist()
     return _cut((names, dev_busy[w, codes] / 1000), w, dev_busy.shape[0])
@@ -321,7 +363,7 @@ def _category_rows(cat_ns: np.ndarray, counts: np.ndarray, busy: np.ndarray, den
     (``cat_ns`` and ``counts``: a column per category, in that order)."""
     if not names_in_order:
         return [()] * cat_ns.shape[0]
-    w, c = np.nonzero(counts)
+    w, c = counts.nonzero()
     ns = cat_ns[w, c]
     names = np.asarray(names_in_order, dtype=object)[c].tolist()
     return _cut((names, ns / 1000, _pct(ns, busy[w]), _pct(ns, denominator[w]), counts[w, c]), w, cat_ns.shape[0])
@@ -337,15 +379,18 @@ def _kernel_rows(win: np.ndarray, keys: np.ndarray, lengths: np.ndarray, key_nam
     n_keys = len(key_names)
     pair = win * n_keys + keys if n_keys > 1 else win
     if not (pair[1:] >= pair[:-1]).all():  # in (window, key) order already (a launch loop's): no sort
-        by_pair = np.argsort(pair, kind="stable")
+        by_pair = _stable_order(pair, n_windows * n_keys)
         pair, lengths = pair[by_pair], lengths[by_pair]
-    first = np.flatnonzero(np.concatenate(([True], pair[1:] != pair[:-1])))
+    first = np.concatenate(([True], pair[1:] != pair[:-1])).nonzero()[0]
     pairs = pair[first]
     totals = np.add.reduceat(lengths, first)
-    counts = np.diff(np.append(first, pair.size))
+    counts = np.empty_like(first)  # np.diff(np.append(first, pair.size)), without their Python frames
+    np.subtract(first[1:], first[:-1], out=counts[:-1])
+    counts[-1] = pair.size - first[-1]
     name_rank = np.argsort(np.argsort(np.asarray(key_names, dtype=object), kind="stable"), kind="stable")
     pair_win, pair_key = pairs // n_keys, pairs % n_keys
-    order = np.lexsort((pair_key, name_rank[pair_key], -totals, pair_win))
+    # (window, most time, name); a key's name rank is its own (a permutation), so no tie is left for the key
+    order = _most_first(pair_win, totals, n_windows, name_rank[pair_key], n_keys)
     pair_win, pair_key, totals, counts = pair_win[order], pair_key[order], totals[order], counts[order]
     names = np.asarray(key_names, dtype=object)[pair_key].tolist()
     every = _cut((names, counts, totals / 1000), pair_win, n_windows)
@@ -414,7 +459,7 @@ def _gap_rows(parts: list[tuple[np.ndarray, ...]], device_order: list[int], devi
     rank = np.zeros(max(device_order, default=0) + 1, dtype=np.int64)
     rank[device_order] = np.arange(len(device_order))
     if len(device_order) <= 1:  # one device: rows of a window are in place order (the last gap comes last)
-        order = np.lexsort((-length, window))
+        order = _most_first(window, length, n_windows)
     else:
         order = np.lexsort((place, rank[device], -length, window))
     window = window[order]
@@ -424,8 +469,9 @@ def _gap_rows(parts: list[tuple[np.ndarray, ...]], device_order: list[int], devi
     return _cut((names, start[kept] / 1000, length[kept] / 1000), window[keep], n_windows)
 
 
-def stats_rows(figures_of: WindowFigures, windows: Sequence[Any]) -> list[tuple[Any, ...]]:
-    """(window, then each field of ``WindowStats`` in its order) per window."""
+def stats_rows(figures_of: WindowFigures, windows: Sequence[Any]) -> Iterator[tuple[Any, ...]]:
+    """(window, then each field of ``WindowStats`` in its order) per window, as they are read (a zip: no
+    list of the rows, and one tuple reused where each is unpacked before the next)."""
     f = figures_of
-    return list(zip(windows, f.busy_us, f.busy_pct, f.mm_conv_pct, f.kernel_count, f.event_count, f.devices,
-                    f.category_rows, f.kernel_rows, f.gap_rows, f.kernel_totals))
+    return zip(windows, f.busy_us, f.busy_pct, f.mm_conv_pct, f.kernel_count, f.event_count, f.devices,
+               f.category_rows, f.kernel_rows, f.gap_rows, f.kernel_totals)
