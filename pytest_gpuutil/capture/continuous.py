@@ -138,7 +138,6 @@ class ContinuousCapture:
     _open: Optional[_Window] = None
     #: the windows closed since the last flush (Measurement.flush_due counts them with len() at every teardown)
     _closed: list[_Window] = field(default_factory=list)
-    _last_flush: float = field(default_factory=time.perf_counter)
     #: what earlier windows of this process ran (gpu-idle names a library's start-up by its first use)
     _first_uses: Optional[FirstUses] = None
     #: the host's places for the findings (a :class:`~pytest_gpuutil.capture.places.host.HostPlaces`:
@@ -308,9 +307,6 @@ class ContinuousCapture:
     def pending_bytes(self) -> int:
         return self.source.pending_bytes() if self.started else 0
 
-    def seconds_since_flush(self) -> float:
-        return time.perf_counter() - self._last_flush
-
     # -- flushing -------------------------------------------------------------------------------
     def flush(self, make_all: Optional[Callable[[tuple[list[Any], ...]], Any]] = None) -> Any:
         """Figures for every window closed since the last flush, in the order they closed: a list of
@@ -319,7 +315,6 @@ class ContinuousCapture:
         so, with no WindowResult between and no call per window). No window closed: ``[]``."""
         began = time.perf_counter()
         windows, self._closed = self._closed, []
-        self._last_flush = began
         if not windows:
             return []
         measured = [w for w in windows if not w.note]
