@@ -50,8 +50,9 @@ def run_once(folder: Path, root: Path | None, extra: list[str], hooks: bool) -> 
     got["printed_s"] = float(printed.group(1)) if printed else None
     timed = re.search(r"^HOOKTIME (\{.*\})$", done.stdout, re.M)
     if timed:
-        got["hooks_s"] = sum(v[1] for k, v in json.loads(timed.group(1)).items()
-                             if k.startswith("hook ") and k != "hook pytest_runtestloop")
+        named = json.loads(timed.group(1))
+        got["hooks_s"] = sum(v[1] for k, v in named.items() if k.startswith("hook ") and k != "hook pytest_runtestloop")
+        got["timed_s"] = {k: v[1] for k, v in named.items()}  # each hook and method hook_timer times (nested count twice)
     return got
 
 
@@ -114,6 +115,14 @@ def main(argv: list[str] | None = None) -> int:
               f"line/CPU {got['line_over_cpu'] or float('nan'):.2f}"
               + (f"  hooks {got['hooks_us']:7.1f}" if args.hooks else ""))
         print(f"          span diffs {[round(x) for x in span]}  CPU diffs {[round(x) for x in cpu]}")
+    if args.hooks:  # where the time goes in situ, hook and method by hook and method (nested names count twice)
+        names = {k for r in rounds for side in ("before", "after") for k in r[side].get("timed_s", {})}
+        per_name = {name: {side: statistics.median(r[side].get("timed_s", {}).get(name, 0.0) * us for r in rounds)
+                           for side in ("before", "after")} for name in names}
+        summary["timed_us"] = per_name
+        print("  µs a test by hook_timer's names (median over rounds), before -> after:")
+        for name, got in sorted(per_name.items(), key=lambda item: -max(item[1].values()))[:30]:
+            print(f"    {got['before']:8.1f} {got['after']:8.1f}  {name}")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"summary": summary, "rounds": rounds}, indent=1) + "\n")
