@@ -218,17 +218,31 @@ static PyObject *row_dict(PyObject *row, PyObject *keys, Py_ssize_t *at) {
     return out;
 }
 
+#define ROWS_ERROR (-1)
+#define ROWS_NOT_OURS (-2)
+
+/* dicts' and keyed's arguments (keys, places, width, rows): the rows' count, with each key's place in
+ * ``at``; ROWS_ERROR with an exception set; ROWS_NOT_OURS where the input is not what they take (a
+ * width under ``min_width``, keys or rows of another shape: the caller answers None) */
+static Py_ssize_t rows_args(PyObject *const *args, Py_ssize_t nargs, const char *usage, Py_ssize_t min_width,
+                            Py_ssize_t *at) {
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return ROWS_ERROR;
+    }
+    Py_ssize_t width = PyLong_AsSsize_t(args[2]);
+    if (width == -1 && PyErr_Occurred()) return ROWS_ERROR;
+    if (width < min_width || !keys_of(args[0], args[1], width, at) || !rows_of(args[3], width)) return ROWS_NOT_OURS;
+    return PySequence_Fast_GET_SIZE(args[3]);
+}
+
 /* dicts(keys, places, width, rows) -> tuple of dicts or None: for each row (a tuple of exactly
  * ``width`` items), {keys[k]: row[places[k]]}, as a comprehension that unpacks the row writes it */
 static PyObject *dicts(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "dicts(keys, places, width, rows)");
-        return NULL;
-    }
-    Py_ssize_t width = PyLong_AsSsize_t(args[2]), at[16];
-    if (width == -1 && PyErr_Occurred()) return NULL;
-    if (!keys_of(args[0], args[1], width, at) || !rows_of(args[3], width)) Py_RETURN_NONE;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(args[3]);
+    Py_ssize_t at[16];
+    Py_ssize_t n = rows_args(args, nargs, "dicts(keys, places, width, rows)", PY_SSIZE_T_MIN, at);
+    if (n == ROWS_ERROR) return NULL;
+    if (n == ROWS_NOT_OURS) Py_RETURN_NONE;
     PyObject **rows = PySequence_Fast_ITEMS(args[3]);
     PyObject *out = PyTuple_New(n);
     if (out == NULL) return NULL;
@@ -246,14 +260,10 @@ static PyObject *dicts(PyObject *self, PyObject *const *args, Py_ssize_t nargs) 
 /* keyed(keys, places, width, rows) -> dict or None: {row[0]: {keys[k]: row[places[k]]}} in the rows'
  * order (a later row of the same name replaces the value, in the first one's place: a dict comprehension) */
 static PyObject *keyed(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "keyed(keys, places, width, rows)");
-        return NULL;
-    }
-    Py_ssize_t width = PyLong_AsSsize_t(args[2]), at[16];
-    if (width == -1 && PyErr_Occurred()) return NULL;
-    if (width < 1 || !keys_of(args[0], args[1], width, at) || !rows_of(args[3], width)) Py_RETURN_NONE;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(args[3]);
+    Py_ssize_t at[16];
+    Py_ssize_t n = rows_args(args, nargs, "keyed(keys, places, width, rows)", 1, at);
+    if (n == ROWS_ERROR) return NULL;
+    if (n == ROWS_NOT_OURS) Py_RETURN_NONE;
     PyObject **rows = PySequence_Fast_ITEMS(args[3]);
     PyObject *out = PyDict_New();
     if (out == NULL) return NULL;
