@@ -111,13 +111,11 @@ class ContinuousWindows(CallWindows):
         self._step_aside = _StepAside(capture)  # what each test's fixtures call (one for all)
 
     def begin(self, nodeid: str, results: Any) -> Optional[TestProfile]:
-        self.capture.begin(nodeid)
-        results.measurement = self._step_aside
+        self.begin_at(nodeid, results, None)
         return None
 
     def end(self, nodeid: str, results: Any) -> Optional[TestProfile]:
-        results.measurement = None
-        self.capture.end()
+        self.end_at(nodeid, results, None)
         return None
 
     def begin_at(self, nodeid: str, results: Any, began: Optional[float]) -> float:
