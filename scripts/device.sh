@@ -340,11 +340,17 @@ step_in_test_probe() {
     --rounds "${PROBE_ROUNDS:-2}" --budget-s 90
 }
 
-defstep floor_probe "${FLOOR_LIMIT_S:-480}" 14 "the floor under issue 41's self-timed bars: benchmarks/checks/floor_probe.py, a plugin doing only the calls a measured test needs in its call (torch's synchronize and CUPTI's clock at both edges; with memory the allocator's reset and read), self-timed, beside plain and ours (default, lean) on 500 and 5,000 small tests, \$FLOOR_ROUNDS (5) interleaved rounds within \$FLOOR_LIMIT_S (480) less 20 s (floor_probe/)"
+defstep floor_probe "${FLOOR_LIMIT_S:-480}" 14 "the floor under issue 41's self-timed bars: benchmarks/checks/floor_probe.py, a plugin doing only the calls a measured test needs in its call (torch's synchronize and CUPTI's clock at both edges; with memory the allocator's reset and read), and the least columnar path that still writes the per-test files (columnar_floor_plugin.py), self-timed, beside plain and ours (default, lean) on 500 and 5,000 small tests, \$FLOOR_ROUNDS (5) interleaved rounds within \$FLOOR_LIMIT_S (480) less 20 s; \$FLOOR_CONFIGS picks configurations (floor_probe/)"
 step_floor_probe() {
   unset PYTHONDONTWRITEBYTECODE
   python3 benchmarks/checks/floor_probe.py --out "$W/floor_probe" --rounds "${FLOOR_ROUNDS:-5}" \
-    --deadline-s $((${STEP_LIMIT_S:-480} - 20))
+    ${FLOOR_CONFIGS:+--configs "$FLOOR_CONFIGS"} --deadline-s $((${STEP_LIMIT_S:-480} - 20))
+  for run in "$W"/floor_probe/work/columnar_*_small_500; do  # what the columnar floor wrote (500 tests): its CSV, 3 spool lines
+    [ -f "$run/gpu_util.csv" ] || continue
+    mkdir -p "$W/floor_probe/sample/${run##*/}"
+    cp "$run/gpu_util.csv" "$W/floor_probe/sample/${run##*/}/"
+    head -n 3 "$run/gpu_util.spooled.jsonl" > "$W/floor_probe/sample/${run##*/}/spool_head.jsonl"
+  done
   rm -rf "$W/floor_probe/work"
 }
 

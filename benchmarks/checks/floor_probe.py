@@ -14,8 +14,13 @@ with ``perf_counter`` around its own lines:
   (``_cuda_resetPeakMemoryStats``, ``_cuda_resetAccumulatedMemoryStats``) and its one read after it
   (``_cuda_memoryStats``), the peak kept.
 
-Nothing else: no record, no file, no drain, no teardown hook. Beside them, in the same rounds,
+Nothing else: no record, no file, no drain, no teardown hook. Then the least a columnar path can do
+and still write issue 41's per-test files (``columnar_floor_plugin.py`` beside this script:
+``columnar_default``, ``columnar_lean``): the same calls in the test, the node id and outcome
+appended at the teardown, and per flush of 100 tests the drain, one attribution, each test's record
+dict, its spool line and CSV row; the run's files at the end. Beside them, in the same rounds,
 ``plain`` (no plugin) and ours (``default``, ``lean``: ``--gpu-util`` as cost_model.py runs it).
+``--configs`` picks some (plain always among them).
 Every configuration runs cost_model.py's small suite (one tensor, four kernels and ``.item()``'s
 copy a test) at each size of ``--small``, each run a fresh process, the order shuffled per round.
 
@@ -116,16 +121,20 @@ def pytest_configure(config):
 '''
 
 FLOORS = {"floor_default": "default", "floor_lean": "lean"}
-CONFIGS = ("plain", "floor_default", "floor_lean", "default", "lean")
+COLUMNAR = {"columnar_default": "default", "columnar_lean": "lean"}
+CONFIGS = ("plain", "floor_default", "floor_lean", "columnar_default", "columnar_lean", "default", "lean")
 
 
 def run_one(suite: cost_model.Suite, config: str, work: Path, timeout_s: float) -> dict[str, Any]:
-    if config not in FLOORS:
+    if config not in FLOORS and config not in COLUMNAR:
         return cost_model.run_suite(suite, config, work, timeout_s)
-    cmd = [sys.executable, "-m", "pytest", str(suite.path), "-q", "-p", "no:cacheprovider", "-p", "floor_plugin",
+    plugin = "floor_plugin" if config in FLOORS else "columnar_floor_plugin"
+    cmd = [sys.executable, "-m", "pytest", str(suite.path), "-q", "-p", "no:cacheprovider", "-p", plugin,
            "--rootdir", str(suite.path.parent)]
-    env = dict(os.environ, FLOOR_MODE=FLOORS[config],
-               PYTHONPATH=os.pathsep.join(p for p in (str(work), str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+    env = dict(os.environ, FLOOR_MODE=FLOORS.get(config, ""), COLUMNAR_MODE=COLUMNAR.get(config, ""),
+               COLUMNAR_DIR=str(work / f"{config}_{suite.name}"),
+               PYTHONPATH=os.pathsep.join(p for p in (str(work), str(HERE), str(ROOT), os.environ.get("PYTHONPATH", ""))
+                                          if p))
     began = time.perf_counter()
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=work, timeout=max(1.0, timeout_s), env=env)
     wall = time.perf_counter() - began
@@ -139,16 +148,16 @@ def run_one(suite: cost_model.Suite, config: str, work: Path, timeout_s: float) 
     return got
 
 
-def summary(rounds: cost_model.Rounds, suites: list[cost_model.Suite]) -> dict[str, Any]:
+def summary(rounds: cost_model.Rounds, suites: list[cost_model.Suite], configs: tuple[str, ...] = CONFIGS) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for config in CONFIGS:
+    for config in configs:
         if config == "plain":
             out[config] = {"run_s_per_test_us": cost_model.slope_per_round(rounds, suites, config, "run_s", minus_plain=False)}
             continue
         out[config] = {"self_per_test_us": cost_model.slope_per_round(rounds, suites, config, "measure_s", minus_plain=False),
                        "slope_per_test_us": cost_model.slope_per_round(rounds, suites, config, "run_s", minus_plain=True),
                        "gc_per_test_us": cost_model.slope_per_round(rounds, suites, config, "gc_s", minus_plain=True)}
-        if config not in FLOORS:  # ours: its self-timed work split into torch's calls at the edges and the rest
+        if config not in FLOORS and config not in COLUMNAR:  # ours: its self-timed work split into torch's calls at the edges and the rest
             for key, figure in (("torch_calls_per_test_us", "torch_calls_s"), ("own_beyond_torch_per_test_us",
                                                                                "own_beyond_torch_s")):
                 out[config][key] = cost_model.slope_per_round(rounds, suites, config, figure, minus_plain=False)
@@ -174,20 +183,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--deadline-s", type=float, default=480.0)
     parser.add_argument("--small", default="500,5000", help="the small suites' sizes (comma-separated)")
+    parser.add_argument("--configs", default=",".join(CONFIGS), help="configurations (comma-separated; plain always)")
     parser.add_argument("--device", default="cuda", help="cpu: a smoke run of the script without a GPU (stand-ins)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     sizes = tuple(int(n) for n in args.small.split(","))
+    configs = ("plain", *(c for c in args.configs.split(",") if c and c != "plain"))
+    unknown = [c for c in configs if c not in CONFIGS]
+    if unknown:
+        parser.error(f"--configs: unknown {unknown}; known: {', '.join(CONFIGS)}")
     args.out.mkdir(parents=True, exist_ok=True)
     work = args.out / "work"
     suites = cost_model.write_suites(work, small=sizes, launch=(), device=args.device)
     (work / "floor_plugin.py").write_text(FLOOR_PLUGIN)
-    rounds = cost_model.measure(suites, CONFIGS, lambda s, c, left: run_one(s, c, work, left), args.deadline_s,
+    rounds = cost_model.measure(suites, configs, lambda s, c, left: run_one(s, c, work, left), args.deadline_s,
                                 max_rounds=args.rounds, started=started)
     first = next((r.get("default", {}).get(s.name, {}) for r in rounds.runs for s in suites), {})
     doc = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "gpu": first.get("gpu"),
            "torch": first.get("torch"), "sizes": list(sizes), "rounds": len(rounds.runs), "stopped": rounds.stopped,
-           "errors": rounds.errors[-3:], "summary": summary(rounds, suites), "runs": rounds.runs}
+           "errors": rounds.errors[-3:], "configs": list(configs), "summary": summary(rounds, suites, configs),
+           "runs": rounds.runs}
     (args.out / "floor_probe.json").write_text(json.dumps(doc, indent=1, default=str))
     text = table(doc)
     (args.out / "floor_probe.txt").write_text(text + "\n")

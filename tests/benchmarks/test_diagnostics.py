@@ -133,3 +133,36 @@ def test_in_test_gpu_probe_times_each_part_in_situ_and_in_a_loop(tmp_path: Path)
         assert row in text, text
     runs = json.loads((tmp_path / "in_test_gpu_probe.json").read_text(encoding="utf-8"))["runs"]
     assert [run["variant"] for run in runs] == ["default", "sampler_py_wait"] and not any("failed" in r for r in runs)
+
+
+def test_columnar_floor_plugin_writes_every_tests_line_row_and_document(pytester: pytest.Pytester,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """benchmarks/checks/columnar_floor_plugin.py (floor_probe.py's columnar lower bound) without a GPU:
+    every test, skipped and failed ones too, has its spool line, CSV row and document entry, in
+    order, with its outcome; flushes every 100 tests; its own seconds are printed."""
+    import csv
+
+    checks = Path(__file__).resolve().parents[2] / "benchmarks" / "checks"
+    root = Path(__file__).resolve().parents[2]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(checks), str(root), os.environ.get("PYTHONPATH")])))
+    monkeypatch.setenv("COLUMNAR_DIR", str(pytester.path / "out"))
+    body = "".join(f"def test_{i}():\n    pass\n" for i in range(205))
+    pytester.makepyfile(test_many="import pytest\n" + body + "@pytest.mark.skip\ndef test_skipped():\n    pass\n"
+                                  "def test_fails():\n    assert 0\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "columnar_floor_plugin")
+    result.assert_outcomes(passed=205, skipped=1, failed=1)
+    own = [line.split() for line in result.outlines if line.startswith("FLOOR_OWN_S ")]
+    assert own and float(own[-1][1]) > 0 and own[-1][3] == "207"
+    spooled = [json.loads(line) for line in (pytester.path / "out" / "gpu_util.spooled.jsonl").read_text().splitlines()]
+    document = json.loads((pytester.path / "out" / "gpu_util.json").read_text())
+    with open(pytester.path / "out" / "gpu_util.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    names = [f"test_many.py::test_{i}" for i in range(205)] + ["test_many.py::test_skipped", "test_many.py::test_fails"]
+    assert [r["test"] for r in spooled] == [r["test"] for r in document["tests"]] == [r["test"] for r in rows] == names
+    assert [r["outcome"] for r in rows[-3:]] == ["passed", "skipped", "failed"]
+    import dataclasses
+
+    from pytest_gpuutil.records import TestRecord
+
+    assert set(spooled[0]) == {f.name for f in dataclasses.fields(TestRecord)}  # the run document's every key
+    assert document["totals"]["tests"] == 207
