@@ -180,7 +180,7 @@ class ColumnarFloor:
                     w, c = divmod(key, width)
                     mine = top[w]
                     if len(mine) < 3:
-                        mine.append((sums[key], int(counts[key]), names[c], categories_of[c]))
+                        mine.append((float(sums[key]), int(counts[key]), names[c], categories_of[c]))
         wall_ms = (ends - starts) / 1e6
         busy_ms = busy / 1e6
         busy_pct = np.divide(busy_ms * 100.0, wall_ms, out=np.zeros(n), where=wall_ms > 0)
