@@ -20,7 +20,8 @@ by ``floor_probe.py`` beside the bare floor and ours:
 Left out, so that the figure stays a floor: findings, idle gaps, the union of overlapping kernels
 (busy time is a sum here), children, counters, JUnit properties, history, the HTML page and every
 object a hook or a limit would ask for. What it prints: ``FLOOR_OWN_S <s> FLOOR_TESTS <n>``, as
-the bare floor plugin does.
+the bare floor plugin does, and ``COLUMNAR_PARTS in_test=<s> reports=<s> flush=<s> end=<s>`` (its
+own seconds by part: the calls in the test, the report hook less its flushes, the flushes, the end).
 """
 from __future__ import annotations
 
@@ -49,6 +50,8 @@ class ColumnarFloor:
         self.memory = memory
         self.out_dir = out_dir
         self.own_s = 0.0
+        #: own_s by part: the test's call (the floor's calls), the reports' hook, the flushes, the session's end
+        self.parts = {"in_test": 0.0, "reports": 0.0, "flush": 0.0, "end": 0.0}
         self.starts: list[int] = []
         self.ends: list[int] = []
         self.peaks: list[int] = []
@@ -103,7 +106,7 @@ class ColumnarFloor:
         if self.memory:
             self.reset(0)
             self.reset_counts(0)
-        self.own_s += clock() - began
+        self.parts["in_test"] += clock() - began
         try:
             return (yield)
         finally:
@@ -113,15 +116,13 @@ class ColumnarFloor:
             self.starts.append(start)
             self.peaks.append(self.stats(0)["allocated_bytes"]["all"]["peak"] if self.memory else 0)
             self.called = True
-            self.own_s += clock() - began
+            self.parts["in_test"] += clock() - began
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         began = time.perf_counter()
         when = report.when
-        if when == "call" or report.outcome != "passed":  # a setup's skip or error is the test's outcome
-            self.call_outcome = report.outcome if when == "call" else ("skipped" if report.skipped else "error")
-        elif when == "teardown":
+        if when == "teardown":
             if not self.called:  # no window: an empty one at the last edge keeps the columns in step and sorted
                 edge = self.ends[-1] if self.ends else 0
                 self.starts.append(edge)
@@ -129,11 +130,17 @@ class ColumnarFloor:
                 self.peaks.append(0)
             self.called = False
             self.nodeids.append(report.nodeid)
-            self.outcomes.append(self.call_outcome)
+            self.outcomes.append("error" if report.failed else self.call_outcome)
             self.call_outcome = "passed"
             if len(self.nodeids) - self.flushed >= FLUSH_EVERY:
+                flushing = time.perf_counter()
                 self.flush()
-        self.own_s += time.perf_counter() - began
+                self.parts["flush"] += time.perf_counter() - flushing
+                began += time.perf_counter() - flushing  # the reports' part without the flush
+        elif when == "call" or report.outcome != "passed":  # a setup's skip or error is the test's outcome
+            self.call_outcome = report.outcome if when == "call" else ("skipped" if report.skipped else "error")
+        ended = time.perf_counter()
+        self.parts["reports"] += ended - began
 
     def flush(self) -> None:
         """The tests since the last flush: their kernels attributed, their records spooled, their rows kept."""
@@ -254,11 +261,15 @@ class ColumnarFloor:
         wall, busy = self.totals[0], self.totals[1]
         self.summary = (f"columnar floor: {self.flushed} tests, GPU busy {busy / wall * 100 if wall else 0.0:.1f} % "
                         f"of {wall / 1e3:.2f} s, {self.totals[2]} kernels")
-        self.own_s += time.perf_counter() - began
+        self.parts["end"] += time.perf_counter() - began
+        self.own_s = sum(self.parts.values())
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:
-        print(f"\n{self.summary or 'columnar floor: no test measured'}\nFLOOR_OWN_S {self.own_s:.9f} FLOOR_TESTS {self.flushed}")
+        self.own_s = sum(self.parts.values())
+        parts = " ".join(f"{name}={seconds:.9f}" for name, seconds in self.parts.items())
+        print(f"\n{self.summary or 'columnar floor: no test measured'}\nFLOOR_OWN_S {self.own_s:.9f} FLOOR_TESTS {self.flushed}"
+              f"\nCOLUMNAR_PARTS {parts}")
         if self.source:
             self.source.stop()
 

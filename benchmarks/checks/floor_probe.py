@@ -122,6 +122,8 @@ def pytest_configure(config):
 
 FLOORS = {"floor_default": "default", "floor_lean": "lean"}
 COLUMNAR = {"columnar_default": "default", "columnar_lean": "lean"}
+#: the columnar floor's parts (its COLUMNAR_PARTS line)
+COLUMNAR_PARTS = ("in_test", "reports", "flush", "end")
 CONFIGS = ("plain", "floor_default", "floor_lean", "columnar_default", "columnar_lean", "default", "lean")
 
 
@@ -145,6 +147,10 @@ def run_one(suite: cost_model.Suite, config: str, work: Path, timeout_s: float) 
     own = [line.split() for line in output.splitlines() if line.startswith("FLOOR_OWN_S ")]
     got["measure_s"] = float(own[-1][1]) if own else None
     got["floor_tests"] = int(own[-1][3]) if own else None
+    parts = [line.split()[1:] for line in output.splitlines() if line.startswith("COLUMNAR_PARTS ")]
+    for part in parts[-1] if parts else ():  # the columnar floor's own seconds by part
+        name, _, seconds = part.partition("=")
+        got[f"part_{name}_s"] = float(seconds)
     return got
 
 
@@ -157,6 +163,10 @@ def summary(rounds: cost_model.Rounds, suites: list[cost_model.Suite], configs: 
         out[config] = {"self_per_test_us": cost_model.slope_per_round(rounds, suites, config, "measure_s", minus_plain=False),
                        "slope_per_test_us": cost_model.slope_per_round(rounds, suites, config, "run_s", minus_plain=True),
                        "gc_per_test_us": cost_model.slope_per_round(rounds, suites, config, "gc_s", minus_plain=True)}
+        if config in COLUMNAR:  # its self-timed work by part
+            for part in COLUMNAR_PARTS:
+                out[config][f"{part}_per_test_us"] = cost_model.slope_per_round(rounds, suites, config, f"part_{part}_s",
+                                                                                minus_plain=False)
         if config not in FLOORS and config not in COLUMNAR:  # ours: its self-timed work split into torch's calls at the edges and the rest
             for key, figure in (("torch_calls_per_test_us", "torch_calls_s"), ("own_beyond_torch_per_test_us",
                                                                                "own_beyond_torch_s")):

@@ -153,6 +153,9 @@ def test_columnar_floor_plugin_writes_every_tests_line_row_and_document(pytester
     result.assert_outcomes(passed=205, skipped=1, failed=1)
     own = [line.split() for line in result.outlines if line.startswith("FLOOR_OWN_S ")]
     assert own and float(own[-1][1]) > 0 and own[-1][3] == "207"
+    parts = dict(p.split("=") for line in result.outlines if line.startswith("COLUMNAR_PARTS ") for p in line.split()[1:])
+    assert set(parts) == {"in_test", "reports", "flush", "end"}
+    assert abs(sum(map(float, parts.values())) - float(own[-1][1])) < 1e-6  # the parts add up to its own seconds
     spooled = [json.loads(line) for line in (pytester.path / "out" / "gpu_util.spooled.jsonl").read_text().splitlines()]
     document = json.loads((pytester.path / "out" / "gpu_util.json").read_text())
     with open(pytester.path / "out" / "gpu_util.csv", newline="") as handle:
