@@ -443,19 +443,37 @@ def _median_range(value: Any, digits: int) -> str:
 
 
 def floor_markdown(path: Path) -> str:
-    """The floor under the per-test figures, from a ``floor_probe.json`` (benchmarks/checks/floor_probe.py)."""
+    """The floor under the per-test figures, from a ``floor_probe.json`` (benchmarks/checks/floor_probe.py):
+    the bare floor, the columnar floor where the run had it, and ours, each as the run has them."""
     doc = _load(path)
     got = doc.get("summary") or {}
 
-    def own(config: str) -> str:
-        return _median_range((got.get(config) or {}).get("self_per_test_us"), 1)
+    def own(config: str) -> str | None:
+        figure = (got.get(config) or {}).get("self_per_test_us")
+        return _median_range(figure, 1) if figure else None
 
-    return (f"The floor under the per-test figures: a plugin that does nothing but the calls every measured test "
+    floor, floor_lean = own("floor_default"), own("floor_lean")
+    columnar, columnar_lean = own("columnar_default"), own("columnar_lean")
+    ours, ours_lean = own("default"), own("lean")
+    text = (f"The floor under the per-test figures: a plugin that does nothing but the calls every measured test "
             f"needs inside its call (torch's synchronize and CUPTI's clock at both edges; with memory on, the "
-            f"allocator's reset and its one read) costs **{own('floor_default')} µs a test** self-timed, "
-            f"{own('floor_lean')} without memory, against {own('default')} and {own('lean')} for this plugin's default "
-            f"and lean configurations in the same rounds ({doc.get('gpu', 'unknown GPU')}, torch {doc.get('torch', '?')}, "
-            f"{str(doc.get('date', '?'))[:10]}, {doc.get('rounds', '?')} interleaved rounds; file: {_where(path)}).")
+            f"allocator's reset and its one read) costs **{floor or '—'} µs a test** self-timed"
+            + (f", {floor_lean} without memory" if floor_lean else "") + ".")
+    if columnar:
+        text += (f" The least columnar plugin that still writes each test's record, spool line and CSV row "
+                 f"(`benchmarks/checks/columnar_floor_plugin.py`: the same calls, then per flush of 100 tests one "
+                 f"attribution and the files; no findings, idle gaps or unions) costs **{columnar} µs**"
+                 + (f", {columnar_lean} without memory and findings" if columnar_lean else "") + ".")
+    if ours:
+        text += (f" This plugin's default" + (" and lean configurations" if ours_lean else "")
+                 + f": {ours}" + (f" and {ours_lean}" if ours_lean else "") + ", in the same rounds.")
+    return text + (f" ({doc.get('gpu', 'unknown GPU')}, torch {doc.get('torch', '?')}, {str(doc.get('date', '?'))[:10]}, "
+                   f"{doc.get('rounds', '?')} interleaved rounds; file: {_where(path)}.)")
+
+
+def _with_ours(doc: Any) -> bool:
+    """A floor_probe.json that ran this plugin's default beside the floor (what the page compares)."""
+    return isinstance(doc, dict) and bool(((doc.get("summary") or {}).get("default") or {}).get("self_per_test_us"))
 
 
 def cost_markdown(path: Path | None = None, floor: Path | None = None) -> str:
@@ -464,7 +482,7 @@ def cost_markdown(path: Path | None = None, floor: Path | None = None) -> str:
     if path is None:
         path = newest("cost.json")
         try:
-            floor = floor or newest("floor_probe.json")
+            floor = floor or newest("floor_probe.json", accept=_with_ours)
         except DocsError:
             floor = None
     doc = _load(path)

@@ -187,6 +187,15 @@ def table(doc: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def gpu_and_torch() -> tuple[str | None, str | None]:
+    """The GPU's name and torch's version, asked of torch in a child (no run of ours reported them)."""
+    asked = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__); "
+                            "print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"],
+                           capture_output=True, text=True, timeout=120)
+    said = asked.stdout.splitlines() if asked.returncode == 0 else []
+    return (said[1] or None if len(said) > 1 else None), (said[0] if said else None)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -208,9 +217,10 @@ def main(argv: list[str] | None = None) -> int:
     (work / "floor_plugin.py").write_text(FLOOR_PLUGIN)
     rounds = cost_model.measure(suites, configs, lambda s, c, left: run_one(s, c, work, left), args.deadline_s,
                                 max_rounds=args.rounds, started=started)
-    first = next((r.get("default", {}).get(s.name, {}) for r in rounds.runs for s in suites), {})
-    doc = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "gpu": first.get("gpu"),
-           "torch": first.get("torch"), "sizes": list(sizes), "rounds": len(rounds.runs), "stopped": rounds.stopped,
+    first = next((got for r in rounds.runs for c in configs for got in r.get(c, {}).values() if got.get("gpu")), {})
+    gpu, torch_version = (first.get("gpu"), first.get("torch")) if first else gpu_and_torch()
+    doc = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "gpu": gpu,
+           "torch": torch_version, "sizes": list(sizes), "rounds": len(rounds.runs), "stopped": rounds.stopped,
            "errors": rounds.errors[-3:], "configs": list(configs), "summary": summary(rounds, suites, configs),
            "runs": rounds.runs}
     (args.out / "floor_probe.json").write_text(json.dumps(doc, indent=1, default=str))

@@ -172,6 +172,8 @@ FLOOR = {"gpu": "NVIDIA H200", "torch": "2.11.0+cu130", "date": "2026-11-27T21:1
          "summary": {"floor_default": {"self_per_test_us": {"median": 47.5, "range": [43.4, 53.1]}},
                      "floor_lean": {"self_per_test_us": {"median": 19.3, "range": [17.0, 22.6]}},
                      "default": {"self_per_test_us": {"median": 258.1, "range": [207.8, 289.4]}},
+                     "columnar_default": {"self_per_test_us": {"median": 103.9, "range": [93.0, 143.0]}},
+                     "columnar_lean": {"self_per_test_us": {"median": 75.4, "range": [63.0, 86.6]}},
                      "lean": {"self_per_test_us": {"median": 157.0, "range": [129.3, 168.4]}}}}
 
 
@@ -180,9 +182,24 @@ def test_the_cost_model_says_the_floor_from_the_floor_probe_beside_ours(tmp_path
     text = hooks.cost_markdown(cost, floor=write(tmp_path / "2026-11-27_h200" / "floor_probe.json", FLOOR))
     floor = text.splitlines()[-1]
     assert "**47.5 (43.4 to 53.1) µs a test** self-timed, 19.3 (17.0 to 22.6) without memory" in floor
-    assert "against 258.1 (207.8 to 289.4) and 157.0 (129.3 to 168.4)" in floor
+    assert "costs **103.9 (93.0 to 143.0) µs**, 75.4 (63.0 to 86.6) without memory and findings" in floor
+    assert "default and lean configurations: 258.1 (207.8 to 289.4) and 157.0 (129.3 to 168.4), in the same" in floor
     assert "NVIDIA H200, torch 2.11.0+cu130, 2026-11-27, 5 interleaved rounds" in floor
     assert "floor" not in hooks.cost_markdown(cost)  # a file named: no floor unless one is named too
+
+
+def test_the_page_takes_the_newest_floor_probe_that_ran_ours_beside_the_floor(tmp_path):
+    """A later run of the floors alone (no default of ours) is not what the page compares: the newest
+    with ours is; what a run lacks is left out of the sentence, not printed as a blank."""
+    with_ours = write(tmp_path / "2026-11-27_h100_s7" / "floor_probe" / "floor_probe.json", FLOOR)
+    floors_only = dict(FLOOR, date="2026-11-27T23:43:27+00:00",
+                       summary={k: v for k, v in FLOOR["summary"].items() if k.startswith(("floor_default", "columnar"))})
+    later = write(tmp_path / "2026-11-27_h200_s7" / "floor_probe" / "floor_probe.json", floors_only)
+    assert hooks.newest("floor_probe.json", results=tmp_path, accept=hooks._with_ours) == with_ours
+    assert hooks.newest("floor_probe.json", results=tmp_path) == later
+    alone = hooks.floor_markdown(later)
+    assert "without memory," not in alone and "This plugin's" not in alone and "—" not in alone
+    assert "**47.5 (43.4 to 53.1) µs a test** self-timed. The least columnar plugin" in alone
 
 
 def test_env_lines_of_device_runs_are_read():
