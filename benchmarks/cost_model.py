@@ -44,8 +44,8 @@ keeps what it had. With the counters on, their sampling thread's CPU time over t
 Per configuration cost.json also gives, from each round's small suites (``--sizes``, e.g. 500 and
 5,000 tests), a slope per round, then their median and range over the rounds:
 ``self_per_test_us``, the plugin's self-timed work per test (the run document's measurement cost,
-``totals.measure_ms``), split into ``torch_calls_per_test_us`` (torch's synchronizes and allocator reads at
-the tests' edges, ``totals.torch_calls_ms``) and ``own_beyond_torch_per_test_us`` (the rest: the plugin's own
+``totals.measure_ms``), split into ``torch_calls_per_test_us`` (torch's synchronizes and allocator reads with
+CUPTI's clock at the tests' edges, ``totals.torch_calls_ms``) and ``own_beyond_torch_per_test_us`` (the rest: the plugin's own
 Python), and ``slope_per_test_us``, the run's time beyond plain per test. With
 ``--busy-tests`` a suite of that many bf16 matmul tests of ``--busy-seconds`` each runs with the
 counters on (``counters_busy``, once before the rounds): ``counters_thread_pct_busy`` is the

@@ -257,7 +257,8 @@ class Measurement:
 
     def torch_calls_s(self) -> float:
         """Seconds of torch's own calls at the calls' edges so far (the synchronizes, the allocator's reset
-        and read): the part of the plugin's own time that any measuring of each test pays."""
+        and read) with CUPTI's clock reads between them (timed as one span): the part of the plugin's own
+        time that any measuring of each test pays (benchmarks/checks/floor_probe.py times the same calls)."""
         capture = self.capture
         return (capture.torch_s if capture is not None else 0.0) + self.memory_reads.torch_s
 

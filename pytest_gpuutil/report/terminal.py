@@ -237,8 +237,8 @@ def measurement_lines(state: RunState) -> list[str]:
         )
         torch_ms = t.get("torch_calls_ms")
         if torch_ms:
-            lines.append(f"  (of which torch's synchronize and allocator reads {torch_ms / 1000:.3f} s, at the tests' "
-                         "edges: what any per-test measuring pays; docs: cost)")
+            lines.append(f"  (of which torch's synchronize and allocator reads with CUPTI's clock {torch_ms / 1000:.3f} s, "
+                         "at the tests' edges: what any per-test measuring pays; docs: cost)")
         unseen = t.get("measure_unseen_ms") or 0.0
         if unseen >= 1.0:
             lines.append(f"  ({unseen / 1000:.3f} s of it estimated inside the tests, where no timer of the plugin's "

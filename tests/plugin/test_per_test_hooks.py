@@ -123,7 +123,7 @@ def test_the_cost_line_counts_every_hooks_time(pytester: pytest.Pytester, monkey
     assert printed * 1000 >= round(totals["measure_ms"], 0) - 1  # the summary's line counts the summary too
     # of it, torch's calls at the windows' edges (the synthetic GPU's synchronize: a call that returns at once)
     assert 0 < totals["torch_calls_ms"] <= totals["measure_in_tests_ms"]
-    assert "(of which torch's synchronize and allocator reads 0.0" in result.stdout.str()
+    assert "(of which torch's synchronize and allocator reads with CUPTI's clock 0.0" in result.stdout.str()
 
 
 @pytest.mark.parametrize("setup, call, teardown, word", [
