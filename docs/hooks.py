@@ -465,7 +465,7 @@ def floor_markdown(path: Path) -> str:
                  f"attribution and the files; no findings, idle gaps or unions) costs **{columnar} µs**"
                  + (f", {columnar_lean} without memory and findings" if columnar_lean else "") + ".")
     if ours:
-        text += (f" This plugin's default" + (" and lean configurations" if ours_lean else "")
+        text += (" This plugin's default" + (" and lean configurations" if ours_lean else "")
                  + f": {ours}" + (f" and {ours_lean}" if ours_lean else "") + ", in the same rounds.")
     return text + (f" ({doc.get('gpu', 'unknown GPU')}, torch {doc.get('torch', '?')}, {str(doc.get('date', '?'))[:10]}, "
                    f"{doc.get('rounds', '?')} interleaved rounds; file: {_where(path)}.)")

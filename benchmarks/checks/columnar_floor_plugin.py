@@ -17,9 +17,9 @@ by ``floor_probe.py`` beside the bare floor and ours:
 - the session's end: the last flush, ``gpu_util.json`` (the spooled lines reused as raw JSON) and
   ``gpu_util.csv``, and one summary line of the run's totals.
 
-Left out, so that the figure stays a floor: findings, idle gaps, the union of overlapping kernels
-(busy time is a sum here), children, counters, JUnit properties, history, the HTML page and every
-object a hook or a limit would ask for. What it prints: ``FLOOR_OWN_S <s> FLOOR_TESTS <n>``, as
+Left out, so that the figure stays a floor: findings, idle gaps, kernel names' demangling, the memcpy
+share, the union of overlapping kernels (busy time is a sum here), children, counters, JUnit
+properties, history, the HTML page and every object a hook or a limit would ask for. What it prints: ``FLOOR_OWN_S <s> FLOOR_TESTS <n>``, as
 the bare floor plugin does, and ``COLUMNAR_PARTS in_test=<s> reports=<s> flush=<s> end=<s>`` (its
 own seconds by part: the calls in the test, the report hook less its flushes, the flushes, the end).
 """
@@ -268,8 +268,8 @@ class ColumnarFloor:
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.own_s = sum(self.parts.values())
         parts = " ".join(f"{name}={seconds:.9f}" for name, seconds in self.parts.items())
-        print(f"\n{self.summary or 'columnar floor: no test measured'}\nFLOOR_OWN_S {self.own_s:.9f} FLOOR_TESTS {self.flushed}"
-              f"\nCOLUMNAR_PARTS {parts}")
+        print(f"\n{self.summary or 'columnar floor: no test measured'}\n"
+              f"FLOOR_OWN_S {self.own_s:.9f} FLOOR_TESTS {self.flushed}\nCOLUMNAR_PARTS {parts}")
         if self.source:
             self.source.stop()
 

@@ -154,7 +154,8 @@ def run_one(suite: cost_model.Suite, config: str, work: Path, timeout_s: float) 
     return got
 
 
-def summary(rounds: cost_model.Rounds, suites: list[cost_model.Suite], configs: tuple[str, ...] = CONFIGS) -> dict[str, Any]:
+def summary(rounds: cost_model.Rounds, suites: list[cost_model.Suite],
+            configs: tuple[str, ...] = CONFIGS) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for config in configs:
         if config == "plain":
@@ -167,7 +168,7 @@ def summary(rounds: cost_model.Rounds, suites: list[cost_model.Suite], configs: 
             for part in COLUMNAR_PARTS:
                 out[config][f"{part}_per_test_us"] = cost_model.slope_per_round(rounds, suites, config, f"part_{part}_s",
                                                                                 minus_plain=False)
-        if config not in FLOORS and config not in COLUMNAR:  # ours: its self-timed work split into torch's calls at the edges and the rest
+        if config not in FLOORS and config not in COLUMNAR:  # ours: its self-timed work, torch's calls and the rest
             for key, figure in (("torch_calls_per_test_us", "torch_calls_s"), ("own_beyond_torch_per_test_us",
                                                                                "own_beyond_torch_s")):
                 out[config][key] = cost_model.slope_per_round(rounds, suites, config, figure, minus_plain=False)
