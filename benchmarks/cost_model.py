@@ -305,9 +305,11 @@ def parse_run(output: str, wall_s: float, run_doc: Optional[dict[str, Any]] = No
     return got
 
 
-def run_suite(suite: Suite, config: str, work: Path, timeout_s: float) -> dict[str, Any]:
-    """One fresh pytest process of ``suite`` in ``config``; raises RuntimeError when it fails."""
-    args = CONFIGS[config]
+def run_suite(suite: Suite, config: str, work: Path, timeout_s: float,
+              args: Optional[list[str]] = None) -> dict[str, Any]:
+    """One fresh pytest process of ``suite`` in ``config`` (``args``: its options after ``--gpu-util``, when
+    not one of CONFIGS'); raises RuntimeError when it fails."""
+    args = CONFIGS[config] if args is None else args
     out_dir = work / f"out_{config}_{suite.name}"
     cmd = [sys.executable, "-m", "pytest", str(suite.path), "-q", "-p", "no:cacheprovider",
            "--rootdir", str(suite.path.parent)]

@@ -20,7 +20,8 @@ and still write issue 41's per-test files (``columnar_floor_plugin.py`` beside t
 appended at the teardown, and per flush of 100 tests the drain, one attribution, each test's record
 dict, its spool line and CSV row; the run's files at the end. Beside them, in the same rounds,
 ``plain`` (no plugin) and ours (``default``, ``lean``: ``--gpu-util`` as cost_model.py runs it).
-``--configs`` picks some (plain always among them).
+``--configs`` picks some (plain always among them); ``default_f1000``, ``default_f10s`` and
+``lean_f1000`` are ours with a flush every 1,000 tests, or only by the policy's time and size bounds.
 Every configuration runs cost_model.py's small suite (one tensor, four kernels and ``.item()``'s
 copy a test) at each size of ``--small``, each run a fresh process, the order shuffled per round.
 
@@ -124,10 +125,18 @@ FLOORS = {"floor_default": "default", "floor_lean": "lean"}
 COLUMNAR = {"columnar_default": "default", "columnar_lean": "lean"}
 #: the columnar floor's parts (its COLUMNAR_PARTS line)
 COLUMNAR_PARTS = ("in_test", "reports", "flush", "end")
-CONFIGS = ("plain", "floor_default", "floor_lean", "columnar_default", "columnar_lean", "default", "lean")
+#: ours with another flush policy: a flush every 1,000 tests, or only by the policy's 10 s (and 64 MB)
+OURS_VARIANTS = {
+    "default_f1000": ["--gpu-util-flush=tests=1000"],
+    "default_f10s": ["--gpu-util-flush=tests=1000000"],
+    "lean_f1000": [*cost_model.CONFIGS["lean"], "--gpu-util-flush=tests=1000"],
+}
+CONFIGS = ("plain", "floor_default", "floor_lean", "columnar_default", "columnar_lean", "default", "lean", *OURS_VARIANTS)
 
 
 def run_one(suite: cost_model.Suite, config: str, work: Path, timeout_s: float) -> dict[str, Any]:
+    if config in OURS_VARIANTS:
+        return cost_model.run_suite(suite, config, work, timeout_s, args=OURS_VARIANTS[config])
     if config not in FLOORS and config not in COLUMNAR:
         return cost_model.run_suite(suite, config, work, timeout_s)
     plugin = "floor_plugin" if config in FLOORS else "columnar_floor_plugin"
