@@ -472,8 +472,9 @@ def floor_markdown(path: Path) -> str:
 
 
 def _with_ours(doc: Any) -> bool:
-    """A floor_probe.json that ran this plugin's default beside the floor (what the page compares)."""
-    return isinstance(doc, dict) and bool(((doc.get("summary") or {}).get("default") or {}).get("self_per_test_us"))
+    """A floor_probe.json that ran the floor and this plugin's default beside it (what the page compares)."""
+    summary = (doc.get("summary") or {}) if isinstance(doc, dict) else {}
+    return all((summary.get(config) or {}).get("self_per_test_us") for config in ("floor_default", "default"))
 
 
 def cost_markdown(path: Path | None = None, floor: Path | None = None) -> str:

@@ -78,7 +78,7 @@ OPTIONS: tuple[OptionSpec, ...] = (
                "back to torch when CUPTI cannot be used) or torch (a torch.profiler session per test, slower)",
                parse=event_source, default="cupti", metavar="SOURCE"),
     OptionSpec("--gpu-util-flush", "turn the capture into per-test records after N tests, S seconds or M MB of events, "
-               "whichever comes first (default 'tests=100 seconds=10 megabytes=64'); a crashed xdist worker loses "
+               "whichever comes first (default 'tests=1000 seconds=10 megabytes=64'); a crashed xdist worker loses "
                "at most the tests since its last flush", parse=flush_policy, default=FlushPolicy(), metavar="'tests=N seconds=S'"),
     OptionSpec("--gpu-util-memory", "GPU memory per test from PyTorch's allocator counters (peaks, what was left "
                "allocated, retries, out-of-memory errors): on (the default) or off (saves the two reads of the counters "

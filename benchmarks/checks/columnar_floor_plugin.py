@@ -8,7 +8,7 @@ by ``floor_probe.py`` beside the bare floor and ours:
   at both edges; in ``default`` the allocator's peaks and counts reset before and its one read
   after), the window's edges and peak appended to lists;
 - at each teardown report, the node id and the call's outcome appended to lists, and a flush every
-  100 tests (our default policy's count);
+  100 tests (our default policy's count when it was first measured; 1,000 since);
 - a flush: CUPTI's records drained (the plugin's own ``CuptiSource``), each kernel's window by one
   ``searchsorted``, busy time, kernel counts, per-category and per-(window, kernel) sums by
   ``bincount``, then each test's record dict with the run document's 44 keys (its top three

@@ -155,7 +155,7 @@ class CounterReads(MeasurementPart):
     def waiting(self) -> int:
         """Tests waiting only for their counters count once the samples cover the first of them:
         before that a flush could give none of them, and counting them made every test's teardown
-        flush while the sampler had not polled (tests=100 and 100 tests waiting)."""
+        flush while the sampler had not polled (tests=N and N tests waiting)."""
         if self._awaiting and self.capture is not None and self.capture.first_waiting_covered():
             return len(self._awaiting)
         return 0

@@ -159,8 +159,8 @@ def test_close_flushes_the_open_window_and_stops() -> None:
 @pytest.mark.parametrize(
     ("pending", "nbytes", "seconds", "expected"),
     [
-        (99, 0, 0.0, None),
-        (100, 0, 0.0, "100 tests"),
+        (999, 0, 0.0, None),
+        (1000, 0, 0.0, "1000 tests"),
         (1, 64 << 20, 0.0, "64.0 MB of events"),
         (1, 0, 10.0, "10.0 s since the last flush"),
         (0, 0, 99.0, None),  # nothing waiting: no flush however long it has been

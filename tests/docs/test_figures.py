@@ -189,14 +189,16 @@ def test_the_cost_model_says_the_floor_from_the_floor_probe_beside_ours(tmp_path
 
 
 def test_the_page_takes_the_newest_floor_probe_that_ran_ours_beside_the_floor(tmp_path):
-    """A later run of the floors alone (no default of ours) is not what the page compares: the newest
-    with ours is; what a run lacks is left out of the sentence, not printed as a blank."""
+    """A later run of the floors alone (no default of ours), or of ours alone, is not what the page
+    compares: the newest with both is; what a run lacks is left out of the sentence, not a blank."""
     with_ours = write(tmp_path / "2026-11-27_h100_s7" / "floor_probe" / "floor_probe.json", FLOOR)
     floors_only = dict(FLOOR, date="2026-11-27T23:43:27+00:00",
                        summary={k: v for k, v in FLOOR["summary"].items() if k.startswith(("floor_default", "columnar"))})
     later = write(tmp_path / "2026-11-27_h200_s7" / "floor_probe" / "floor_probe.json", floors_only)
+    ours_only = dict(FLOOR, date="2026-11-28T00:09:08+00:00", summary={"default": FLOOR["summary"]["default"]})
+    write(tmp_path / "2026-11-28_h100" / "floor_probe" / "floor_probe.json", ours_only)  # no floor: not either
     assert hooks.newest("floor_probe.json", results=tmp_path, accept=hooks._with_ours) == with_ours
-    assert hooks.newest("floor_probe.json", results=tmp_path) == later
+    assert hooks.newest("floor_probe.json", results=tmp_path).parent.parent.name == "2026-11-28_h100"
     alone = hooks.floor_markdown(later)
     assert "without memory," not in alone and "This plugin's" not in alone and "—" not in alone
     assert "**47.5 (43.4 to 53.1) µs a test** self-timed. The least columnar plugin" in alone

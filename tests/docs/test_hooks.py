@@ -70,7 +70,7 @@ def test_choices_and_defaults_come_from_the_option_table():
     traces = options.split("### `--gpu-util-traces`")[1].split("###")[0]
     assert "one of `none`, `failed`, `all`" in traces and "**default:** `none`" in traces
     flush = options.split("### `--gpu-util-flush`")[1].split("###")[0]
-    assert "`tests=100 seconds=10 megabytes=64`" in flush
+    assert "`tests=1000 seconds=10 megabytes=64`" in flush
     html = options.split("### `--gpu-util-html`")[1].split("###")[0]
     assert "turns `--gpu-util` on" in html
 
