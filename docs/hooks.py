@@ -471,21 +471,56 @@ def floor_markdown(path: Path) -> str:
                    f"{doc.get('rounds', '?')} interleaved rounds; file: {_where(path)}.)")
 
 
+def flush_markdown(path: Path) -> str:
+    """What the flush policy's test count does to the per-test figures, from a ``floor_probe.json`` that ran
+    ours with a flush every 100 tests (``default``) and every 1,000 (``default_f1000``)."""
+    doc = _load(path)
+    got = doc.get("summary") or {}
+
+    def own(config: str) -> str:
+        return _median_range((got.get(config) or {}).get("self_per_test_us"), 1)
+
+    lean = (f"; lean {own('lean')} against {own('lean_f1000')}"
+            if (got.get("lean") or {}).get("self_per_test_us") and (got.get("lean_f1000") or {}).get("self_per_test_us")
+            else "")
+    from pytest_gpuutil.capture.flush_policy import FlushPolicy
+
+    policy = FlushPolicy()
+    return (f"A flush's work is cold when it comes (the tests between flushes evict it), so its fixed part "
+            f"dominates: the default configuration's self-timed cost was {own('default')} µs a test with a flush "
+            f"every 100 tests and **{own('default_f1000')}** with one every 1,000{lean} "
+            f"({doc.get('gpu', 'unknown GPU')}, torch {doc.get('torch', '?')}, {str(doc.get('date', '?'))[:10]}, "
+            f"{doc.get('rounds', '?')} interleaved rounds; file: {_where(path)}). `--gpu-util-flush` defaults to "
+            f"`tests={policy.tests} seconds={policy.seconds:g} megabytes={policy.megabytes:g}`.")
+
+
+def _flush_policies(doc: Any) -> bool:
+    """A floor_probe.json that ran ours under both flush policies."""
+    summary = (doc.get("summary") or {}) if isinstance(doc, dict) else {}
+    return all((summary.get(config) or {}).get("self_per_test_us") for config in ("default", "default_f1000"))
+
+
 def _with_ours(doc: Any) -> bool:
     """A floor_probe.json that ran the floor and this plugin's default beside it (what the page compares)."""
     summary = (doc.get("summary") or {}) if isinstance(doc, dict) else {}
     return all((summary.get(config) or {}).get("self_per_test_us") for config in ("floor_default", "default"))
 
 
-def cost_markdown(path: Path | None = None, floor: Path | None = None) -> str:
+def cost_markdown(path: Path | None = None, floor: Path | None = None, flush: Path | None = None) -> str:
     """The cost model from the newest ``cost.json``: its provenance, one table, a worked example; and, on
-    the page (no ``path`` given) or with ``floor``, the floor from the newest ``floor_probe.json``."""
+    the page (no ``path`` given) or with ``floor``, the floor from the newest ``floor_probe.json`` that ran
+    it beside ours, and with ``flush``, what the flush policy's test count does, from the newest that ran
+    ours under both."""
     if path is None:
         path = newest("cost.json")
         try:
             floor = floor or newest("floor_probe.json", accept=_with_ours)
         except DocsError:
             floor = None
+        try:
+            flush = flush or newest("floor_probe.json", accept=_flush_policies)
+        except DocsError:
+            flush = None
     doc = _load(path)
     configs = doc["configs"]
     has_self = any("self_per_test_us" in c for c in configs.values())
@@ -533,6 +568,8 @@ def cost_markdown(path: Path | None = None, floor: Path | None = None) -> str:
                   f"**{extra:.1f} s** longer than without the plugin."]
     if floor is not None:
         lines += ["", floor_markdown(floor)]
+    if flush is not None:
+        lines += ["", flush_markdown(flush)]
     return "\n".join(lines)
 
 

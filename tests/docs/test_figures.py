@@ -204,6 +204,26 @@ def test_the_page_takes_the_newest_floor_probe_that_ran_ours_beside_the_floor(tm
     assert "**47.5 (43.4 to 53.1) µs a test** self-timed. The least columnar plugin" in alone
 
 
+def test_the_cost_page_says_what_the_flush_policy_does_from_the_run_that_compared_them(tmp_path):
+    policies = {"gpu": "NVIDIA H100 80GB HBM3", "torch": "2.11.0+cu130", "date": "2026-11-28T00:09:08+00:00",
+                "rounds": 5, "summary": {
+                    "default": {"self_per_test_us": {"median": 174.3, "range": [148.8, 200.4]}},
+                    "default_f1000": {"self_per_test_us": {"median": 124.4, "range": [115.6, 171.9]}},
+                    "lean": {"self_per_test_us": {"median": 116.8, "range": [94.5, 139.5]}},
+                    "lean_f1000": {"self_per_test_us": {"median": 87.4, "range": [79.2, 109.7]}}}}
+    path = write(tmp_path / "2026-11-28_h100" / "floor_probe" / "floor_probe.json", policies)
+    write(tmp_path / "2026-11-29_h100" / "floor_probe" / "floor_probe.json", FLOOR)  # newer, no policies: not it
+    assert hooks.newest("floor_probe.json", results=tmp_path, accept=hooks._flush_policies) == path
+    text = hooks.cost_markdown(write(tmp_path / "2026-11-27_h200" / "cost.json", COST), flush=path).splitlines()[-1]
+    assert ("174.3 (148.8 to 200.4) µs a test with a flush every 100 tests and **124.4 (115.6 to 171.9)** with one "
+            "every 1,000; lean 116.8 (94.5 to 139.5) against 87.4 (79.2 to 109.7)") in text
+    from pytest_gpuutil.capture.flush_policy import FlushPolicy
+
+    assert f"defaults to `tests={FlushPolicy().tests} seconds=10 megabytes=64`" in text  # from the code
+    without_lean = dict(policies, summary={k: v for k, v in policies["summary"].items() if k.startswith("default")})
+    assert "lean" not in hooks.flush_markdown(write(tmp_path / "x" / "floor_probe.json", without_lean))
+
+
 def test_env_lines_of_device_runs_are_read():
     assert hooks.parse_env("torch 2.11.0+cu130 cuda 13.0 NVIDIA H100 80GB HBM3 x 2 python 3.12.3 cpus 32") == {
         "torch": "2.11.0+cu130", "cuda": "13.0", "gpu": "NVIDIA H100 80GB HBM3", "count": "2"}
