@@ -28,7 +28,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 MARKER = re.compile(r"<!-- gpuutil:([a-z]+) -->")
 EXAMPLE = re.compile(r"<!-- gpuutil:example ([a-z0-9-]+) -->\n(.*?)<!-- gpuutil:end -->\n?", re.S)
@@ -442,19 +442,30 @@ def _median_range(value: Any, digits: int) -> str:
     return text + (f" ({_fmt(low, digits)} to {_fmt(high, digits)})" if low is not None and high is not None else "")
 
 
+def _self_timed(doc: Mapping[str, Any], config: str) -> str | None:
+    """A floor_probe.json configuration's self-timed µs a test as ``median (low to high)``; None: not run."""
+    figure = ((doc.get("summary") or {}).get(config) or {}).get("self_per_test_us")
+    return _median_range(figure, 1) if figure else None
+
+
+def _probe_run(doc: Mapping[str, Any], path: Path) -> str:
+    """Where and how a floor_probe.json was measured, as the pages say it."""
+    return (f"{doc.get('gpu', 'unknown GPU')}, torch {doc.get('torch', '?')}, {str(doc.get('date', '?'))[:10]}, "
+            f"{doc.get('rounds', '?')} interleaved rounds; file: {_where(path)}")
+
+
+def _ran(*configs: str) -> Callable[[Any], bool]:
+    """``newest``'s ``accept``: a floor_probe.json that ran every one of ``configs``."""
+    return lambda doc: isinstance(doc, dict) and all(_self_timed(doc, config) for config in configs)
+
+
 def floor_markdown(path: Path) -> str:
     """The floor under the per-test figures, from a ``floor_probe.json`` (benchmarks/checks/floor_probe.py):
     the bare floor, the columnar floor where the run had it, and ours, each as the run has them."""
     doc = _load(path)
-    got = doc.get("summary") or {}
-
-    def own(config: str) -> str | None:
-        figure = (got.get(config) or {}).get("self_per_test_us")
-        return _median_range(figure, 1) if figure else None
-
-    floor, floor_lean = own("floor_default"), own("floor_lean")
-    columnar, columnar_lean = own("columnar_default"), own("columnar_lean")
-    ours, ours_lean = own("default"), own("lean")
+    floor, floor_lean = _self_timed(doc, "floor_default"), _self_timed(doc, "floor_lean")
+    columnar, columnar_lean = _self_timed(doc, "columnar_default"), _self_timed(doc, "columnar_lean")
+    ours, ours_lean = _self_timed(doc, "default"), _self_timed(doc, "lean")
     text = (f"The floor under the per-test figures: a plugin that does nothing but the calls every measured test "
             f"needs inside its call (torch's synchronize and CUPTI's clock at both edges; with memory on, the "
             f"allocator's reset and its one read) costs **{floor or '—'} µs a test** self-timed"
@@ -467,43 +478,29 @@ def floor_markdown(path: Path) -> str:
     if ours:
         text += (" This plugin's default" + (" and lean configurations" if ours_lean else "")
                  + f": {ours}" + (f" and {ours_lean}" if ours_lean else "") + ", in the same rounds.")
-    return text + (f" ({doc.get('gpu', 'unknown GPU')}, torch {doc.get('torch', '?')}, {str(doc.get('date', '?'))[:10]}, "
-                   f"{doc.get('rounds', '?')} interleaved rounds; file: {_where(path)}.)")
+    return text + f" ({_probe_run(doc, path)}.)"
 
 
 def flush_markdown(path: Path) -> str:
     """What the flush policy's test count does to the per-test figures, from a ``floor_probe.json`` that ran
     ours with a flush every 100 tests (``default``) and every 1,000 (``default_f1000``)."""
-    doc = _load(path)
-    got = doc.get("summary") or {}
-
-    def own(config: str) -> str:
-        return _median_range((got.get(config) or {}).get("self_per_test_us"), 1)
-
-    lean = (f"; lean {own('lean')} against {own('lean_f1000')}"
-            if (got.get("lean") or {}).get("self_per_test_us") and (got.get("lean_f1000") or {}).get("self_per_test_us")
-            else "")
     from pytest_gpuutil.capture.flush_policy import FlushPolicy
 
+    doc = _load(path)
+    lean, lean_f1000 = _self_timed(doc, "lean"), _self_timed(doc, "lean_f1000")
     policy = FlushPolicy()
     return (f"A flush's work is cold when it comes (the tests between flushes evict it), so its fixed part "
-            f"dominates: the default configuration's self-timed cost was {own('default')} µs a test with a flush "
-            f"every 100 tests and **{own('default_f1000')}** with one every 1,000{lean} "
-            f"({doc.get('gpu', 'unknown GPU')}, torch {doc.get('torch', '?')}, {str(doc.get('date', '?'))[:10]}, "
-            f"{doc.get('rounds', '?')} interleaved rounds; file: {_where(path)}). `--gpu-util-flush` defaults to "
+            f"dominates: the default configuration's self-timed cost was {_self_timed(doc, 'default') or '—'} µs a "
+            f"test with a flush every 100 tests and **{_self_timed(doc, 'default_f1000') or '—'}** with one every "
+            f"1,000" + (f"; lean {lean} against {lean_f1000}" if lean and lean_f1000 else "")
+            + f" ({_probe_run(doc, path)}). `--gpu-util-flush` defaults to "
             f"`tests={policy.tests} seconds={policy.seconds:g} megabytes={policy.megabytes:g}`.")
 
 
-def _flush_policies(doc: Any) -> bool:
-    """A floor_probe.json that ran ours under both flush policies."""
-    summary = (doc.get("summary") or {}) if isinstance(doc, dict) else {}
-    return all((summary.get(config) or {}).get("self_per_test_us") for config in ("default", "default_f1000"))
-
-
-def _with_ours(doc: Any) -> bool:
-    """A floor_probe.json that ran the floor and this plugin's default beside it (what the page compares)."""
-    summary = (doc.get("summary") or {}) if isinstance(doc, dict) else {}
-    return all((summary.get(config) or {}).get("self_per_test_us") for config in ("floor_default", "default"))
+#: the floor_probe.json the cost page compares: the floor and this plugin's default beside it
+_with_ours = _ran("floor_default", "default")
+#: the floor_probe.json that ran ours under both flush policies
+_flush_policies = _ran("default", "default_f1000")
 
 
 def cost_markdown(path: Path | None = None, floor: Path | None = None, flush: Path | None = None) -> str:

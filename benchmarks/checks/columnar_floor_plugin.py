@@ -43,6 +43,26 @@ CSV_HEADER = ("test,outcome,wall_ms,gpu_busy_ms,busy_pct,mm_conv_pct,attention_p
               "energy_j,avg_power_w,counters_source,counters_note").split(",")
 
 
+def required_calls() -> tuple[Any, Any, Any, Any, Any, Any]:
+    """What a measured test must call, as both floors call it (this plugin and floor_probe.py's bare one):
+    ``(source, now, sync, reset, reset_counts, stats)``: CUPTI started (the plugin's own ``CuptiSource``),
+    its clock, torch's synchronize, the allocator's peak and count resets and its statistics read. Without
+    CUDA (a CPU run: the tests), stand-ins and ``source`` False."""
+    import torch
+
+    if not torch.cuda.is_available():
+        stats = {"allocated_bytes": {"all": {"peak": 0}}, "reserved_bytes": {"all": {"peak": 0}}}
+        return False, time.perf_counter_ns, (lambda: None), (lambda device: None), (lambda device: None), \
+            (lambda device: stats)
+    from pytest_gpuutil.capture.cupti import CuptiSource
+
+    torch.cuda.init()
+    source = CuptiSource()
+    source.start()
+    return (source, source.now, torch._C._cuda_synchronize, torch._C._cuda_resetPeakMemoryStats,
+            torch._C._cuda_resetAccumulatedMemoryStats, torch._C._cuda_memoryStats)
+
+
 class ColumnarFloor:
     """The columns, the flushes and the files; ``own_s`` is every second spent in its hooks' bodies."""
 
@@ -70,7 +90,6 @@ class ColumnarFloor:
     def _start(self) -> None:
         import msgspec
         import numpy as np
-        import torch
 
         from pytest_gpuutil.analysis.classify import KernelClassifier
 
@@ -78,22 +97,7 @@ class ColumnarFloor:
         self.classifier = KernelClassifier()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.spool = open(self.out_dir / "gpu_util.partial.jsonl", "wb")  # noqa: SIM115 - closed at the end
-        if not torch.cuda.is_available():  # a CPU run of the plugin (the tests): stand-ins, no records
-            self.now, self.sync = time.perf_counter_ns, (lambda: None)
-            self.reset = self.reset_counts = (lambda device: None)
-            self.stats = lambda device: {"allocated_bytes": {"all": {"peak": 0}}, "reserved_bytes": {"all": {"peak": 0}}}
-            self.source = False
-            return
-        from pytest_gpuutil.capture.cupti import CuptiSource
-
-        torch.cuda.init()
-        self.source = CuptiSource()
-        self.source.start()
-        self.now = self.source.now
-        self.sync = torch._C._cuda_synchronize
-        self.reset = torch._C._cuda_resetPeakMemoryStats
-        self.reset_counts = torch._C._cuda_resetAccumulatedMemoryStats
-        self.stats = torch._C._cuda_memoryStats
+        self.source, self.now, self.sync, self.reset, self.reset_counts, self.stats = required_calls()
 
     @pytest.hookimpl(**_WRAPPER)
     def pytest_runtest_call(self, item: pytest.Item) -> Any:
@@ -262,7 +266,6 @@ class ColumnarFloor:
         self.summary = (f"columnar floor: {self.flushed} tests, GPU busy {busy / wall * 100 if wall else 0.0:.1f} % "
                         f"of {wall / 1e3:.2f} s, {self.totals[2]} kernels")
         self.parts["end"] += time.perf_counter() - began
-        self.own_s = sum(self.parts.values())
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self, config: pytest.Config) -> None:

@@ -70,22 +70,9 @@ class Floor:
         self.tests = 0
 
     def _start(self):
-        import torch
-        from pytest_gpuutil.capture.cupti import CuptiSource
+        from columnar_floor_plugin import required_calls  # beside this script (on the runs' PYTHONPATH)
 
-        if not torch.cuda.is_available():  # a CPU smoke run of the script (--device cpu): stand-ins
-            self.source, self.now, self.sync = False, time.perf_counter_ns, lambda: None
-            self.reset = self.reset_counts = lambda device: None
-            self.stats = lambda device: {"allocated_bytes": {"all": {"peak": 0}}}
-            return
-        torch.cuda.init()
-        self.source = CuptiSource()
-        self.source.start()
-        self.now = self.source.now
-        self.sync = torch._C._cuda_synchronize
-        self.reset = torch._C._cuda_resetPeakMemoryStats
-        self.reset_counts = torch._C._cuda_resetAccumulatedMemoryStats
-        self.stats = torch._C._cuda_memoryStats
+        self.source, self.now, self.sync, self.reset, self.reset_counts, self.stats = required_calls()
 
     @pytest.hookimpl(**_WRAPPER)
     def pytest_runtest_call(self, item):
